@@ -1,0 +1,1 @@
+"""Apache Beam pipeline: sources -> documents -> sentences -> vocab -> tokens -> instances -> shards."""

@@ -1,0 +1,98 @@
+"""The whole build as one Beam graph: read -> split -> vocab -> tokenize -> instances -> shards."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.config import InstanceConfig, VocabConfig
+from pipeline.counting import SumCounts
+from pipeline.shards import BUILDING_DIR, WriteShards
+from pipeline.sources import InputSpec, ReadDocuments
+from pipeline.transforms import CreateInstances, SplitSentences, TokenizeDocuments, TrainVocab
+from schemas.manifest import MANIFEST_NAME
+from schemas.vocab import Vocab
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    inputs: tuple[InputSpec, ...]
+    out: str  # dataset directory (local path or any Beam filesystem)
+    instances: InstanceConfig = field(default_factory=InstanceConfig)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    vocab_path: str | None = None  # reuse this vocab.txt instead of training one
+    num_shards: int = 0  # 0: from the corpus size and bucket_tokens
+    bucket_tokens: int = 4_000_000  # tokens per bucket (dupe passes included) when automatic
+    max_paragraph_chars: int = 1_000_000  # longer paragraphs are dropped and counted
+    skip_bad_input: bool = False  # skip and count unreadable files instead of failing
+
+    def __post_init__(self):
+        if not self.inputs:
+            raise ValueError("no input given: pass --input PATH (a file, directory or glob)")
+        if self.num_shards < 0 or self.bucket_tokens < 1:
+            raise ValueError("num_shards must be >= 0 and bucket_tokens >= 1")
+
+    def shard_config(self) -> dict:
+        """What goes into every shard and the manifest: all that decides shard contents."""
+        return {
+            **self.instances.to_dict(),
+            "lowercase": self.vocab.lowercase,
+            "vocab_size_target": None if self.vocab_path else self.vocab.vocab_size,
+            "vocab_sample_sentences": None if self.vocab_path else self.vocab.sample_sentences,
+            "num_shards": self.num_shards,
+            "bucket_tokens": None if self.num_shards else self.bucket_tokens,
+            "max_paragraph_chars": self.max_paragraph_chars,
+            "inputs": sorted({s.format for s in self.inputs}),
+        }
+
+
+def load_vocab(path: str) -> Vocab:
+    try:
+        with FileSystems.open(path) as f:
+            return Vocab.from_text(f.read().decode("utf-8"))
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def build(p: beam.Pipeline, cfg: BuildConfig):
+    """Add the build to pipeline `p`; returns the PCollection holding the published row count."""
+    docs, read_counts = p | "ReadDocuments" >> ReadDocuments(list(cfg.inputs), cfg.skip_bad_input)
+    sentences, split_counts = docs | "SplitSentences" >> SplitSentences(cfg.max_paragraph_chars)
+    if cfg.vocab_path:
+        vocab = p | "LoadVocab" >> beam.Create([load_vocab(cfg.vocab_path)])
+    else:
+        vocab = sentences | "TrainVocab" >> TrainVocab(cfg.vocab)
+    tokens, token_counts = sentences | "Tokenize" >> TokenizeDocuments(vocab, cfg.vocab.lowercase)
+    buckets, instance_counts = tokens | "CreateInstances" >> CreateInstances(
+        vocab, cfg.instances, cfg.num_shards, cfg.bucket_tokens
+    )
+    counts = (read_counts, split_counts, token_counts, instance_counts) | "Counts" >> SumCounts()
+    return buckets | "WriteShards" >> WriteShards(
+        cfg.out, cfg.shard_config(), vocab, counts, cfg.vocab.lowercase
+    )
+
+
+def prepare_output(out: str) -> None:
+    """Make the directory invalid until this build publishes: drop the old manifest first."""
+    manifest = FileSystems.join(out, MANIFEST_NAME)
+    if FileSystems.exists(manifest):
+        FileSystems.delete([manifest])
+    building = FileSystems.join(out, "shards", BUILDING_DIR)
+    if FileSystems.exists(building + "/"):
+        FileSystems.delete([building])
+
+
+def remove_stale_shards(out: str, keep: set[str]) -> int:
+    """Shards of an earlier build that this one did not write (a different shard count)."""
+    pattern = FileSystems.join(out, "shards", "train-*.arrow")
+    stale = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list
+             if m.path.split("/shards/")[-1] not in keep]
+    if stale:
+        FileSystems.delete(stale)
+    return len(stale)
+
+
+def config_summary(cfg: BuildConfig) -> dict:
+    return {"inputs": [asdict(s) for s in cfg.inputs], "out": cfg.out, **cfg.shard_config()}

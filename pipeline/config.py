@@ -1,0 +1,63 @@
+"""Frozen, validated configuration for each stage of the build."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+
+def default_max_predictions(max_seq_length: int, masked_lm_prob: float) -> int:
+    """The reference's advice, max_seq_length * masked_lm_prob, rounded up to a multiple of 5:
+    20 at 128, 40 at 256, 80 at 512 (the values Google and NVIDIA use)."""
+    return max(1, 5 * math.ceil(max_seq_length * masked_lm_prob / 5 - 1e-9))
+
+
+@dataclass(frozen=True)
+class InstanceConfig:
+    max_seq_length: int = 128  # [CLS] A [SEP] B [SEP], in pieces
+    max_predictions_per_seq: int = 20  # cap on masked positions per row
+    masked_lm_prob: float = 0.15  # share of pieces selected for prediction
+    short_seq_prob: float = 0.1  # chance a document pass aims for a shorter target length
+    dupe_factor: int = 5  # passes over the corpus, each with fresh randomness
+    random_next_prob: float = 0.5  # chance B comes from another document
+    whole_word_mask: bool = False  # mask all pieces of a word together
+    seed: int = 12345  # every draw derives from this
+
+    def __post_init__(self):
+        if self.max_seq_length < 5:
+            raise ValueError(f"max_seq_length must be >= 5 (got {self.max_seq_length})")
+        if self.max_seq_length > 65535:
+            raise ValueError(f"max_seq_length must fit uint16 positions (got {self.max_seq_length})")
+        if not 0 < self.masked_lm_prob < 1:
+            raise ValueError(f"masked_lm_prob must be in (0, 1) (got {self.masked_lm_prob})")
+        if not 0 <= self.short_seq_prob <= 1:
+            raise ValueError(f"short_seq_prob must be in [0, 1] (got {self.short_seq_prob})")
+        if not 0 <= self.random_next_prob <= 1:
+            raise ValueError(f"random_next_prob must be in [0, 1] (got {self.random_next_prob})")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError("max_predictions_per_seq must be >= 1")
+        if self.dupe_factor < 1:
+            raise ValueError(f"dupe_factor must be >= 1 (got {self.dupe_factor})")
+
+    @property
+    def max_num_tokens(self) -> int:
+        return self.max_seq_length - 3
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class VocabConfig:
+    vocab_size: int = 30000  # pieces, specials and alphabet included
+    lowercase: bool = True  # uncased BERT: lowercase and strip accents
+    sample_sentences: int = 1_000_000  # bound on the sentences the trainer sees
+    min_frequency: int = 2  # pieces seen fewer times are not merged
+    limit_alphabet: int = 1000  # initial characters kept, as Google's BERT vocab
+    seed: int = 12345
+
+    def __post_init__(self):
+        if self.vocab_size < 10:
+            raise ValueError(f"vocab_size must be >= 10 (got {self.vocab_size})")
+        if self.sample_sentences < 1:
+            raise ValueError("sample_sentences must be >= 1")

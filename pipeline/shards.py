@@ -1,0 +1,151 @@
+"""Writing: instances -> Arrow shard files under temporary names -> published dataset.
+
+Shards are written to `OUT/shards/.building/` and renamed into place by `PublishDataset`,
+which writes `vocab.txt`, `tokenizer.json` and, last, `manifest.json`. A crashed run never
+leaves a manifest, so it never leaves a directory that validates.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import platform
+from collections.abc import Sequence
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.counting import manifest_counts
+from pipeline.instances import Instance
+from schemas.manifest import MANIFEST_NAME, Manifest, ShardEntry
+from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
+from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
+from schemas.vocab import Vocab
+
+BUILDING_DIR = ".building"
+
+
+def instances_to_columns(instances: Sequence[Instance], id_type: str) -> ShardColumns:
+    def offsets(arrays):
+        off = np.zeros(len(arrays) + 1, dtype=np.int64)
+        np.cumsum([len(a) for a in arrays], out=off[1:])
+        return off
+
+    ids = [i.tokens for i in instances]
+    pos = [i.masked_positions for i in instances]
+    return ShardColumns(
+        input_ids=np.concatenate(ids).astype(id_type),
+        input_offsets=offsets(ids),
+        segment_b_start=np.array([i.segment_b_start for i in instances], dtype=np.uint16),
+        masked_positions=np.concatenate(pos).astype(np.uint16),
+        masked_labels=np.concatenate([i.masked_labels for i in instances]).astype(id_type),
+        masked_offsets=offsets(pos),
+        is_random_next=np.array([i.is_random_next for i in instances], dtype=bool),
+    ) if instances else None
+
+
+def short_rows(instances: Sequence[Instance]) -> int:
+    return sum(i.short for i in instances)
+
+
+def shard_path(index: int, total: int) -> str:
+    return f"shards/train-{index:05d}-of-{total:05d}.arrow"
+
+
+class WriteShard(beam.DoFn):
+    """(bucket, (columns, short_rows)) -> the shard's bytes in a temporary file, and its entry."""
+
+    def __init__(self, out: str, build_config: dict):
+        self.out = out
+        self.build_config = build_config
+
+    def process(self, element, vocab: Vocab):
+        bucket, (columns, n_short) = element
+        metadata = shard_metadata(
+            vocab.sha256, len(vocab), vocab.special_ids.to_dict(), self.build_config
+        )
+        data = shard_to_bytes(columns.to_table(vocab.id_type, metadata))
+        path = FileSystems.join(self.out, "shards", BUILDING_DIR, f"bucket-{bucket:06d}.arrow")
+        with FileSystems.create(path) as f:
+            f.write(data)
+        yield bucket, ShardEntry(
+            path=path,
+            rows=columns.num_rows,
+            bytes=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            tokens=int(len(columns.input_ids)),
+            masked_tokens=int(len(columns.masked_positions)),
+            random_next=int(np.count_nonzero(columns.is_random_next)),
+            short_rows=int(n_short),
+        )
+
+
+def write_text(path: str, text: str) -> None:
+    """Write through Beam filesystems, under a temporary name, then rename."""
+    tmp = path + ".tmp"
+    with FileSystems.create(tmp) as f:
+        f.write(text.encode("utf-8"))
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([tmp], [path])
+
+
+def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, config: dict):
+    """Rename shards into place, write vocab, tokenizer and (last) the manifest."""
+    entries = [e for _, e in sorted(entries, key=lambda kv: kv[0])]
+    final = []
+    for i, e in enumerate(entries):
+        rel = shard_path(i, len(entries))
+        FileSystems.rename([e.path], [FileSystems.join(out, rel)])
+        final.append(ShardEntry(**{**e.__dict__, "path": rel}))
+    write_text(FileSystems.join(out, VOCAB_NAME), vocab.to_text())
+    write_text(FileSystems.join(out, TOKENIZER_NAME), tokenizer_json)
+    manifest = Manifest(
+        shards=tuple(final),
+        config=config,
+        vocab_sha256=vocab.sha256,
+        vocab_size=len(vocab),
+        special_ids=vocab.special_ids.to_dict(),
+        counts=manifest_counts(counts),
+        created={
+            "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(),
+            "out": out,
+        },
+    )
+    write_text(FileSystems.join(out, MANIFEST_NAME), manifest.to_json())
+    building = FileSystems.join(out, "shards", BUILDING_DIR)
+    if FileSystems.exists(building + "/"):
+        FileSystems.delete([building])
+    return manifest
+
+
+class WriteShards(beam.PTransform):
+    """(bucket, columns) -> shard files and their entries; then the published dataset."""
+
+    def __init__(self, out: str, build_config: dict, vocab, counts, lowercase: bool):
+        super().__init__()
+        self.out = out
+        self.build_config = build_config
+        self.vocab = vocab
+        self.counts = counts
+        self.lowercase = lowercase
+
+    def expand(self, buckets):
+        from pipeline.tokenize import tokenizer_json
+
+        entries = buckets | "Write" >> beam.ParDo(
+            WriteShard(self.out, self.build_config), beam.pvalue.AsSingleton(self.vocab)
+        )
+        out, config, lowercase = self.out, self.build_config, self.lowercase
+        return (
+            buckets.pipeline
+            | "Once" >> beam.Create([None])
+            | "Publish" >> beam.Map(
+                lambda _, e, c, v: publish(out, e, c, v, tokenizer_json(v, lowercase), config).rows,
+                beam.pvalue.AsList(entries),
+                beam.pvalue.AsSingleton(self.counts),
+                beam.pvalue.AsSingleton(self.vocab),
+            )
+        )

@@ -1,0 +1,105 @@
+"""WordPiece: training a vocab with HF `tokenizers`, and encoding documents in batches.
+
+Encoding goes through `tokenizers.BertWordPieceTokenizer` built from the same `vocab.txt`,
+so the ids are exactly those any BERT tokenizer loaded from that file gives.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from tokenizers import BertWordPieceTokenizer
+
+from pipeline.config import VocabConfig
+from pipeline.instances import TokenizedDoc, TokenSpec
+from schemas.vocab import SPECIAL_TOKENS, Vocab
+
+
+def train_vocab(sentences: Sequence[str], cfg: VocabConfig) -> tuple[Vocab, str]:
+    """Train an uncased (or cased) WordPiece vocab; returns it and its `tokenizer.json`.
+
+    The five specials come first: [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0..4.
+    HF's trainer numbers `##c` continuation pieces in hash-map order, and those numbers break
+    ties between merges of equal count, so two runs can differ (huggingface/tokenizers#1794).
+    Fixing the alphabet and registering every `##c` up front, in sorted order, makes the
+    result a pure function of the sample.
+    """
+    tok = BertWordPieceTokenizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=cfg.lowercase
+    )
+    alphabet = corpus_alphabet(sentences, tok, cfg.limit_alphabet)
+    tok.train_from_iterator(
+        sentences,
+        vocab_size=cfg.vocab_size,
+        min_frequency=cfg.min_frequency,
+        limit_alphabet=len(alphabet),
+        initial_alphabet=alphabet,
+        special_tokens=list(SPECIAL_TOKENS) + ["##" + c for c in alphabet],
+        wordpieces_prefix="##",
+        show_progress=False,
+    )
+    pieces = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+    vocab = Vocab(tuple(p for p, _ in pieces))
+    return vocab, tokenizer_json(vocab, cfg.lowercase)
+
+
+def corpus_alphabet(sentences: Iterable[str], tok: BertWordPieceTokenizer, limit: int) -> list[str]:
+    """The `limit` most frequent characters after normalisation; ties broken by code point."""
+    counts: Counter = Counter()
+    normalize = tok.normalizer.normalize_str
+    for s in sentences:
+        counts.update(normalize(s))
+    for space in [c for c in counts if c.isspace()]:
+        del counts[space]
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return sorted(c for c, _ in ranked[:limit])
+
+
+@functools.lru_cache(maxsize=2)
+def wordpiece_tokenizer(vocab: Vocab, lowercase: bool) -> BertWordPieceTokenizer:
+    return BertWordPieceTokenizer(
+        vocab.index, clean_text=True, handle_chinese_chars=True, strip_accents=None,
+        lowercase=lowercase,
+    )
+
+
+def tokenizer_json(vocab: Vocab, lowercase: bool) -> str:
+    return wordpiece_tokenizer(vocab, lowercase).to_str()
+
+
+def encode_documents(
+    docs: Sequence[tuple[str, str, Sequence[str]]], vocab: Vocab, lowercase: bool
+) -> list[TokenizedDoc]:
+    """Encode many (id, source, sentences) documents in one batch call; sentences with no pieces
+    are removed, documents left with no sentences are omitted (the caller counts them)."""
+    tok = wordpiece_tokenizer(vocab, lowercase)
+    flat = [s for _, _, sentences in docs for s in sentences]
+    encodings = tok.encode_batch(flat, add_special_tokens=False)
+    dtype = np.uint16 if vocab.id_type == "uint16" else np.uint32
+    out: list[TokenizedDoc] = []
+    pos = 0
+    for doc_id, source, sentences in docs:
+        ids = [e.ids for e in encodings[pos : pos + len(sentences)] if e.ids]
+        pos += len(sentences)
+        if not ids:
+            continue
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat_ids = np.fromiter((t for x in ids for t in x), dtype=dtype, count=int(offsets[-1]))
+        out.append(TokenizedDoc(doc_id, flat_ids, offsets, source))
+    return out
+
+
+def token_spec(vocab: Vocab) -> TokenSpec:
+    sp = vocab.special_ids
+    return TokenSpec(
+        cls=sp.cls,
+        sep=sp.sep,
+        mask=sp.mask,
+        replacements=np.flatnonzero(~vocab.special_mask()),
+        continuation=vocab.continuation_mask(),
+    )

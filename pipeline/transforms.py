@@ -1,0 +1,173 @@
+"""The build's stages as composite PTransforms; each DoFn calls one plain function."""
+
+from __future__ import annotations
+
+import math
+
+import apache_beam as beam
+
+from pipeline.config import InstanceConfig, VocabConfig
+from pipeline.counting import COUNTS, CountingDoFn
+from pipeline.documents import Document
+from pipeline.instances import TokenizedDoc, document_instances
+from pipeline.keys import generator, stable_hash
+from pipeline.sentences import split_paragraphs
+from pipeline.shards import instances_to_columns, short_rows
+from pipeline.tokenize import encode_documents, token_spec, train_vocab
+from schemas.vocab import Vocab
+
+ENCODE_BATCH_DOCS = 256
+
+
+class SplitDocument(CountingDoFn):
+    def __init__(self, max_paragraph_chars: int):
+        self.max_paragraph_chars = max_paragraph_chars
+
+    def process(self, doc: Document):
+        paragraphs = [p for p in doc.paragraphs if len(p) <= self.max_paragraph_chars]
+        self.count(doc.source, "paragraphs_dropped.too_long", len(doc.paragraphs) - len(paragraphs))
+        sentences = paragraphs if doc.presplit else split_paragraphs(paragraphs)
+        if not sentences:
+            self.count(doc.source, "documents_dropped.no_sentences")
+            return
+        self.count(doc.source, "sentences", len(sentences))
+        yield doc.id, doc.source, tuple(sentences)
+
+
+class SplitSentences(beam.PTransform):
+    """Document -> (id, source, sentences); Punkt on prose, nothing on pre-split input."""
+
+    def __init__(self, max_paragraph_chars: int):
+        super().__init__()
+        self.max_paragraph_chars = max_paragraph_chars
+
+    def expand(self, docs):
+        split = beam.ParDo(SplitDocument(self.max_paragraph_chars))
+        out = docs | "Split" >> split.with_outputs(COUNTS, main="main")
+        return out.main, out[COUNTS]
+
+
+def sample_keys(doc: tuple[str, str, tuple[str, ...]], seed: int):
+    doc_id, _, sentences = doc
+    for i, s in enumerate(sentences):
+        yield stable_hash(seed, "vocab-sample", doc_id, i), s
+
+
+class TrainVocab(beam.PTransform):
+    """A deterministic, bounded sample of sentences -> a WordPiece vocab (singleton)."""
+
+    def __init__(self, cfg: VocabConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, sentences):
+        cfg = self.cfg
+        return (
+            sentences
+            | "KeySentences" >> beam.FlatMap(sample_keys, cfg.seed)
+            | "Sample" >> beam.combiners.Top.Smallest(cfg.sample_sentences)
+            | "Train" >> beam.Map(lambda sample: train_vocab([s for _, s in sample], cfg)[0])
+        )
+
+
+class EncodeBatch(CountingDoFn):
+    def __init__(self, lowercase: bool):
+        self.lowercase = lowercase
+
+    def process(self, batch, vocab: Vocab):
+        encoded = encode_documents(batch, vocab, self.lowercase)
+        kept = {d.id for d in encoded}
+        for doc_id, source, _ in batch:
+            if doc_id not in kept:
+                self.count(source, "documents_dropped.no_tokens")
+        for doc in encoded:
+            self.count(doc.source, "documents_used")
+            self.count(doc.source, "tokens", len(doc.ids))
+            yield doc
+
+
+class TokenizeDocuments(beam.PTransform):
+    """(id, source, sentences) -> TokenizedDoc, in batches so the tokenizer runs in Rust."""
+
+    def __init__(self, vocab, lowercase: bool):
+        super().__init__()
+        self.vocab = vocab
+        self.lowercase = lowercase
+
+    def expand(self, sentences):
+        out = (
+            sentences
+            | "Batch" >> beam.BatchElements(
+                min_batch_size=ENCODE_BATCH_DOCS, max_batch_size=ENCODE_BATCH_DOCS
+            )
+            | "Encode" >> beam.ParDo(
+                EncodeBatch(self.lowercase), beam.pvalue.AsSingleton(self.vocab)
+            ).with_outputs(COUNTS, main="main")
+        )
+        return out.main, out[COUNTS]
+
+
+def num_buckets(total_tokens: int, cfg: InstanceConfig, num_shards: int, bucket_tokens: int) -> int:
+    if num_shards:
+        return num_shards
+    return max(1, math.ceil(total_tokens * cfg.dupe_factor / bucket_tokens))
+
+
+def assign_buckets(doc: TokenizedDoc, buckets: int, cfg: InstanceConfig):
+    for p in range(cfg.dupe_factor):
+        yield stable_hash(cfg.seed, "bucket", p, doc.id) % buckets, (p, doc)
+
+
+class BuildBucket(CountingDoFn):
+    def __init__(self, cfg: InstanceConfig):
+        self.cfg = cfg
+
+    def process(self, element, vocab: Vocab):
+        bucket, units = element
+        units = sorted(units, key=lambda u: (u[0], u[1].id))
+        docs = [doc for _, doc in units]
+        spec = token_spec(vocab)
+        can_pick_other = len({d.id for d in docs}) > 1
+        instances = []
+        for i, (p, doc) in enumerate(units):
+            rng = generator(self.cfg.seed, "instances", p, doc.id)
+            made = list(document_instances(docs, i, self.cfg, spec, rng, can_pick_other))
+            self.count(doc.source, "instances", len(made))
+            instances.extend(made)
+        if not instances:
+            return
+        order = generator(self.cfg.seed, "shuffle", bucket).permutation(len(instances))
+        rows = [instances[k] for k in order]
+        yield bucket, (instances_to_columns(rows, vocab.id_type), short_rows(rows))
+
+
+class CreateInstances(beam.PTransform):
+    """Tokenized documents -> (bucket, (ShardColumns, short rows)): dupe passes keyed by a seeded hash into
+    buckets, each bucket's documents sorted, then the reference algorithm per document pass."""
+
+    def __init__(self, vocab, cfg: InstanceConfig, num_shards: int, bucket_tokens: int):
+        super().__init__()
+        self.vocab = vocab
+        self.cfg = cfg
+        self.num_shards = num_shards
+        self.bucket_tokens = bucket_tokens
+
+    def expand(self, docs):
+        cfg, shards, per_bucket = self.cfg, self.num_shards, self.bucket_tokens
+        buckets = (
+            docs
+            | "CountTokens" >> beam.Map(lambda d: len(d.ids))
+            | "Total" >> beam.CombineGlobally(sum)
+            | "NumBuckets" >> beam.Map(num_buckets, cfg, shards, per_bucket)
+        )
+        out = (
+            docs
+            | "Key" >> beam.FlatMap(assign_buckets, beam.pvalue.AsSingleton(buckets), cfg)
+            | "Group" >> beam.GroupByKey()
+            | "Build" >> beam.ParDo(
+                BuildBucket(cfg), beam.pvalue.AsSingleton(self.vocab)
+            ).with_outputs(COUNTS, main="main")
+        )
+        return out.main, out[COUNTS]
+
+

@@ -1,0 +1,60 @@
+"""Open a finished shard set: manifest, vocab and memory-mapped shards.
+
+This is the one way other packages read shards (the model's loader, the validator).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from schemas.manifest import Manifest, read_manifest
+from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, read_shard
+from schemas.vocab import Vocab
+
+VOCAB_NAME = "vocab.txt"
+TOKENIZER_NAME = "tokenizer.json"
+
+
+@dataclass
+class ShardSet:
+    directory: str
+    manifest: Manifest
+    vocab: Vocab
+
+    @classmethod
+    def open(cls, directory: str) -> ShardSet:
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(
+                f"{directory}: no such directory; build shards there with `make shards OUT={directory}`"
+            )
+        manifest = read_manifest(directory)
+        if manifest.schema_name != SCHEMA_NAME or manifest.schema_version != SCHEMA_VERSION:
+            raise ValueError(
+                f"{directory}/manifest.json: schema {manifest.schema_name!r} version "
+                f"{manifest.schema_version} is not the one this code reads ({SCHEMA_NAME!r} "
+                f"version {SCHEMA_VERSION}); rebuild the shards with this version or use the "
+                "matching release"
+            )
+        vocab = Vocab.load(os.path.join(directory, VOCAB_NAME))
+        return cls(directory, manifest, vocab)
+
+    @property
+    def paths(self) -> list[str]:
+        return [os.path.join(self.directory, s.path) for s in self.manifest.shards]
+
+    def __len__(self) -> int:
+        return len(self.manifest.shards)
+
+    @property
+    def num_rows(self) -> int:
+        return self.manifest.rows
+
+    def table(self, i: int) -> pa.Table:
+        return read_shard(self.paths[i])
+
+    @property
+    def config(self) -> dict:
+        return self.manifest.config

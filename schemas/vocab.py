@@ -1,0 +1,98 @@
+"""WordPiece vocabularies as the shards see them: pieces, special ids and a content hash.
+
+Special ids are looked up by name, never assumed: a self-trained vocab puts
+`[PAD] [UNK] [CLS] [SEP] [MASK]` first, Google's released vocab has them at 0/100/101/102/103.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    pad: int
+    unk: int
+    cls: int
+    sep: int
+    mask: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"pad": self.pad, "unk": self.unk, "cls": self.cls, "sep": self.sep, "mask": self.mask}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SpecialIds:
+        return cls(**{k: int(d[k]) for k in ("pad", "unk", "cls", "sep", "mask")})
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """An ordered list of pieces; the id of a piece is its line number in `vocab.txt`."""
+
+    pieces: tuple[str, ...]
+
+    def __post_init__(self):
+        missing = [t for t in SPECIAL_TOKENS if t not in self.index]
+        if missing:
+            raise ValueError(
+                f"vocab lacks the special token(s) {', '.join(missing)}; a BERT vocab.txt must "
+                "hold [PAD] [UNK] [CLS] [SEP] [MASK], one piece per line"
+            )
+
+    @classmethod
+    def from_text(cls, text: str) -> Vocab:
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return cls(tuple(line.rstrip("\r") for line in lines))
+
+    @classmethod
+    def load(cls, path: str) -> Vocab:
+        with open(path, encoding="utf-8") as f:
+            try:
+                return cls.from_text(f.read())
+            except ValueError as e:
+                raise ValueError(f"{path}: {e}") from None
+
+    def to_text(self) -> str:
+        return "".join(p + "\n" for p in self.pieces)
+
+    @property
+    def index(self) -> dict[str, int]:
+        d = self.__dict__.get("_index")
+        if d is None:
+            d = {}
+            for i, p in enumerate(self.pieces):
+                d.setdefault(p, i)
+            object.__setattr__(self, "_index", d)
+        return d
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.to_text().encode("utf-8")).hexdigest()
+
+    @property
+    def special_ids(self) -> SpecialIds:
+        i = self.index
+        return SpecialIds(i["[PAD]"], i["[UNK]"], i["[CLS]"], i["[SEP]"], i["[MASK]"])
+
+    def special_mask(self) -> np.ndarray:
+        """True for pieces that are never a masking label or a random replacement:
+        the five specials, `[unusedN]` rows and any other bracketed `[...]` control piece."""
+        return np.array([p.startswith("[") and p.endswith("]") and len(p) > 2 for p in self.pieces])
+
+    def continuation_mask(self) -> np.ndarray:
+        """True for `##` pieces, which continue the previous piece's word."""
+        return np.array([p.startswith("##") for p in self.pieces])
+
+    @property
+    def id_type(self) -> str:
+        return "uint16" if len(self.pieces) <= 65536 else "uint32"
