@@ -1,1 +1,2 @@
-"""Apache Beam pipeline: sources -> documents -> sentences -> vocab -> tokens -> instances -> shards."""
+"""Apache Beam pipeline: sources -> documents -> sentences -> vocab -> tokens -> instances ->
+shards."""

@@ -87,8 +87,12 @@ def prepare_output(out: str) -> None:
 def remove_stale_shards(out: str, keep: set[str]) -> int:
     """Shards of an earlier build that this one did not write (a different shard count)."""
     pattern = FileSystems.join(out, "shards", "train-*.arrow")
-    stale = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list
-             if m.path.split("/shards/")[-1] not in keep]
+    stale = [
+        m.path
+        for r in FileSystems.match([pattern])
+        for m in r.metadata_list
+        if m.path.split("/shards/")[-1] not in keep
+    ]
     if stale:
         FileSystems.delete(stale)
     return len(stale)

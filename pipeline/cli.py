@@ -21,46 +21,91 @@ from pipeline.sources import InputSpec, expand_pattern
 
 
 def add_input_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--input", action="append", required=True, metavar="[FORMAT:]PATH",
-                    help="file, directory or glob (local or any Beam filesystem); repeat or "
-                         "comma-separate for several; prefix FORMAT: to mix formats")
-    ap.add_argument("--format", default="text", choices=sorted(READERS),
-                    help="input format for inputs without a FORMAT: prefix (default: text, the "
-                         "reference format: one sentence per line, blank line between documents)")
+    ap.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        metavar="[FORMAT:]PATH",
+        help="file, directory or glob (local or any Beam filesystem); repeat or "
+        "comma-separate for several; prefix FORMAT: to mix formats",
+    )
+    ap.add_argument(
+        "--format",
+        default="text",
+        choices=sorted(READERS),
+        help="input format for inputs without a FORMAT: prefix (default: text, the "
+        "reference format: one sentence per line, blank line between documents)",
+    )
     ap.add_argument("--out", required=True, help="output directory (local or gs://...)")
     ap.add_argument("--vocab-size", type=int, default=30000, help="pieces in a trained vocab")
-    ap.add_argument("--vocab-sample-sentences", type=int, default=1_000_000,
-                    help="bound on the sentences the vocab trainer sees (deterministic sample)")
+    ap.add_argument(
+        "--vocab-sample-sentences",
+        type=int,
+        default=1_000_000,
+        help="bound on the sentences the vocab trainer sees (deterministic sample)",
+    )
     case = ap.add_mutually_exclusive_group()
-    case.add_argument("--lowercase", dest="lowercase", action="store_true", default=True,
-                      help="uncased: lowercase and strip accents (default)")
-    case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case and accents")
+    case.add_argument(
+        "--lowercase",
+        dest="lowercase",
+        action="store_true",
+        default=True,
+        help="uncased: lowercase and strip accents (default)",
+    )
+    case.add_argument(
+        "--cased", dest="lowercase", action="store_false", help="keep case and accents"
+    )
     ap.add_argument("--seed", type=int, default=12345, help="seed for every random draw")
     ap.add_argument("--workers", type=int, default=0, help="local worker processes (0: all cores)")
-    ap.add_argument("--runner", default="DirectRunner",
-                    help="DirectRunner (local, offline, all cores) or DataflowRunner, ...")
-    ap.add_argument("--skip-bad-input", action="store_true",
-                    help="skip and count unreadable or corrupt files instead of failing")
-    ap.add_argument("--max-paragraph-chars", type=int, default=1_000_000,
-                    help="longer paragraphs are dropped and counted")
+    ap.add_argument(
+        "--runner",
+        default="DirectRunner",
+        help="DirectRunner (local, offline, all cores) or DataflowRunner, ...",
+    )
+    ap.add_argument(
+        "--skip-bad-input",
+        action="store_true",
+        help="skip and count unreadable or corrupt files instead of failing",
+    )
+    ap.add_argument(
+        "--max-paragraph-chars",
+        type=int,
+        default=1_000_000,
+        help="longer paragraphs are dropped and counted",
+    )
 
 
 def add_instance_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--vocab", help="reuse this vocab.txt (self-trained or Google's layout)")
     ap.add_argument("--max-seq-length", type=int, default=128)
-    ap.add_argument("--max-predictions-per-seq", type=int, default=None,
-                    help="default: max_seq_length x masked_lm_prob rounded up to a multiple of 5 "
-                         "(20 at 128, 80 at 512)")
+    ap.add_argument(
+        "--max-predictions-per-seq",
+        type=int,
+        default=None,
+        help="default: max_seq_length x masked_lm_prob rounded up to a multiple of 5 "
+        "(20 at 128, 80 at 512)",
+    )
     ap.add_argument("--masked-lm-prob", type=float, default=0.15)
     ap.add_argument("--short-seq-prob", type=float, default=0.1)
     ap.add_argument("--dupe-factor", type=int, default=5)
     ap.add_argument("--random-next-prob", type=float, default=0.5)
-    ap.add_argument("--whole-word-mask", action="store_true",
-                    help="mask all pieces of a word together (80/10/10 chosen per word)")
-    ap.add_argument("--num-shards", type=int, default=0,
-                    help="number of buckets/shards (0: one per --bucket-tokens of tokens)")
-    ap.add_argument("--bucket-tokens", type=int, default=4_000_000,
-                    help="target tokens per bucket (dupe passes included) when --num-shards is 0")
+    ap.add_argument(
+        "--whole-word-mask",
+        action="store_true",
+        help="mask all pieces of a word together (80/10/10 chosen per word)",
+    )
+    ap.add_argument(
+        "--num-shards",
+        type=int,
+        default=0,
+        help="number of buckets/shards (0: one per --bucket-tokens of tokens)",
+    )
+    ap.add_argument(
+        "--bucket-tokens",
+        type=int,
+        default=4_000_000,
+        help="target tokens per bucket (dupe passes included) when --num-shards is 0",
+    )
 
 
 def parse_inputs(values: list[str], default_format: str) -> tuple[InputSpec, ...]:
@@ -85,20 +130,34 @@ def build_config(args):
     from pipeline.build import BuildConfig
 
     max_pred = args.max_predictions_per_seq or default_max_predictions(
-        args.max_seq_length, args.masked_lm_prob)
-    instances = InstanceConfig(
-        max_seq_length=args.max_seq_length, max_predictions_per_seq=max_pred,
-        masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
-        dupe_factor=args.dupe_factor, random_next_prob=args.random_next_prob,
-        whole_word_mask=args.whole_word_mask, seed=args.seed,
+        args.max_seq_length, args.masked_lm_prob
     )
-    vocab = VocabConfig(vocab_size=args.vocab_size, lowercase=args.lowercase,
-                        sample_sentences=args.vocab_sample_sentences, seed=args.seed)
+    instances = InstanceConfig(
+        max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=max_pred,
+        masked_lm_prob=args.masked_lm_prob,
+        short_seq_prob=args.short_seq_prob,
+        dupe_factor=args.dupe_factor,
+        random_next_prob=args.random_next_prob,
+        whole_word_mask=args.whole_word_mask,
+        seed=args.seed,
+    )
+    vocab = VocabConfig(
+        vocab_size=args.vocab_size,
+        lowercase=args.lowercase,
+        sample_sentences=args.vocab_sample_sentences,
+        seed=args.seed,
+    )
     return BuildConfig(
-        inputs=parse_inputs(args.input, args.format), out=args.out.rstrip("/"),
-        instances=instances, vocab=vocab, vocab_path=getattr(args, "vocab", None),
-        num_shards=getattr(args, "num_shards", 0), bucket_tokens=getattr(args, "bucket_tokens", 1),
-        max_paragraph_chars=args.max_paragraph_chars, skip_bad_input=args.skip_bad_input,
+        inputs=parse_inputs(args.input, args.format),
+        out=args.out.rstrip("/"),
+        instances=instances,
+        vocab=vocab,
+        vocab_path=getattr(args, "vocab", None),
+        num_shards=getattr(args, "num_shards", 0),
+        bucket_tokens=getattr(args, "bucket_tokens", 1),
+        max_paragraph_chars=args.max_paragraph_chars,
+        skip_bad_input=args.skip_bad_input,
     )
 
 
@@ -124,16 +183,20 @@ def run_build(args, beam_args: list[str]) -> int:
     remove_stale_shards(cfg.out, {s.path.split("shards/")[-1] for s in manifest.shards})
     report(manifest, cfg.out, time.time() - started)
     if manifest.rows == 0:
-        print("error: no instances were made; see the counts above for what was dropped and why",
-              file=sys.stderr)
+        print(
+            "error: no instances were made; see the counts above for what was dropped and why",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
 
 def report(manifest, out: str, seconds: float) -> None:
     total = manifest.counts.get("total", {})
-    print(f"wrote {len(manifest.shards)} shard(s), {manifest.rows} instances to {out} "
-          f"in {seconds:.1f}s")
+    print(
+        f"wrote {len(manifest.shards)} shard(s), {manifest.rows} instances to {out} "
+        f"in {seconds:.1f}s"
+    )
     print(json.dumps(total, indent=1, sort_keys=True))
 
 
@@ -164,8 +227,11 @@ def run_vocab(args, beam_args: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bert-shards", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bert-shards",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build a shard set (vocab, instances, manifest)")
     add_input_args(b)
@@ -173,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("vocab", help="train a WordPiece vocab only")
     add_input_args(v)
     for name in ("validate", "inspect"):
-        sub.add_parser(name, help=f"{name} a shard set (see `bert-schemas {name} --help`)",
-                       add_help=False)
+        sub.add_parser(
+            name, help=f"{name} a shard set (see `bert-schemas {name} --help`)", add_help=False
+        )
     args, rest = ap.parse_known_args(argv)
     if args.command in ("validate", "inspect"):
         from schemas.cli import main as schemas_main

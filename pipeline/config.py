@@ -27,7 +27,9 @@ class InstanceConfig:
         if self.max_seq_length < 5:
             raise ValueError(f"max_seq_length must be >= 5 (got {self.max_seq_length})")
         if self.max_seq_length > 65535:
-            raise ValueError(f"max_seq_length must fit uint16 positions (got {self.max_seq_length})")
+            raise ValueError(
+                f"max_seq_length must fit uint16 positions (got {self.max_seq_length})"
+            )
         if not 0 < self.masked_lm_prob < 1:
             raise ValueError(f"masked_lm_prob must be in (0, 1) (got {self.masked_lm_prob})")
         if not 0 <= self.short_seq_prob <= 1:

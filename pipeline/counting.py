@@ -49,11 +49,7 @@ class SumCounts(beam.PTransform):
     """Many per-bundle count dicts -> one dict (a singleton PCollection)."""
 
     def expand(self, pcolls):
-        return (
-            pcolls
-            | "Flatten" >> beam.Flatten()
-            | "Sum" >> beam.CombineGlobally(merge_counts)
-        )
+        return pcolls | "Flatten" >> beam.Flatten() | "Sum" >> beam.CombineGlobally(merge_counts)
 
 
 def manifest_counts(flat: dict) -> dict:

@@ -84,7 +84,11 @@ def truncate_pair(a: np.ndarray, b: np.ndarray, max_tokens: int, rng: np.random.
 
 
 def choose_positions(
-    tokens: np.ndarray, candidates: np.ndarray, n: int, spec: TokenSpec, whole_word: bool,
+    tokens: np.ndarray,
+    candidates: np.ndarray,
+    n: int,
+    spec: TokenSpec,
+    whole_word: bool,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Positions to predict (ascending) and, per position, the index of its word's 80/10/10 draw."""
@@ -133,8 +137,12 @@ def mask_tokens(
 
 
 def document_instances(
-    units: Sequence[TokenizedDoc], index: int, cfg: InstanceConfig, spec: TokenSpec,
-    rng: np.random.Generator, can_pick_other: bool,
+    units: Sequence[TokenizedDoc],
+    index: int,
+    cfg: InstanceConfig,
+    spec: TokenSpec,
+    rng: np.random.Generator,
+    can_pick_other: bool,
 ) -> Iterator[Instance]:
     """All instances of one document pass; B may come from another unit of the same bucket."""
     doc = units[index]
@@ -147,8 +155,9 @@ def document_instances(
     while i < len(lengths):
         length += int(lengths[i])
         if i == len(lengths) - 1 or length >= target:
-            made, unused = chunk_instance(units, index, start, i + 1, target, cfg, spec, rng,
-                                          can_pick_other, short)
+            made, unused = chunk_instance(
+                units, index, start, i + 1, target, cfg, spec, rng, can_pick_other, short
+            )
             if made is not None:
                 yield made
             i -= unused

@@ -22,7 +22,9 @@ def pipeline_options(beam_args: list[str], runner: str, workers: int) -> Pipelin
     if runner.lower() in LOCAL_RUNNERS:
         direct = options.view_as(DirectOptions)
         direct.direct_num_workers = workers or os.cpu_count() or 1
-        direct.direct_running_mode = "multi_processing" if direct.direct_num_workers > 1 else "in_memory"
+        direct.direct_running_mode = (
+            "multi_processing" if direct.direct_num_workers > 1 else "in_memory"
+        )
     return options
 
 

@@ -34,15 +34,19 @@ def instances_to_columns(instances: Sequence[Instance], id_type: str) -> ShardCo
 
     ids = [i.tokens for i in instances]
     pos = [i.masked_positions for i in instances]
-    return ShardColumns(
-        input_ids=np.concatenate(ids).astype(id_type),
-        input_offsets=offsets(ids),
-        segment_b_start=np.array([i.segment_b_start for i in instances], dtype=np.uint16),
-        masked_positions=np.concatenate(pos).astype(np.uint16),
-        masked_labels=np.concatenate([i.masked_labels for i in instances]).astype(id_type),
-        masked_offsets=offsets(pos),
-        is_random_next=np.array([i.is_random_next for i in instances], dtype=bool),
-    ) if instances else None
+    return (
+        ShardColumns(
+            input_ids=np.concatenate(ids).astype(id_type),
+            input_offsets=offsets(ids),
+            segment_b_start=np.array([i.segment_b_start for i in instances], dtype=np.uint16),
+            masked_positions=np.concatenate(pos).astype(np.uint16),
+            masked_labels=np.concatenate([i.masked_labels for i in instances]).astype(id_type),
+            masked_offsets=offsets(pos),
+            is_random_next=np.array([i.is_random_next for i in instances], dtype=bool),
+        )
+        if instances
+        else None
+    )
 
 
 def short_rows(instances: Sequence[Instance]) -> int:
@@ -69,15 +73,18 @@ class WriteShard(beam.DoFn):
         path = FileSystems.join(self.out, "shards", BUILDING_DIR, f"bucket-{bucket:06d}.arrow")
         with FileSystems.create(path) as f:
             f.write(data)
-        yield bucket, ShardEntry(
-            path=path,
-            rows=columns.num_rows,
-            bytes=len(data),
-            sha256=hashlib.sha256(data).hexdigest(),
-            tokens=int(len(columns.input_ids)),
-            masked_tokens=int(len(columns.masked_positions)),
-            random_next=int(np.count_nonzero(columns.is_random_next)),
-            short_rows=int(n_short),
+        yield (
+            bucket,
+            ShardEntry(
+                path=path,
+                rows=columns.num_rows,
+                bytes=len(data),
+                sha256=hashlib.sha256(data).hexdigest(),
+                tokens=int(len(columns.input_ids)),
+                masked_tokens=int(len(columns.masked_positions)),
+                random_next=int(np.count_nonzero(columns.is_random_next)),
+                short_rows=int(n_short),
+            ),
         )
 
 
@@ -142,7 +149,8 @@ class WriteShards(beam.PTransform):
         return (
             buckets.pipeline
             | "Once" >> beam.Create([None])
-            | "Publish" >> beam.Map(
+            | "Publish"
+            >> beam.Map(
                 lambda _, e, c, v: publish(out, e, c, v, tokenizer_json(v, lowercase), config).rows,
                 beam.pvalue.AsList(entries),
                 beam.pvalue.AsSingleton(self.counts),

@@ -50,7 +50,11 @@ def expand_pattern(spec: InputSpec) -> list[tuple[str, str, str]]:
     found = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
     out = []
     for path in sorted(found):
-        rel = path[len(root) :].lstrip("/") if root and path.startswith(root) else posixpath.basename(path)
+        rel = (
+            path[len(root) :].lstrip("/")
+            if root and path.startswith(root)
+            else posixpath.basename(path)
+        )
         out.append((spec.format, path, rel))
     return out
 

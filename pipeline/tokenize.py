@@ -61,7 +61,10 @@ def corpus_alphabet(sentences: Iterable[str], tok: BertWordPieceTokenizer, limit
 @functools.lru_cache(maxsize=2)
 def wordpiece_tokenizer(vocab: Vocab, lowercase: bool) -> BertWordPieceTokenizer:
     return BertWordPieceTokenizer(
-        vocab.index, clean_text=True, handle_chinese_chars=True, strip_accents=None,
+        vocab.index,
+        clean_text=True,
+        handle_chinese_chars=True,
+        strip_accents=None,
         lowercase=lowercase,
     )
 

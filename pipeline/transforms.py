@@ -97,10 +97,12 @@ class TokenizeDocuments(beam.PTransform):
     def expand(self, sentences):
         out = (
             sentences
-            | "Batch" >> beam.BatchElements(
+            | "Batch"
+            >> beam.BatchElements(
                 min_batch_size=ENCODE_BATCH_DOCS, max_batch_size=ENCODE_BATCH_DOCS
             )
-            | "Encode" >> beam.ParDo(
+            | "Encode"
+            >> beam.ParDo(
                 EncodeBatch(self.lowercase), beam.pvalue.AsSingleton(self.vocab)
             ).with_outputs(COUNTS, main="main")
         )
@@ -142,8 +144,10 @@ class BuildBucket(CountingDoFn):
 
 
 class CreateInstances(beam.PTransform):
-    """Tokenized documents -> (bucket, (ShardColumns, short rows)): dupe passes keyed by a seeded hash into
-    buckets, each bucket's documents sorted, then the reference algorithm per document pass."""
+    """Tokenized documents -> (bucket, (ShardColumns, short rows)).
+
+    Dupe passes are keyed by a seeded hash into buckets; each bucket's documents are sorted,
+    then the reference algorithm runs per document pass."""
 
     def __init__(self, vocab, cfg: InstanceConfig, num_shards: int, bucket_tokens: int):
         super().__init__()
@@ -164,10 +168,9 @@ class CreateInstances(beam.PTransform):
             docs
             | "Key" >> beam.FlatMap(assign_buckets, beam.pvalue.AsSingleton(buckets), cfg)
             | "Group" >> beam.GroupByKey()
-            | "Build" >> beam.ParDo(
-                BuildBucket(cfg), beam.pvalue.AsSingleton(self.vocab)
-            ).with_outputs(COUNTS, main="main")
+            | "Build"
+            >> beam.ParDo(BuildBucket(cfg), beam.pvalue.AsSingleton(self.vocab)).with_outputs(
+                COUNTS, main="main"
+            )
         )
         return out.main, out[COUNTS]
-
-

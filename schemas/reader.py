@@ -28,7 +28,8 @@ class ShardSet:
     def open(cls, directory: str) -> ShardSet:
         if not os.path.isdir(directory):
             raise FileNotFoundError(
-                f"{directory}: no such directory; build shards there with `make shards OUT={directory}`"
+                f"{directory}: no such directory; build shards there with "
+                f"`make shards OUT={directory}`"
             )
         manifest = read_manifest(directory)
         if manifest.schema_name != SCHEMA_NAME or manifest.schema_version != SCHEMA_VERSION:

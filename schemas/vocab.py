@@ -23,7 +23,13 @@ class SpecialIds:
     mask: int
 
     def to_dict(self) -> dict[str, int]:
-        return {"pad": self.pad, "unk": self.unk, "cls": self.cls, "sep": self.sep, "mask": self.mask}
+        return {
+            "pad": self.pad,
+            "unk": self.unk,
+            "cls": self.cls,
+            "sep": self.sep,
+            "mask": self.mask,
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> SpecialIds:

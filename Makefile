@@ -1,0 +1,83 @@
+# The stable interface: make variables (see README). Every target creates or reuses the venv.
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed-stamp
+
+INPUT   ?= books:sample/books,text:sample/text
+FORMAT  ?= text
+OUT     ?= out/sample
+VOCAB   ?=
+SEQ_LEN ?= 128
+DUPE    ?= 5
+SEED    ?= 12345
+WORKERS ?= 0
+RUNNER  ?= DirectRunner
+PROJECT ?=
+REGION  ?=
+TEMP    ?=
+ARGS    ?=
+DATA    ?= data
+# training
+RUN     ?= runs/$(MODEL)
+MODEL   ?= tiny
+STEPS   ?= 300
+DEVICE  ?= cpu
+TASK    ?= sst2
+CKPT    ?= $(RUN)/last.pt
+EXPORT  ?= $(RUN)/export
+
+SHARD_FLAGS := --input '$(INPUT)' --format $(FORMAT) --out $(OUT) --max-seq-length $(SEQ_LEN) \
+	--dupe-factor $(DUPE) --seed $(SEED) --workers $(WORKERS) --runner $(RUNNER) \
+	$(if $(VOCAB),--vocab $(VOCAB)) \
+	$(if $(filter DataflowRunner,$(RUNNER)),--project $(PROJECT) --region $(REGION) \
+	  --temp_location $(TEMP) --setup_file ./setup.py)
+
+.PHONY: venv shards vocab validate inspect pretrain finetune export test lint bench corpora clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+shards: $(STAMP)
+	$(PY) -m pipeline.cli build $(SHARD_FLAGS) $(ARGS)
+
+vocab: $(STAMP)
+	$(PY) -m pipeline.cli vocab --input '$(INPUT)' --format $(FORMAT) --out $(OUT) --seed $(SEED) \
+		--workers $(WORKERS) --runner $(RUNNER) $(ARGS)
+
+validate: $(STAMP)
+	$(PY) -m schemas.cli validate $(OUT) $(ARGS)
+
+inspect: $(STAMP)
+	$(PY) -m schemas.cli inspect $(OUT) $(ARGS)
+
+pretrain: $(STAMP)
+	@test -f $(OUT)/manifest.json || $(MAKE) shards OUT=$(OUT)
+	$(PY) -m model.cli pretrain --shards $(OUT) --run $(RUN) --model $(MODEL) --steps $(STEPS) \
+		--device $(DEVICE) $(ARGS)
+
+finetune: $(STAMP)
+	$(PY) -m model.cli finetune --task $(TASK) --data $(DATA) --ckpt $(CKPT) $(ARGS)
+
+export: $(STAMP)
+	$(PY) -m model.cli export --ckpt $(CKPT) --out $(EXPORT) $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest tests $(ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check schemas pipeline model tests bench
+
+corpora: $(STAMP)
+	bash bench/fetch_corpora.sh $(DATA)
+
+bench: $(STAMP)
+	$(PY) -m bench.run $(ARGS)
+
+clean:
+	rm -rf out runs .pytest_cache

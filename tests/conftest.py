@@ -1,0 +1,37 @@
+"""Shared fixtures: a shard set built by the pipeline from the bundled sample corpus."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(ROOT, "sample")
+SAMPLE_INPUT = f"books:{SAMPLE}/books,text:{SAMPLE}/text"
+
+
+def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:
+    from pipeline.cli import main
+
+    return main(["build", "--input", inputs, "--out", out, "--workers", "1", *extra])
+
+
+@pytest.fixture(scope="session")
+def sample_shards(tmp_path_factory) -> str:
+    """A finished shard set (4 shards) built from sample/ with default settings; read-only:
+    copy it (`copy_shards`) before changing anything."""
+    out = str(tmp_path_factory.mktemp("sample") / "out")
+    assert build_shards(out, "--num-shards", "4") == 0
+    return out
+
+
+@pytest.fixture
+def copy_shards(sample_shards, tmp_path):
+    def copy() -> str:
+        dst = str(tmp_path / "copy")
+        shutil.copytree(sample_shards, dst)
+        return dst
+
+    return copy

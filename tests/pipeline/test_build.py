@@ -1,0 +1,180 @@
+"""End to end: the CLI on the bundled sample corpus, read back and checked against oracles."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+
+import numpy as np
+import pytest
+from tokenizers import BertWordPieceTokenizer
+
+from pipeline.config import InstanceConfig
+from pipeline.instances import num_to_predict
+from schemas import ShardColumns, ShardSet
+from tests.conftest import SAMPLE, build_shards
+from tests.pipeline.test_tokenize import google_layout
+
+
+def rows(out: str) -> list[ShardColumns]:
+    s = ShardSet.open(out)
+    return [ShardColumns.from_table(s.table(i)) for i in range(len(s))]
+
+
+def file_digests(out: str) -> dict[str, str]:
+    return {
+        os.path.relpath(p, out): hashlib.sha256(open(p, "rb").read()).hexdigest()
+        for p in sorted(glob.glob(f"{out}/shards/*.arrow")) + [f"{out}/vocab.txt"]
+    }
+
+
+def test_sample_shards_read_back_and_conserve_counts(sample_shards):
+    s = ShardSet.open(sample_shards)
+    m = s.manifest
+    cols = rows(sample_shards)
+    assert len(cols) == 4 == len(m.shards)
+    assert [c.num_rows for c in cols] == [e.rows for e in m.shards]
+    total = m.counts["total"]
+    assert total["instances"] == m.rows == sum(c.num_rows for c in cols)
+    dropped = sum(v for k, v in total.items() if k.startswith("documents_dropped."))
+    assert total["documents_read"] == total["documents_used"] + dropped
+    # Oracle: documents as a plain reading of the sample counts them.
+    text = open(f"{SAMPLE}/text/wiki-style.txt", encoding="utf-8").read()
+    blocks = [b for b in text.split("\n\n") if b.strip()]
+    books = glob.glob(f"{SAMPLE}/books/**/*.txt", recursive=True)
+    assert m.counts["by_source"]["text"]["documents_read"] == len(blocks)
+    assert m.counts["by_source"]["books"]["documents_read"] == len(books)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert m.counts["by_source"]["text"]["sentences"] == len(lines)
+
+
+def test_sample_shards_follow_the_algorithm(sample_shards):
+    s = ShardSet.open(sample_shards)
+    cfg = InstanceConfig(
+        **{
+            k: s.config[k]
+            for k in (
+                "max_seq_length",
+                "max_predictions_per_seq",
+                "masked_lm_prob",
+                "short_seq_prob",
+                "dupe_factor",
+                "random_next_prob",
+                "whole_word_mask",
+                "seed",
+            )
+        }
+    )
+    sp = s.vocab.special_ids
+    n_rows = n_random = n_masked = n_mask_token = 0
+    for c in rows(sample_shards):
+        lengths = np.diff(c.input_offsets)
+        counts = np.diff(c.masked_offsets)
+        assert lengths.max() <= cfg.max_seq_length
+        assert counts.tolist() == [num_to_predict(int(n), cfg) for n in lengths]
+        starts = c.input_offsets[:-1]
+        assert np.all(c.input_ids[starts] == sp.cls)
+        assert np.all(c.input_ids[starts + c.segment_b_start - 1] == sp.sep)
+        assert np.all(c.input_ids[c.input_offsets[1:] - 1] == sp.sep)
+        row_of = np.repeat(np.arange(c.num_rows), counts)
+        got = c.input_ids[starts[row_of] + c.masked_positions]
+        n_mask_token += int(np.count_nonzero(got == sp.mask))
+        n_rows += c.num_rows
+        n_random += int(c.is_random_next.sum())
+        n_masked += int(counts.sum())
+    # Random next: half of the multi-sentence chunks plus every one-sentence chunk.
+    share = n_random / n_rows
+    assert 0.5 - 5 * np.sqrt(0.25 / n_rows) < share < 0.75
+    p = n_mask_token / n_masked
+    assert abs(p - 0.8) < 5 * np.sqrt(0.16 / n_masked)
+    assert sum(e.masked_tokens for e in s.manifest.shards) == n_masked
+
+
+def test_two_runs_and_one_or_two_workers_give_identical_bytes(sample_shards, tmp_path):
+    one = str(tmp_path / "one")
+    two = str(tmp_path / "two")
+    assert build_shards(one, "--num-shards", "4") == 0
+    assert build_shards(two, "--num-shards", "4", "--workers", "2") == 0
+    assert file_digests(one) == file_digests(sample_shards) == file_digests(two)
+
+
+def unmasked_pairs(out: str):
+    for c in rows(out):
+        for r in range(c.num_rows):
+            ids = c.input_ids[c.input_offsets[r] : c.input_offsets[r + 1]].copy()
+            m = slice(c.masked_offsets[r], c.masked_offsets[r + 1])
+            ids[c.masked_positions[m]] = c.masked_labels[m]
+            b = int(c.segment_b_start[r])
+            yield ids[1 : b - 1], ids[b:-1]
+
+
+@pytest.mark.parametrize("layout", ["trained", "google"])
+def test_shard_ids_equal_a_standard_bert_tokenizer(sample_shards, tmp_path, layout):
+    vocab = ShardSet.open(sample_shards).vocab
+    if layout == "google":
+        vocab = google_layout(vocab)
+    path = tmp_path / "vocab.txt"
+    path.write_text(vocab.to_text(), encoding="utf-8")
+    out = str(tmp_path / "out")
+    inputs = f"text:{SAMPLE}/text"
+    assert build_shards(out, "--vocab", str(path), "--dupe-factor", "1", inputs=inputs) == 0
+    assert ShardSet.open(out).vocab == vocab
+    reference = BertWordPieceTokenizer(str(path), lowercase=True)
+    text = open(f"{SAMPLE}/text/wiki-style.txt", encoding="utf-8").read()
+    streams = []
+    for block in text.split("\n\n"):
+        ids = [
+            t
+            for s in block.splitlines()
+            if s.strip()
+            for t in reference.encode(s.strip(), add_special_tokens=False).ids
+        ]
+        streams.append(np.array(ids, dtype=np.uint16).tobytes())
+    checked = 0
+    for a, b in unmasked_pairs(out):
+        for segment in (a, b):
+            needle = segment.astype(np.uint16).tobytes()
+            assert any(needle in s and s.find(needle) % 2 == 0 for s in streams)
+            checked += 1
+    assert checked > 50
+
+
+def test_no_matching_input_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit, match="no input files match"):
+        build_shards(str(tmp_path / "o"), inputs=f"books:{tmp_path}/nothing-*.txt")
+
+
+def test_bad_input_is_counted_not_lost(tmp_path):
+    books = tmp_path / "books"
+    books.mkdir()
+    (books / "empty.txt").write_bytes(b"")
+    (books / "bad-bytes.txt").write_bytes(
+        b"A caf\xe9 sentence with a broken byte. It goes on.\n\nAnother paragraph here.\n"
+    )
+    (books / "one.txt").write_bytes(b"Just one sentence in this book.\n")
+    huge_paragraph = (b"word " * 15 + b"\n") * 270_000  # ~20 MB, one paragraph
+    (books / "huge.txt").write_bytes(b"Short opening paragraph. Fine.\n\n" + huge_paragraph)
+    for i in range(3):
+        (books / f"fine-{i}.txt").write_text(
+            "\n\n".join(
+                f"Paragraph {j} of book {i} has words. It has two sentences." for j in range(12)
+            ),
+            encoding="utf-8",
+        )
+    out = str(tmp_path / "out")
+    assert build_shards(out, inputs=f"books:{books}") == 0
+    total = ShardSet.open(out).manifest.counts["total"]
+    assert total["documents_read"] == 7
+    assert total["documents_dropped.empty_file"] == 1
+    assert total["undecodable_bytes_replaced"] == 1
+    assert total["paragraphs_dropped.too_long"] == 1
+    assert total["documents_used"] == 6
+
+
+def test_nothing_usable_exits_nonzero_with_counts(tmp_path, capsys):
+    books = tmp_path / "books"
+    books.mkdir()
+    (books / "empty.txt").write_bytes(b"\n\n")
+    assert build_shards(str(tmp_path / "o"), inputs=f"books:{books}") == 1
+    assert "no instances were made" in capsys.readouterr().err

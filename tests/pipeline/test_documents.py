@@ -1,0 +1,47 @@
+"""Readers: the reference text format and books, bounded lines, undecodable bytes."""
+
+from __future__ import annotations
+
+import io
+
+from pipeline.documents import Tally, iter_lines, read_book, read_text
+
+
+def test_text_format_blocks_are_documents():
+    data = b"First sentence.\nSecond one.\n\n\nOther doc.\n\nThird doc line.\n"
+    tally = Tally()
+    docs = list(read_text(io.BytesIO(data), "a/b.txt", tally))
+    assert [d.paragraphs for d in docs] == [
+        ("First sentence.", "Second one."),
+        ("Other doc.",),
+        ("Third doc line.",),
+    ]
+    assert [d.id for d in docs] == ["text:a/b.txt#0", "text:a/b.txt#1", "text:a/b.txt#2"]
+    assert all(d.presplit for d in docs)
+
+
+def test_book_paragraphs_split_on_blank_lines_and_join_wrapped_lines():
+    data = b"Once upon\na time.\n\n  \nThe end\r\ncame.\n"
+    [doc] = read_book(io.BytesIO(data), "x/y.txt", Tally())
+    assert doc.id == "books:x/y.txt" and doc.paragraphs == ("Once upon a time.", "The end came.")
+
+
+def test_empty_book_is_a_counted_drop():
+    tally = Tally()
+    assert list(read_book(io.BytesIO(b"\n \n"), "e.txt", tally)) == []
+    assert tally.counts == {"documents_read": 1, "documents_dropped.empty_file": 1}
+
+
+def test_undecodable_bytes_are_replaced_and_counted():
+    tally = Tally()
+    lines = list(iter_lines(io.BytesIO(b"ok\n\xff\xfebad\nfine \xef\xbf\xbd\n"), tally))
+    assert lines == ["ok", "\ufffd\ufffdbad", "fine \ufffd"]
+    assert tally.counts["undecodable_bytes_replaced"] == 2
+
+
+def test_overlong_line_is_skipped_without_buffering_it():
+    long_line = b"x" * (3 << 20)
+    data = b"before\n" + long_line + b"\nafter\n" + long_line
+    tally = Tally()
+    assert list(iter_lines(io.BytesIO(data), tally, max_line_bytes=1 << 20)) == ["before", "after"]
+    assert tally.counts["lines_dropped.too_long"] == 2

@@ -1,0 +1,92 @@
+"""Vocab training and tokenization parity with a standard BERT tokenizer."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+from tokenizers import BertWordPieceTokenizer
+
+from pipeline.config import VocabConfig
+from pipeline.sentences import split_paragraphs
+from pipeline.tokenize import encode_documents, train_vocab
+from schemas.vocab import SPECIAL_TOKENS, Vocab
+from tests.conftest import SAMPLE
+
+
+def sample_sentences() -> list[str]:
+    out = []
+    for path in sorted(glob.glob(f"{SAMPLE}/books/**/*.txt", recursive=True)):
+        paragraphs = open(path, encoding="utf-8").read().split("\n\n")
+        out.extend(split_paragraphs([" ".join(p.split()) for p in paragraphs if p.strip()]))
+    for path in sorted(glob.glob(f"{SAMPLE}/text/*.txt")):
+        out.extend(line.strip() for line in open(path, encoding="utf-8") if line.strip())
+    return out
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    return sample_sentences()
+
+
+@pytest.fixture(scope="module")
+def trained(sentences):
+    return train_vocab(sentences, VocabConfig(vocab_size=3000, min_frequency=1))[0]
+
+
+def google_layout(vocab: Vocab) -> Vocab:
+    """Google's released layout: [PAD] 0, [unused0..98], [UNK] 100, [CLS] 101, [SEP] 102,
+    [MASK] 103, more [unusedN], then the pieces."""
+    rest = [p for p in vocab.pieces if p not in SPECIAL_TOKENS]
+    head = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    return Vocab(tuple(head + [f"[unused{i}]" for i in range(99, 120)] + rest))
+
+
+def test_trained_vocab_has_specials_first_and_is_deterministic(sentences, trained):
+    assert trained.pieces[:5] == SPECIAL_TOKENS
+    again = train_vocab(sentences, VocabConfig(vocab_size=3000, min_frequency=1))[0]
+    assert again == trained
+    assert any(p.startswith("##") for p in trained.pieces)
+
+
+def test_google_layout_special_ids_are_read_from_the_vocab(trained):
+    sp = google_layout(trained).special_ids
+    assert (sp.pad, sp.unk, sp.cls, sp.sep, sp.mask) == (0, 100, 101, 102, 103)
+    assert google_layout(trained).special_mask()[1:100].all()
+
+
+@pytest.mark.parametrize("layout", ["trained", "google"])
+def test_ids_equal_bert_wordpiece_tokenizer(tmp_path, sentences, trained, layout):
+    vocab = trained if layout == "trained" else google_layout(trained)
+    path = tmp_path / "vocab.txt"
+    path.write_text(vocab.to_text(), encoding="utf-8")
+    reference = BertWordPieceTokenizer(str(path), lowercase=True)
+    docs = [(f"d{i}", "test", sentences[i : i + 7]) for i in range(0, len(sentences), 7)]
+    encoded = {d.id: d for d in encode_documents(docs, vocab, lowercase=True)}
+    for doc_id, _, sents in docs:
+        expected = [reference.encode(s, add_special_tokens=False).ids for s in sents]
+        expected = [e for e in expected if e]
+        got = encoded[doc_id]
+        assert got.num_sentences == len(expected)
+        assert got.ids.tolist() == [t for e in expected for t in e]
+        assert np.diff(got.offsets).tolist() == [len(e) for e in expected]
+
+
+def test_cased_vocab_keeps_case_and_accents(sentences):
+    vocab = train_vocab(sentences, VocabConfig(vocab_size=3000, min_frequency=1, lowercase=False))[
+        0
+    ]
+    assert any(p[:1].isupper() for p in vocab.pieces if not p.startswith("["))
+
+
+def test_sentences_without_pieces_are_removed(trained):
+    [doc] = encode_documents([("d", "t", ["hello world.", "\u200b", "again."])], trained, True)
+    assert doc.num_sentences == 2
+    assert encode_documents([("e", "t", ["\u200b"])], trained, True) == []
+
+
+def test_sample_corpus_has_non_ascii_and_cjk():
+    text = open(os.path.join(SAMPLE, "text", "wiki-style.txt"), encoding="utf-8").read()
+    assert any("\u4e00" <= c <= "\u9fff" for c in text) and "é" in text
