@@ -73,8 +73,12 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check schemas pipeline model tests bench
 
+KERNEL_DOCS := $(DATA)/debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation
 corpora: $(STAMP)
-	bash bench/fetch_corpora.sh $(DATA)
+	PYTHON=$(PY) bash bench/fetch_corpora.sh $(DATA)
+	$(PY) -m bench.corpora --input $(KERNEL_DOCS) --out $(DATA)/corpora/kernel-docs
+	$(PY) -m bench.corpora --input $(KERNEL_DOCS) --out $(DATA)/corpora/kernel-docs-200mb \
+		--repeat-to-mb 200
 
 bench: $(STAMP)
 	$(PY) -m bench.run $(ARGS)

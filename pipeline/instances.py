@@ -5,13 +5,19 @@ four documented differences: random-next documents come from the same bucket; th
 document is never the current one; random replacement pieces are never special pieces; with
 whole-word masking the 80/10/10 choice is made per word.
 
+The work is split so that little Python runs per instance: `plan_document` walks a document's
+sentences and decides each pair as a handful of integers (the draws that depend on each other),
+`assemble_rows` gathers all pairs of a bucket into `[CLS] A [SEP] B [SEP]` rows in one numpy
+pass, and `mask_rows` selects and replaces the masked positions of all rows at once.
 Every function that draws takes its `numpy.random.Generator`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,14 +49,34 @@ class TokenSpec:
     continuation: np.ndarray  # bool per id: a "##" piece (for whole-word masking)
 
 
-@dataclass(frozen=True)
-class Instance:
-    tokens: np.ndarray  # [CLS] A [SEP] B [SEP], after masking
-    segment_b_start: int
-    masked_positions: np.ndarray
-    masked_labels: np.ndarray
+class Pair(NamedTuple):
+    """One instance before assembly: A and B as [lo, hi) ranges of units' ids."""
+
+    a_unit: int
+    a_lo: int
+    a_hi: int
+    b_unit: int
+    b_lo: int
+    b_hi: int
     is_random_next: bool
-    short: bool  # built with a target length drawn short (short_seq_prob)
+    short: bool
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Assembled (and, after `mask_rows`, masked) rows of a bucket, flat with offsets."""
+
+    ids: np.ndarray
+    offsets: np.ndarray  # int64, rows + 1
+    segment_b_start: np.ndarray  # per row, index of B's first token
+    masked_positions: np.ndarray | None = None  # within-row positions, ascending per row
+    masked_labels: np.ndarray | None = None
+    masked_offsets: np.ndarray | None = None
+
+
+def randint(rng: np.random.Generator, lo: int, hi: int) -> int:
+    """Uniform integer in [lo, hi] (inclusive, as Python's random.randint)."""
+    return lo + int(rng.random() * (hi - lo + 1))
 
 
 def num_to_predict(length: int, cfg: InstanceConfig) -> int:
@@ -83,18 +109,174 @@ def truncate_pair(a: np.ndarray, b: np.ndarray, max_tokens: int, rng: np.random.
     return a[af : len(a) - ab], b[bf : len(b) - bb]
 
 
-def choose_positions(
-    tokens: np.ndarray,
-    candidates: np.ndarray,
-    n: int,
-    spec: TokenSpec,
-    whole_word: bool,
+def plan_document(
+    offsets: Sequence[Sequence[int]],
+    ids: Sequence[str],
+    index: int,
+    cfg: InstanceConfig,
     rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Positions to predict (ascending) and, per position, the index of its word's 80/10/10 draw."""
-    if not whole_word:
-        chosen = np.sort(rng.choice(candidates, size=min(n, len(candidates)), replace=False))
-        return chosen, np.arange(len(chosen))
+    can_pick_other: bool,
+) -> list[Pair]:
+    """All pairs of one document pass (the reference's loop, with its draws in its order).
+
+    `offsets[u]` are the sentence offsets of unit u (a list), `ids[u]` its document id; B may
+    come from another unit of the same bucket, never from the same document.
+    """
+    offs = offsets[index]
+    n_sent = len(offs) - 1
+    target = cfg.max_num_tokens
+    short = bool(rng.random() < cfg.short_seq_prob)
+    if short:
+        target = randint(rng, 2, cfg.max_num_tokens)
+    pairs: list[Pair] = []
+    start, i = 0, 0
+    while i < n_sent:
+        if i == n_sent - 1 or offs[i + 1] - offs[start] >= target:
+            unused = chunk_pair(
+                offsets, ids, index, start, i + 1, target, cfg, rng, can_pick_other, short, pairs
+            )
+            i -= unused
+            start = i + 1
+        i += 1
+    return pairs
+
+
+def chunk_pair(offsets, ids, index, start, stop, target, cfg, rng, can_pick_other, short, out):
+    """Append the pair made of sentences [start, stop); returns how many go back unused."""
+    offs = offsets[index]
+    k = stop - start
+    a_end = start + (1 if k < 2 else randint(rng, 1, k - 1))
+    a_lo, a_hi = offs[start], offs[a_end]
+    random_next = k == 1 or rng.random() < cfg.random_next_prob
+    if random_next and not can_pick_other:
+        if k == 1:
+            return 0  # a lone sentence needs another document for B
+        random_next = False
+    if random_next:
+        b_unit = other_unit(ids, index, rng)
+        b_lo, b_hi = random_span(offsets[b_unit], target - (a_hi - a_lo), rng)
+        unused = stop - a_end
+    else:
+        b_unit, b_lo, b_hi, unused = index, a_hi, offs[stop], 0
+    af, ab, bf, bb = truncation_plan(a_hi - a_lo, b_hi - b_lo, cfg.max_num_tokens, rng)
+    out.append(
+        Pair(index, a_lo + af, a_hi - ab, b_unit, b_lo + bf, b_hi - bb, bool(random_next), short)
+    )
+    return unused
+
+
+def other_unit(ids: Sequence[str], index: int, rng: np.random.Generator) -> int:
+    """A uniformly drawn unit of another document (the caller guarantees one exists)."""
+    while True:
+        u = int(rng.random() * len(ids))
+        if ids[u] != ids[index]:
+            return u
+
+
+def random_span(offs: Sequence[int], target_b: int, rng: np.random.Generator) -> tuple[int, int]:
+    """Sentences from a random one on, until at least `target_b` pieces or the document ends."""
+    first = randint(rng, 0, len(offs) - 2)
+    stop = bisect.bisect_left(offs, offs[first] + target_b, lo=first + 1)
+    return offs[first], offs[min(stop, len(offs) - 1)]
+
+
+def segment_gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(s, s + n) for each (s, n), without a Python loop."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
+
+
+def assemble_rows(units: Sequence[TokenizedDoc], pairs: Sequence[Pair], spec: TokenSpec) -> Rows:
+    """`[CLS] A [SEP] B [SEP]` for every pair, in one vectorised gather."""
+    flat = np.concatenate([u.ids for u in units])
+    base = np.zeros(len(units), dtype=np.int64)
+    np.cumsum([len(u.ids) for u in units[:-1]], out=base[1:])
+    p = np.array(pairs, dtype=np.int64).reshape(-1, 8)
+    a_start, la = base[p[:, 0]] + p[:, 1], p[:, 2] - p[:, 1]
+    b_start, lb = base[p[:, 3]] + p[:, 4], p[:, 5] - p[:, 4]
+    lengths = la + lb + 3
+    offsets = np.zeros(len(p) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    row = offsets[:-1]
+    out = np.empty(int(offsets[-1]), dtype=flat.dtype)
+    out[row] = spec.cls
+    out[row + 1 + la] = spec.sep
+    out[offsets[1:] - 1] = spec.sep
+    out[segment_gather(row + 1, la)] = flat[segment_gather(a_start, la)]
+    out[segment_gather(row + 2 + la, lb)] = flat[segment_gather(b_start, lb)]
+    return Rows(out, offsets, (la + 2).astype(np.uint16))
+
+
+def mask_rows(rows: Rows, cfg: InstanceConfig, spec: TokenSpec, rng: np.random.Generator) -> Rows:
+    """Select `num_to_predict` positions per row (never [CLS]/[SEP]) and apply 80/10/10."""
+    if cfg.whole_word_mask:
+        return mask_rows_whole_word(rows, cfg, spec, rng)
+    lengths = np.diff(rows.offsets)
+    n_rows = len(lengths)
+    row_of = np.repeat(np.arange(n_rows), lengths)
+    pos = np.arange(len(rows.ids)) - rows.offsets[row_of]
+    special = (pos == 0) | (pos == lengths[row_of] - 1) | (pos == rows.segment_b_start[row_of] - 1)
+    keys = rng.random(len(rows.ids))
+    keys[special] = 2.0  # sorts after every candidate
+    order = np.argsort(row_of + keys * 0.25, kind="stable")
+    rank = np.arange(len(order)) - rows.offsets[row_of[order]]
+    want = np.minimum(
+        cfg.max_predictions_per_seq, np.maximum(1, np.round(lengths * cfg.masked_lm_prob))
+    ).astype(np.int64)
+    want = np.minimum(want, lengths - 3)
+    selected = np.sort(order[rank < want[row_of[order]]])
+    return apply_masks(rows, selected, np.arange(len(selected)), want, spec, rng)
+
+
+def apply_masks(rows: Rows, selected, group, counts, spec: TokenSpec, rng) -> Rows:
+    """80% [MASK], 10% random non-special piece, 10% unchanged; one draw per group (word)."""
+    u = rng.random(int(group.max()) + 1 if len(group) else 0)[group]
+    ids = rows.ids.copy()
+    ids[selected[u < 0.8]] = spec.mask
+    rand = selected[u >= 0.9]
+    ids[rand] = spec.replacements[rng.integers(len(spec.replacements), size=len(rand))]
+    row_of = np.repeat(np.arange(len(counts)), counts)
+    masked_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=masked_offsets[1:])
+    return Rows(
+        ids,
+        rows.offsets,
+        rows.segment_b_start,
+        selected - rows.offsets[row_of],
+        rows.ids[selected],
+        masked_offsets,
+    )
+
+
+def mask_rows_whole_word(rows: Rows, cfg: InstanceConfig, spec: TokenSpec, rng) -> Rows:
+    selected, groups, counts = [], [], []
+    n_groups = 0
+    for r in range(len(rows.offsets) - 1):
+        lo, hi = int(rows.offsets[r]), int(rows.offsets[r + 1])
+        b = int(rows.segment_b_start[r])
+        tokens = rows.ids[lo:hi]
+        candidates = np.concatenate([np.arange(1, b - 1), np.arange(b, hi - lo - 1)])
+        positions, word = choose_words(tokens, candidates, num_to_predict(hi - lo, cfg), spec, rng)
+        selected.append(positions + lo)
+        groups.append(word + n_groups)
+        n_groups += int(word.max()) + 1 if len(word) else 0
+        counts.append(len(positions))
+    return apply_masks(
+        rows,
+        np.concatenate(selected),
+        np.concatenate(groups),
+        np.array(counts, dtype=np.int64),
+        spec,
+        rng,
+    )
+
+
+def choose_words(tokens, candidates, n, spec: TokenSpec, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Whole words (a piece and its `##` continuations) in random order, skipping any word that
+    would overshoot `n`, as the reference; returns ascending positions and their word index."""
     starts = ~spec.continuation[tokens[candidates]]
     starts[0] = True
     starts[1:] |= np.diff(candidates) != 1  # a word never crosses [SEP]
@@ -104,99 +286,35 @@ def choose_positions(
     for w in rng.permutation(len(words)):
         if count >= n:
             break
-        if count + len(words[w]) > n:
-            continue
-        picked.append(words[w])
-        count += len(words[w])
+        if count + len(words[w]) <= n:
+            picked.append(words[w])
+            count += len(words[w])
     if not picked:
-        return np.zeros(0, dtype=candidates.dtype), np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     word_of = np.concatenate([np.full(len(p), k) for k, p in enumerate(picked)])
     positions = np.concatenate(picked)
     order = np.argsort(positions, kind="stable")
     return positions[order], word_of[order]
 
 
-def mask_tokens(
-    tokens: np.ndarray, b_start: int, cfg: InstanceConfig, spec: TokenSpec, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Masked copy of `tokens`, ascending masked positions and their original ids.
-
-    Of the chosen positions (or words), 80% become [MASK], 10% a random non-special piece,
-    10% stay as they are.
-    """
-    end = len(tokens) - 1
-    candidates = np.concatenate([np.arange(1, b_start - 1), np.arange(b_start, end)])
-    n = num_to_predict(len(tokens), cfg)
-    positions, group = choose_positions(tokens, candidates, n, spec, cfg.whole_word_mask, rng)
-    u = rng.random(int(group.max()) + 1 if len(group) else 0)[group]
-    out = tokens.copy()
-    out[positions[u < 0.8]] = spec.mask
-    rand = positions[u >= 0.9]
-    out[rand] = spec.replacements[rng.integers(len(spec.replacements), size=len(rand))]
-    return out, positions, tokens[positions]
+def unit_tables(units: Sequence[TokenizedDoc]) -> tuple[list[list[int]], list[str]]:
+    return [u.offsets.tolist() for u in units], [u.id for u in units]
 
 
-def document_instances(
+def document_rows(
     units: Sequence[TokenizedDoc],
     index: int,
     cfg: InstanceConfig,
     spec: TokenSpec,
     rng: np.random.Generator,
     can_pick_other: bool,
-) -> Iterator[Instance]:
-    """All instances of one document pass; B may come from another unit of the same bucket."""
-    doc = units[index]
-    lengths = np.diff(doc.offsets)
-    target = cfg.max_num_tokens
-    short = bool(rng.random() < cfg.short_seq_prob)
-    if short:
-        target = int(rng.integers(2, cfg.max_num_tokens + 1))
-    start, length, i = 0, 0, 0
-    while i < len(lengths):
-        length += int(lengths[i])
-        if i == len(lengths) - 1 or length >= target:
-            made, unused = chunk_instance(
-                units, index, start, i + 1, target, cfg, spec, rng, can_pick_other, short
-            )
-            if made is not None:
-                yield made
-            i -= unused
-            start, length = i + 1, 0
-        i += 1
-
-
-def chunk_instance(units, index, start, stop, target, cfg, spec, rng, can_pick_other, short):
-    """One instance from sentences [start, stop) of the document; returns (instance, unused)."""
-    doc = units[index]
-    k = stop - start
-    a_end = 1 if k < 2 else int(rng.integers(1, k))
-    a = doc.ids[doc.offsets[start] : doc.offsets[start + a_end]]
-    random_next = k == 1 or rng.random() < cfg.random_next_prob
-    unused = 0
-    if random_next and not can_pick_other:
-        if k == 1:
-            return None, 0  # a lone sentence needs another document for B
-        random_next = False
-    if random_next:
-        b = random_b(units, index, target - len(a), rng)
-        unused = k - a_end
-    else:
-        b = doc.ids[doc.offsets[start + a_end] : doc.offsets[stop]]
-    a, b = truncate_pair(a, b, cfg.max_num_tokens, rng)
-    tokens = np.concatenate([[spec.cls], a, [spec.sep], b, [spec.sep]]).astype(doc.ids.dtype)
-    b_start = len(a) + 2
-    masked, positions, labels = mask_tokens(tokens, b_start, cfg, spec, rng)
-    return Instance(masked, b_start, positions, labels, bool(random_next), short), unused
-
-
-def random_b(units, index, target_b: int, rng: np.random.Generator) -> np.ndarray:
-    """Sentences of another document, from a random one on, until `target_b` pieces."""
-    own = units[index].id
-    while True:  # the caller guarantees another document exists
-        other = units[int(rng.integers(len(units)))]
-        if other.id != own:
-            break
-    first = int(rng.integers(other.num_sentences))
-    cum = other.offsets[first + 1 :] - other.offsets[first]
-    last = min(int(np.searchsorted(cum, target_b)), len(cum) - 1)
-    return other.ids[other.offsets[first] : other.offsets[first] + cum[last]]
+) -> tuple[Rows, list[Pair]]:
+    """One document pass planned, assembled and masked with one generator (for tests and tools;
+    the pipeline plans every document of a bucket first and masks the bucket at once)."""
+    offsets, ids = unit_tables(units)
+    pairs = plan_document(offsets, ids, index, cfg, rng, can_pick_other)
+    if not pairs:
+        return Rows(
+            np.zeros(0, units[index].ids.dtype), np.zeros(1, np.int64), np.zeros(0, np.uint16)
+        ), pairs
+    return mask_rows(assemble_rows(units, pairs, spec), cfg, spec, rng), pairs

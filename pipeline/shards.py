@@ -17,7 +17,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import manifest_counts
-from pipeline.instances import Instance
+from pipeline.instances import Pair, Rows
 from schemas.manifest import MANIFEST_NAME, Manifest, ShardEntry
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
@@ -26,31 +26,16 @@ from schemas.vocab import Vocab
 BUILDING_DIR = ".building"
 
 
-def instances_to_columns(instances: Sequence[Instance], id_type: str) -> ShardColumns:
-    def offsets(arrays):
-        off = np.zeros(len(arrays) + 1, dtype=np.int64)
-        np.cumsum([len(a) for a in arrays], out=off[1:])
-        return off
-
-    ids = [i.tokens for i in instances]
-    pos = [i.masked_positions for i in instances]
-    return (
-        ShardColumns(
-            input_ids=np.concatenate(ids).astype(id_type),
-            input_offsets=offsets(ids),
-            segment_b_start=np.array([i.segment_b_start for i in instances], dtype=np.uint16),
-            masked_positions=np.concatenate(pos).astype(np.uint16),
-            masked_labels=np.concatenate([i.masked_labels for i in instances]).astype(id_type),
-            masked_offsets=offsets(pos),
-            is_random_next=np.array([i.is_random_next for i in instances], dtype=bool),
-        )
-        if instances
-        else None
+def rows_to_columns(rows: Rows, pairs: Sequence[Pair]) -> ShardColumns:
+    return ShardColumns(
+        input_ids=rows.ids,
+        input_offsets=rows.offsets,
+        segment_b_start=rows.segment_b_start,
+        masked_positions=rows.masked_positions.astype(np.uint16),
+        masked_labels=rows.masked_labels,
+        masked_offsets=rows.masked_offsets,
+        is_random_next=np.array([p.is_random_next for p in pairs], dtype=bool),
     )
-
-
-def short_rows(instances: Sequence[Instance]) -> int:
-    return sum(i.short for i in instances)
 
 
 def shard_path(index: int, total: int) -> str:

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import apache_beam as beam
 
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import COUNTS, CountingDoFn
 from pipeline.documents import Document
-from pipeline.instances import TokenizedDoc, document_instances
+from pipeline.instances import (
+    TokenizedDoc,
+    assemble_rows,
+    mask_rows,
+    plan_document,
+    unit_tables,
+)
 from pipeline.keys import generator, stable_hash
 from pipeline.sentences import split_paragraphs
-from pipeline.shards import instances_to_columns, short_rows
+from pipeline.shards import rows_to_columns
 from pipeline.tokenize import encode_documents, token_spec, train_vocab
 from schemas.vocab import Vocab
 
@@ -126,21 +133,38 @@ class BuildBucket(CountingDoFn):
 
     def process(self, element, vocab: Vocab):
         bucket, units = element
-        units = sorted(units, key=lambda u: (u[0], u[1].id))
-        docs = [doc for _, doc in units]
-        spec = token_spec(vocab)
-        can_pick_other = len({d.id for d in docs}) > 1
-        instances = []
-        for i, (p, doc) in enumerate(units):
-            rng = generator(self.cfg.seed, "instances", p, doc.id)
-            made = list(document_instances(docs, i, self.cfg, spec, rng, can_pick_other))
-            self.count(doc.source, "instances", len(made))
-            instances.extend(made)
-        if not instances:
+        built = build_bucket(bucket, units, self.cfg, token_spec(vocab))
+        if built is None:
             return
-        order = generator(self.cfg.seed, "shuffle", bucket).permutation(len(instances))
-        rows = [instances[k] for k in order]
-        yield bucket, (instances_to_columns(rows, vocab.id_type), short_rows(rows))
+        columns, short, sources = built
+        for source, n in sources.items():
+            self.count(source, "instances", n)
+        yield bucket, (columns, short)
+
+
+def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
+    """A bucket's (pass, document) units -> (ShardColumns, short rows, instances per source).
+
+    Units are sorted by (pass, document id); each is planned with its own generator
+    (seed, pass, document id); the pairs are shuffled and the bucket masked with (seed, bucket).
+    """
+    units = sorted(units, key=lambda u: (u[0], u[1].id))
+    docs = [doc for _, doc in units]
+    offsets, ids = unit_tables(docs)
+    can_pick_other = len(set(ids)) > 1
+    pairs = []
+    for i, (p, doc) in enumerate(units):
+        rng = generator(cfg.seed, "instances", p, doc.id)
+        pairs.extend(plan_document(offsets, ids, i, cfg, rng, can_pick_other))
+    if not pairs:
+        return None
+    order = generator(cfg.seed, "shuffle", bucket).permutation(len(pairs))
+    pairs = [pairs[k] for k in order]
+    rows = mask_rows(
+        assemble_rows(docs, pairs, spec), cfg, spec, generator(cfg.seed, "mask", bucket)
+    )
+    sources = Counter(docs[pair.a_unit].source for pair in pairs)
+    return rows_to_columns(rows, pairs), sum(pair.short for pair in pairs), sources
 
 
 class CreateInstances(beam.PTransform):

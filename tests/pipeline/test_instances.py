@@ -9,11 +9,13 @@ from hypothesis import strategies as st
 
 from pipeline.config import InstanceConfig, default_max_predictions
 from pipeline.instances import (
+    Rows,
     TokenizedDoc,
     TokenSpec,
-    document_instances,
-    mask_tokens,
+    document_rows,
+    mask_rows,
     num_to_predict,
+    segment_gather,
     truncate_pair,
     truncation_plan,
 )
@@ -32,6 +34,26 @@ def doc(doc_id: str, lengths: list[int], base: int = 5) -> TokenizedDoc:
     ids = (np.arange(sum(lengths)) % 40 + base).astype(np.uint16)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     return TokenizedDoc(doc_id, ids, offsets)
+
+
+class Inst:
+    """One row of `Rows`, for readable assertions."""
+
+    def __init__(self, rows: Rows, r: int, is_random_next: bool = False):
+        lo, hi = rows.offsets[r], rows.offsets[r + 1]
+        m = slice(rows.masked_offsets[r], rows.masked_offsets[r + 1])
+        self.tokens = rows.ids[lo:hi]
+        self.segment_b_start = int(rows.segment_b_start[r])
+        self.masked_positions = rows.masked_positions[m]
+        self.masked_labels = rows.masked_labels[m]
+        self.is_random_next = is_random_next
+
+
+def mask_tokens(tokens, b_start, cfg, spec, rng):
+    """Mask one row through the bucket-wide `mask_rows`."""
+    rows = Rows(tokens, np.array([0, len(tokens)]), np.array([b_start], dtype=np.uint16))
+    inst = Inst(mask_rows(rows, cfg, spec, rng), 0)
+    return inst.tokens, inst.masked_positions, inst.masked_labels
 
 
 class FixedCoins:
@@ -163,7 +185,8 @@ def test_whole_word_masking_takes_every_piece_of_a_word():
 
 def instances_of(docs, index, cfg, seed=0, can_pick_other=True):
     rng = np.random.default_rng(seed)
-    return list(document_instances(docs, index, cfg, SPEC, rng, can_pick_other))
+    rows, pairs = document_rows(docs, index, cfg, SPEC, rng, can_pick_other)
+    return [Inst(rows, r, p.is_random_next) for r, p in enumerate(pairs)]
 
 
 def unmask(inst) -> np.ndarray:
@@ -238,6 +261,25 @@ def test_single_document_bucket_yields_only_actual_next():
 def test_lone_sentence_without_another_document_is_skipped():
     cfg = InstanceConfig(max_seq_length=64)
     assert instances_of([doc("a", [9])], 0, cfg, can_pick_other=False) == []
+
+
+def test_segment_gather():
+    got = segment_gather(np.array([5, 0, 9]), np.array([2, 0, 3]))
+    assert got.tolist() == [5, 6, 9, 10, 11]
+
+
+def test_rows_of_several_lengths_mask_independently():
+    rng = np.random.default_rng(5)
+    parts = [pair(la, lb, rng) for la, lb in [(1, 1), (30, 60), (3, 2), (61, 62)]]
+    ids = np.concatenate([t for t, _ in parts])
+    offsets = np.concatenate([[0], np.cumsum([len(t) for t, _ in parts])])
+    rows = Rows(ids, offsets, np.array([b for _, b in parts], dtype=np.uint16))
+    cfg = InstanceConfig()
+    masked = mask_rows(rows, cfg, SPEC, rng)
+    for r, (tokens, _) in enumerate(parts):
+        inst = Inst(masked, r)
+        assert len(inst.masked_positions) == num_to_predict(len(tokens), cfg)
+        assert inst.masked_labels.tolist() == tokens[inst.masked_positions].tolist()
 
 
 def test_same_seed_same_instances():
