@@ -11,7 +11,13 @@ from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SumCounts
 from pipeline.shards import BUILDING_DIR, WriteShards
 from pipeline.sources import InputSpec, ReadDocuments
-from pipeline.transforms import CreateInstances, SplitSentences, TokenizeDocuments, TrainVocab
+from pipeline.transforms import (
+    BatchDocuments,
+    CreateInstances,
+    SplitSentences,
+    TokenizeDocuments,
+    TrainVocab,
+)
 from schemas.manifest import MANIFEST_NAME
 from schemas.vocab import Vocab
 
@@ -59,7 +65,8 @@ def load_vocab(path: str) -> Vocab:
 def build(p: beam.Pipeline, cfg: BuildConfig):
     """Add the build to pipeline `p`; returns the PCollection holding the published row count."""
     docs, read_counts = p | "ReadDocuments" >> ReadDocuments(list(cfg.inputs), cfg.skip_bad_input)
-    sentences, split_counts = docs | "SplitSentences" >> SplitSentences(cfg.max_paragraph_chars)
+    batches = docs | "Batch" >> BatchDocuments()
+    sentences, split_counts = batches | "SplitSentences" >> SplitSentences(cfg.max_paragraph_chars)
     if cfg.vocab_path:
         vocab = p | "LoadVocab" >> beam.Create([load_vocab(cfg.vocab_path)])
     else:

@@ -208,7 +208,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
     from pipeline.shards import write_text
     from pipeline.sources import ReadDocuments
     from pipeline.tokenize import tokenizer_json
-    from pipeline.transforms import SplitSentences, TrainVocab
+    from pipeline.transforms import BatchDocuments, SplitSentences, TrainVocab
 
     cfg: BuildConfig = build_config(args)
     check_inputs(cfg.inputs)
@@ -220,7 +220,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
 
     with make_pipeline(pipeline_options(beam_args, args.runner, args.workers)) as p:
         docs, _ = p | ReadDocuments(list(cfg.inputs), cfg.skip_bad_input)
-        sentences, _ = docs | SplitSentences(cfg.max_paragraph_chars)
+        sentences, _ = docs | BatchDocuments() | SplitSentences(cfg.max_paragraph_chars)
         _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save)
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     return 0

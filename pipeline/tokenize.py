@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Sequence
 from itertools import chain
-from collections.abc import Iterable, Sequence
 
 import numpy as np
 from tokenizers import BertWordPieceTokenizer
@@ -47,12 +47,12 @@ def train_vocab(sentences: Sequence[str], cfg: VocabConfig) -> tuple[Vocab, str]
     return vocab, tokenizer_json(vocab, cfg.lowercase)
 
 
-def corpus_alphabet(sentences: Iterable[str], tok: BertWordPieceTokenizer, limit: int) -> list[str]:
+def corpus_alphabet(sentences: Sequence[str], tok: BertWordPieceTokenizer, limit: int) -> list[str]:
     """The `limit` most frequent characters after normalisation; ties broken by code point."""
     counts: Counter = Counter()
     normalize = tok.normalizer.normalize_str
-    for s in sentences:
-        counts.update(normalize(s))
+    for i in range(0, len(sentences), 10_000):  # one call per many sentences
+        counts.update(normalize("\n".join(sentences[i : i + 10_000])))
     for space in [c for c in counts if c.isspace()]:
         del counts[space]
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -23,57 +23,88 @@ from pipeline.shards import rows_to_columns
 from pipeline.tokenize import encode_documents, token_spec, train_vocab
 from schemas.vocab import Vocab
 
-ENCODE_BATCH_DOCS = 256
+
+class BatchDocuments(beam.PTransform):
+    """Documents -> lists of documents: Beam's cost is per element, so the stages after reading
+    work on lists (one tokenizer call per list). Batch composition never changes the output."""
+
+    def expand(self, docs):
+        return docs | "Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
 
 
-class SplitDocument(CountingDoFn):
+class SplitDocuments(CountingDoFn):
+    """A list of documents -> a list of (id, source, sentences)."""
+
     def __init__(self, max_paragraph_chars: int):
         self.max_paragraph_chars = max_paragraph_chars
 
-    def process(self, doc: Document):
+    def process(self, docs: list[Document]):
+        out = [s for s in map(self.split, docs) if s is not None]
+        if out:
+            yield out
+
+    def split(self, doc: Document):
         paragraphs = [p for p in doc.paragraphs if len(p) <= self.max_paragraph_chars]
         self.count(doc.source, "paragraphs_dropped.too_long", len(doc.paragraphs) - len(paragraphs))
         sentences = paragraphs if doc.presplit else split_paragraphs(paragraphs)
         if not sentences:
             self.count(doc.source, "documents_dropped.no_sentences")
-            return
+            return None
         self.count(doc.source, "sentences", len(sentences))
-        yield doc.id, doc.source, tuple(sentences)
+        return doc.id, doc.source, tuple(sentences)
 
 
 class SplitSentences(beam.PTransform):
-    """Document -> (id, source, sentences); Punkt on prose, nothing on pre-split input."""
+    """Lists of documents -> lists of (id, source, sentences); Punkt on prose, nothing on
+    pre-split input."""
 
     def __init__(self, max_paragraph_chars: int):
         super().__init__()
         self.max_paragraph_chars = max_paragraph_chars
 
     def expand(self, docs):
-        split = beam.ParDo(SplitDocument(self.max_paragraph_chars))
+        split = beam.ParDo(SplitDocuments(self.max_paragraph_chars))
         out = docs | "Split" >> split.with_outputs(COUNTS, main="main")
         return out.main, out[COUNTS]
 
 
-def sample_keys(doc: tuple[str, str, tuple[str, ...]], seed: int):
-    doc_id, _, sentences = doc
-    for i, s in enumerate(sentences):
-        yield stable_hash(seed, "vocab-sample", doc_id, i), s
+def sample_sentences(batch, total: int, cfg: VocabConfig) -> list[tuple[int, str]]:
+    """Each sentence kept with probability sample_sentences / total, decided by a stable hash,
+    so the sample is the same whatever the runner, and its size is about the bound."""
+    limit = min(1.0, cfg.sample_sentences / max(total, 1)) * 2.0**64
+    out = []
+    for doc_id, _, sentences in batch:
+        for i, s in enumerate(sentences):
+            key = stable_hash(cfg.seed, "vocab-sample", doc_id, i)
+            if key < limit:
+                out.append((key, s))
+    return out
+
+
+def concat(lists) -> list:
+    return [x for chunk in lists for x in chunk]
 
 
 class TrainVocab(beam.PTransform):
-    """A deterministic, bounded sample of sentences -> a WordPiece vocab (singleton)."""
+    """A deterministic sample of about `sample_sentences` sentences -> a WordPiece vocab."""
 
     def __init__(self, cfg: VocabConfig):
         super().__init__()
         self.cfg = cfg
 
-    def expand(self, sentences):
+    def expand(self, batches):
         cfg = self.cfg
+        total = (
+            batches
+            | "CountSentences" >> beam.Map(lambda b: sum(len(s) for _, _, s in b))
+            | "Total" >> beam.CombineGlobally(sum)
+        )
         return (
-            sentences
-            | "KeySentences" >> beam.FlatMap(sample_keys, cfg.seed)
-            | "Sample" >> beam.combiners.Top.Smallest(cfg.sample_sentences)
-            | "Train" >> beam.Map(lambda sample: train_vocab([s for _, s in sample], cfg)[0])
+            batches
+            | "Sample" >> beam.Map(sample_sentences, beam.pvalue.AsSingleton(total), cfg)
+            | "Gather" >> beam.CombineGlobally(concat)
+            | "Train"
+            >> beam.Map(lambda sample: train_vocab([s for _, s in sorted(sample)], cfg)[0])
         )
 
 
@@ -90,29 +121,21 @@ class EncodeBatch(CountingDoFn):
         for doc in encoded:
             self.count(doc.source, "documents_used")
             self.count(doc.source, "tokens", len(doc.ids))
-            yield doc
+        if encoded:
+            yield encoded
 
 
 class TokenizeDocuments(beam.PTransform):
-    """(id, source, sentences) -> TokenizedDoc, in batches so the tokenizer runs in Rust."""
+    """Lists of (id, source, sentences) -> lists of TokenizedDoc; a list is one tokenizer call."""
 
     def __init__(self, vocab, lowercase: bool):
         super().__init__()
         self.vocab = vocab
         self.lowercase = lowercase
 
-    def expand(self, sentences):
-        out = (
-            sentences
-            | "Batch"
-            >> beam.BatchElements(
-                min_batch_size=ENCODE_BATCH_DOCS, max_batch_size=ENCODE_BATCH_DOCS
-            )
-            | "Encode"
-            >> beam.ParDo(
-                EncodeBatch(self.lowercase), beam.pvalue.AsSingleton(self.vocab)
-            ).with_outputs(COUNTS, main="main")
-        )
+    def expand(self, batches):
+        encode = beam.ParDo(EncodeBatch(self.lowercase), beam.pvalue.AsSingleton(self.vocab))
+        out = batches | "Encode" >> encode.with_outputs(COUNTS, main="main")
         return out.main, out[COUNTS]
 
 
@@ -122,9 +145,15 @@ def num_buckets(total_tokens: int, cfg: InstanceConfig, num_shards: int, bucket_
     return max(1, math.ceil(total_tokens * cfg.dupe_factor / bucket_tokens))
 
 
-def assign_buckets(doc: TokenizedDoc, buckets: int, cfg: InstanceConfig):
-    for p in range(cfg.dupe_factor):
-        yield stable_hash(cfg.seed, "bucket", p, doc.id) % buckets, (p, doc)
+def assign_buckets(batch: list[TokenizedDoc], buckets: int, cfg: InstanceConfig):
+    """(bucket, [(pass, doc), ...]) for every dupe pass of every document of the batch."""
+    keyed: dict[int, list] = {}
+    for doc in batch:
+        for p in range(cfg.dupe_factor):
+            keyed.setdefault(stable_hash(cfg.seed, "bucket", p, doc.id) % buckets, []).append(
+                (p, doc)
+            )
+    yield from keyed.items()
 
 
 class BuildBucket(CountingDoFn):
@@ -132,8 +161,8 @@ class BuildBucket(CountingDoFn):
         self.cfg = cfg
 
     def process(self, element, vocab: Vocab):
-        bucket, units = element
-        built = build_bucket(bucket, units, self.cfg, token_spec(vocab))
+        bucket, lists = element
+        built = build_bucket(bucket, concat(lists), self.cfg, token_spec(vocab))
         if built is None:
             return
         columns, short, sources = built
@@ -184,7 +213,7 @@ class CreateInstances(beam.PTransform):
         cfg, shards, per_bucket = self.cfg, self.num_shards, self.bucket_tokens
         buckets = (
             docs
-            | "CountTokens" >> beam.Map(lambda d: len(d.ids))
+            | "CountTokens" >> beam.Map(lambda batch: sum(len(d.ids) for d in batch))
             | "Total" >> beam.CombineGlobally(sum)
             | "NumBuckets" >> beam.Map(num_buckets, cfg, shards, per_bucket)
         )
