@@ -68,6 +68,18 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         help="skip and count unreadable or corrupt files instead of failing",
     )
     ap.add_argument(
+        "--dedup",
+        action="store_true",
+        help="drop exact duplicate documents and repeated paragraphs across the corpus "
+        "(the copy with the smallest document id is kept; counted in the manifest)",
+    )
+    ap.add_argument(
+        "--dedup-min-paragraph-chars",
+        type=int,
+        default=64,
+        help="with --dedup: shorter paragraphs are never treated as duplicates",
+    )
+    ap.add_argument(
         "--max-paragraph-chars",
         type=int,
         default=1_000_000,
@@ -128,20 +140,23 @@ def check_inputs(specs) -> None:
 
 def build_config(args):
     from pipeline.build import BuildConfig
+    from pipeline.dedup import DedupConfig
 
-    max_pred = args.max_predictions_per_seq or default_max_predictions(
-        args.max_seq_length, args.masked_lm_prob
-    )
-    instances = InstanceConfig(
-        max_seq_length=args.max_seq_length,
-        max_predictions_per_seq=max_pred,
-        masked_lm_prob=args.masked_lm_prob,
-        short_seq_prob=args.short_seq_prob,
-        dupe_factor=args.dupe_factor,
-        random_next_prob=args.random_next_prob,
-        whole_word_mask=args.whole_word_mask,
-        seed=args.seed,
-    )
+    instances = InstanceConfig(seed=args.seed)
+    if hasattr(args, "max_seq_length"):  # `vocab` has no instance flags
+        max_pred = args.max_predictions_per_seq or default_max_predictions(
+            args.max_seq_length, args.masked_lm_prob
+        )
+        instances = InstanceConfig(
+            max_seq_length=args.max_seq_length,
+            max_predictions_per_seq=max_pred,
+            masked_lm_prob=args.masked_lm_prob,
+            short_seq_prob=args.short_seq_prob,
+            dupe_factor=args.dupe_factor,
+            random_next_prob=args.random_next_prob,
+            whole_word_mask=args.whole_word_mask,
+            seed=args.seed,
+        )
     vocab = VocabConfig(
         vocab_size=args.vocab_size,
         lowercase=args.lowercase,
@@ -158,6 +173,9 @@ def build_config(args):
         bucket_tokens=getattr(args, "bucket_tokens", 1),
         max_paragraph_chars=args.max_paragraph_chars,
         skip_bad_input=args.skip_bad_input,
+        dedup=DedupConfig(min_paragraph_chars=args.dedup_min_paragraph_chars)
+        if args.dedup
+        else None,
     )
 
 

@@ -13,7 +13,7 @@ from tokenizers import BertWordPieceTokenizer
 from pipeline.config import InstanceConfig
 from pipeline.instances import num_to_predict
 from schemas import ShardColumns, ShardSet
-from tests.conftest import SAMPLE, build_shards
+from tests.conftest import SAMPLE, SAMPLE_INPUT, build_shards
 from tests.pipeline.test_tokenize import google_layout
 
 
@@ -178,3 +178,12 @@ def test_nothing_usable_exits_nonzero_with_counts(tmp_path, capsys):
     (books / "empty.txt").write_bytes(b"\n\n")
     assert build_shards(str(tmp_path / "o"), inputs=f"books:{books}") == 1
     assert "no instances were made" in capsys.readouterr().err
+
+
+def test_vocab_command_writes_the_same_vocab_as_build(sample_shards, tmp_path):
+    from pipeline.cli import main
+
+    out = str(tmp_path / "vocab")
+    assert main(["vocab", "--input", SAMPLE_INPUT, "--out", out, "--workers", "1"]) == 0
+    assert open(f"{out}/vocab.txt").read() == open(f"{sample_shards}/vocab.txt").read()
+    assert os.path.exists(f"{out}/tokenizer.json")
