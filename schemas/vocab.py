@@ -91,8 +91,9 @@ class Vocab:
         return SpecialIds(i["[PAD]"], i["[UNK]"], i["[CLS]"], i["[SEP]"], i["[MASK]"])
 
     def special_mask(self) -> np.ndarray:
-        """True for pieces that are never a masking label or a random replacement:
-        the five specials, `[unusedN]` rows and any other bracketed `[...]` control piece."""
+        """True for pieces that are never a random replacement: the five specials, `[unusedN]`
+        rows and any other bracketed `[...]` control piece. Labels are never these either,
+        except `[UNK]`, which stands for text the vocab cannot spell."""
         return np.array([p.startswith("[") and p.endswith("]") and len(p) > 2 for p in self.pieces])
 
     def continuation_mask(self) -> np.ndarray:

@@ -1,0 +1,178 @@
+"""`bert-schemas`: validate a shard set, or look inside one.
+
+    bert-schemas validate OUT [--json] [--z 5] [--examples 3] [--no-hash]
+    bert-schemas inspect OUT [--n 3] [--shard 0] [--row R] [--plot FILE.png]
+
+`validate` exits 0 only when every check passes (1 otherwise); `inspect` exits 1 when the set
+cannot be opened. Neither needs Beam or torch; `--plot` needs matplotlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from schemas.stats import normal_tail
+
+VALIDATE_HELP = """\
+Check a finished shard set and print a table of checks with the figures behind them, then one
+line per failure naming the shard and row. Checks: the manifest and schema version; the vocab
+(its sha256, size and special ids against the manifest and every shard, tokenizer.json in
+agreement); the build config; every listed shard present and none extra, sizes and sha256 as
+listed; the Arrow structure; per shard, rows, pieces, masks and random-next rows as listed.
+Every row: [CLS] first and only there, exactly two [SEP] with segment B right after the first,
+length within [5, max_seq_length], no [PAD], ids and labels inside the vocab, masked positions
+strictly ascending, inside the row and never on [CLS]/[SEP], as many as
+min(max_predictions_per_seq, max(1, round(length * masked_lm_prob))) (at most that, and at
+least one, with whole-word masking), [MASK] only at masked positions, random replacements and
+labels never special pieces ([UNK] may be a label), and whole words masked together with
+whole_word_mask. The set: the mask rate, the 80/10/10 split, the random-next share (set and
+per shard) and the share of rows built with a short target, with tolerances from the sample
+size at level --z, and the rows per shard. A structurally broken shard is reported and
+skipped; the others are still checked. Exit status: 0 when every check passes, 1 otherwise."""
+
+INSPECT_HELP = """\
+Print decoded rows (segments A and B; a masked piece shows what the model sees and the
+original: [MASK→x] masked, [y→x] replaced by a random piece, [=x] kept) with their lengths
+and is_random_next label, then a summary of the whole set: rows, pieces, the padding a
+fixed-length batch (and a batch padded to its longest row) would waste, and histograms of
+the sequence length and of the masked positions per row. --plot writes the histograms as a
+PNG (needs matplotlib)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="bert-schemas",
+        description="Validate or inspect a BERT pre-training shard set (a directory holding "
+        "manifest.json, vocab.txt, tokenizer.json and shards/*.arrow).",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="{validate,inspect}")
+    v = sub.add_parser(
+        "validate",
+        help="check every file, row and statistic; exit 0 if sound",
+        description=VALIDATE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    v.add_argument("out", metavar="OUT", help="the shard set directory")
+    v.add_argument("--json", action="store_true", help="print the report as JSON instead")
+    v.add_argument(
+        "--z",
+        type=float,
+        default=5.0,
+        help="level of the statistical checks as a normal quantile: a sound set "
+        "fails one with probability at most 2 P(Z > z) "
+        f"(default %(default)s: {2 * normal_tail(5.0):.1e})",
+    )
+    v.add_argument(
+        "--examples",
+        type=int,
+        default=3,
+        metavar="K",
+        help="failing rows quoted per check and shard (default %(default)s)",
+    )
+    v.add_argument(
+        "--no-hash",
+        action="store_true",
+        help="skip the sha256 of each shard (sizes are still compared)",
+    )
+    i = sub.add_parser(
+        "inspect",
+        help="decoded examples and a summary with histograms",
+        description=INSPECT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    i.add_argument("out", metavar="OUT", help="the shard set directory")
+    i.add_argument(
+        "--n", type=int, default=None, metavar="N", help="rows to show (default 3, or 1 with --row)"
+    )
+    i.add_argument(
+        "--shard",
+        type=int,
+        default=0,
+        metavar="I",
+        help="shard index, in manifest order (default %(default)s)",
+    )
+    i.add_argument(
+        "--row",
+        type=int,
+        default=None,
+        metavar="R",
+        help="first row to show, within the shard (default 0)",
+    )
+    i.add_argument("--plot", metavar="FILE.png", help="also write the histograms to this PNG")
+    i.add_argument(
+        "--batch-size",
+        type=int,
+        default=32,
+        metavar="B",
+        help="batch size for the padding figure (default %(default)s)",
+    )
+    i.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the shuffle behind the padding figure (default %(default)s)",
+    )
+    i.add_argument("--no-summary", action="store_true", help="print the examples only")
+    return p
+
+
+def _validate(args) -> int:
+    from schemas.validate import ValidateOptions, validate
+
+    if args.examples < 0 or args.z <= 0:
+        print("bert-schemas validate: --examples must be >= 0 and --z > 0", file=sys.stderr)
+        return 2
+    report = validate(
+        args.out, ValidateOptions(z=args.z, examples=args.examples, hashes=not args.no_hash)
+    )
+    sys.stdout.write(report.to_json() if args.json else report.to_text())
+    return 0 if report.ok else 1
+
+
+def _inspect(args) -> int:
+    from schemas import inspection
+    from schemas.reader import ShardSet
+
+    if args.batch_size < 1 or (args.n is not None and args.n < 0):
+        print("bert-schemas inspect: --batch-size must be >= 1 and --n >= 0", file=sys.stderr)
+        return 2
+    try:
+        ss = ShardSet.open(args.out)
+        n = args.n if args.n is not None else (1 if args.row is not None else 3)
+        shown = inspection.examples(ss, args.shard, args.row or 0, n) if n else []
+    except (OSError, ValueError, IndexError) as e:
+        print(f"bert-schemas inspect: {e}", file=sys.stderr)
+        return 1
+    if shown:
+        print(inspection.LEGEND + "\n")
+        for e in shown:
+            print(inspection.format_example(e))
+    if not args.no_summary or args.plot:
+        summary = inspection.summarize(ss, args.batch_size, args.seed)
+        if not args.no_summary:
+            print(inspection.format_summary(summary))
+        if args.plot:
+            try:
+                print(f"wrote {inspection.plot(summary, args.plot)}")
+            except ImportError:
+                print(
+                    "bert-schemas inspect: --plot needs matplotlib (pip install matplotlib)",
+                    file=sys.stderr,
+                )
+                return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _validate(args) if args.command == "validate" else _inspect(args)
+    except BrokenPipeError:  # output piped into `head` and the like
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Tolerances for the validator's statistical checks, derived from the sample size.
+
+A check that compares an observed share with the share the build config implies accepts
+exactly the shares that a binomial count of that size reaches with probability above a level
+`alpha`, stated as a normal quantile `z` (z = 5: alpha = 5.7e-7, two-sided).
+
+The one-sample tolerance uses the Chernoff bound P(k/n >= x) <= exp(-n * KL(x || p)) for
+x > p (and its mirror below p), so the false-alarm probability is at most alpha for every n and
+p, small samples and shares near 0 or 1 included, with no normal approximation. Comparing one
+group with the rest uses the likelihood-ratio (G) test of a 2x2 table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+def normal_tail(z: float) -> float:
+    """P(Z > z) for a standard normal Z."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def normal_quantile(tail: float) -> float:
+    """The z with P(Z > z) = tail (0 < tail < 1), by bisection on `normal_tail`."""
+    if not 0.0 < tail < 1.0:
+        raise ValueError(f"a tail probability must lie in (0, 1) (got {tail})")
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if normal_tail(mid) > tail:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def kl_bernoulli(x: float, p: float) -> float:
+    """KL(Bernoulli(x) || Bernoulli(p)), in nats; infinite where x is impossible under p."""
+
+    def term(a: float, b: float) -> float:
+        if a == 0.0:
+            return 0.0
+        return math.inf if b == 0.0 else a * math.log(a / b)
+
+    return term(x, p) + term(1.0 - x, 1.0 - p)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Shares a Binomial(n, p) count stays within, except with probability <= alpha per side."""
+
+    p: float  # the share the config implies
+    n: int  # sample size (independent draws)
+    lo: float
+    hi: float
+    z: float  # the level, as a normal quantile
+
+    def __contains__(self, share: float) -> bool:
+        return self.lo <= share <= self.hi
+
+    def describe(self) -> str:
+        return f"expected {self.p:.4f}, accepted [{self.lo:.4f}, {self.hi:.4f}] at n={self.n:,}"
+
+
+def binomial_tolerance(p: float, n: int, z: float = 5.0) -> Tolerance:
+    """The acceptance interval for the share k/n of a Binomial(n, p) count at level z.
+
+    Each side holds the shares x with n * KL(x || p) <= log(1 / P(Z > z)); by the Chernoff
+    bound a share beyond it has probability at most P(Z > z).
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"a share must lie in [0, 1] (got {p})")
+    if n <= 0:
+        return Tolerance(p, n, 0.0, 1.0, z)
+    budget = -math.log(normal_tail(z)) / n
+    lo = p if p == 0.0 else _solve_kl(p, 0.0, budget)
+    hi = p if p == 1.0 else _solve_kl(p, 1.0, budget)
+    return Tolerance(p, n, lo, hi, z)
+
+
+def _solve_kl(p: float, edge: float, budget: float) -> float:
+    """The share x between p and `edge` with KL(x || p) = budget (or `edge` if never reached)."""
+    if kl_bernoulli(edge, p) <= budget:
+        return edge
+    inside, outside = p, edge
+    for _ in range(100):
+        mid = 0.5 * (inside + outside)
+        if kl_bernoulli(mid, p) <= budget:
+            inside = mid
+        else:
+            outside = mid
+    return inside
+
+
+def g_test_z(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Signed z-equivalent of the G-test that groups 1 and 2 share one rate.
+
+    sqrt(G) has the null distribution of |Z| (chi-square with one degree of freedom); the sign
+    is that of k1/n1 - k2/n2. Zero when either group is empty or the pooled rate is 0 or 1.
+    """
+    if n1 <= 0 or n2 <= 0:
+        return 0.0
+    pooled = (k1 + k2) / (n1 + n2)
+    if pooled in (0.0, 1.0):
+        return 0.0
+    g = 0.0
+    for observed, n in ((k1, n1), (k2, n2)):
+        for count, share in ((observed, pooled), (n - observed, 1.0 - pooled)):
+            if count > 0:
+                g += 2.0 * count * math.log(count / (n * share))
+    return math.copysign(math.sqrt(max(g, 0.0)), k1 / n1 - k2 / n2)
+
+
+def bonferroni_z(z: float, tests: int) -> float:
+    """The per-test level that keeps the family-wise false-alarm rate of `tests` two-sided tests
+    at that of one test at level z."""
+    if tests <= 1:
+        return z
+    return normal_quantile(normal_tail(z) / tests)
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a binomial share k/n (for reporting an observed share)."""
+    if n <= 0:
+        return 0.0, 1.0
+    share = k / n
+    denom = 1.0 + z * z / n
+    centre = (share + z * z / (2 * n)) / denom
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
