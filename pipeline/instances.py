@@ -94,13 +94,14 @@ def truncation_plan(len_a: int, len_b: int, max_tokens: int, rng: np.random.Gene
     if n <= 0:
         return 0, 0, 0, 0
     front = rng.random(n) < 0.5
-    first = min(n, abs(len_a - len_b))
-    from_a = np.empty(n, dtype=bool)
-    from_a[:first] = len_a > len_b
-    from_a[first:] = np.arange(n - first) % 2 == 1  # equal lengths: B, then A, then B ...
-    a_front = int(np.count_nonzero(front & from_a))
-    b_front = int(np.count_nonzero(front & ~from_a))
-    n_a = int(np.count_nonzero(from_a))
+    first = min(n, abs(len_a - len_b))  # drops from the longer side until the lengths meet
+    # then B, A, B, A ... (B on a tie): A's drops are the odd offsets after `first`
+    a_front = int(np.count_nonzero(front[first + 1 :: 2]))
+    n_a = (n - first) // 2
+    if len_a > len_b:
+        a_front += int(np.count_nonzero(front[:first]))
+        n_a += first
+    b_front = int(np.count_nonzero(front)) - a_front
     return a_front, n_a - a_front, b_front, (n - n_a) - b_front
 
 
@@ -215,19 +216,26 @@ def mask_rows(rows: Rows, cfg: InstanceConfig, spec: TokenSpec, rng: np.random.G
     if cfg.whole_word_mask:
         return mask_rows_whole_word(rows, cfg, spec, rng)
     lengths = np.diff(rows.offsets)
-    n_rows = len(lengths)
-    row_of = np.repeat(np.arange(n_rows), lengths)
+    row_of = np.repeat(np.arange(len(lengths)), lengths)
     pos = np.arange(len(rows.ids)) - rows.offsets[row_of]
     special = (pos == 0) | (pos == lengths[row_of] - 1) | (pos == rows.segment_b_start[row_of] - 1)
     keys = rng.random(len(rows.ids))
-    keys[special] = 2.0  # sorts after every candidate
-    order = np.argsort(row_of + keys * 0.25, kind="stable")
-    rank = np.arange(len(order)) - rows.offsets[row_of[order]]
+    keys[special] = 2.0  # after every candidate
+    grid = np.full((len(lengths), int(lengths.max())), 3.0)  # rows x positions; 3.0 = padding
+    grid[row_of, pos] = keys
     want = np.minimum(
         cfg.max_predictions_per_seq, np.maximum(1, np.round(lengths * cfg.masked_lm_prob))
     ).astype(np.int64)
     want = np.minimum(want, lengths - 3)
-    selected = np.sort(order[rank < want[row_of[order]]])
+    k = int(want.max())
+    # The k smallest keys of each row, in key order; a row takes its first `want` of them.
+    part = np.argpartition(grid, k - 1, axis=1)[:, :k] if k < grid.shape[1] else np.argsort(grid)
+    part = np.take_along_axis(part, np.argsort(np.take_along_axis(grid, part, 1), 1), 1)
+    taken = np.arange(part.shape[1])[None, :] < want[:, None]
+    chosen = np.sort(np.where(taken, part, grid.shape[1]), axis=1)  # ascending within a row
+    selected = (chosen + rows.offsets[:-1, None])[
+        np.arange(chosen.shape[1])[None, :] < want[:, None]
+    ]
     return apply_masks(rows, selected, np.arange(len(selected)), want, spec, rng)
 
 
