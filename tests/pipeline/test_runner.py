@@ -1,0 +1,36 @@
+"""The local runner: offline (no Prism download), every core, never multi_threading."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions
+from apache_beam.runners.portability import prism_runner
+from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipeline.runner import make_pipeline, pipeline_options
+
+
+def test_local_runs_use_multi_processing_on_every_core(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 3)
+    direct = pipeline_options([], "DirectRunner", 0).view_as(DirectOptions)
+    assert direct.direct_num_workers == 3 and direct.direct_running_mode == "multi_processing"
+    one = pipeline_options([], "DirectRunner", 1).view_as(DirectOptions)
+    assert one.direct_running_mode == "in_memory"
+
+
+def test_local_runs_never_start_prism(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the Prism runner (a download) was started")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", refuse)
+    p = make_pipeline(pipeline_options([], "DirectRunner", 1))
+    assert isinstance(p.runner, fn_runner.FnApiRunner)
+    with p:
+        assert_that(p | beam.Create([1, 2]) | beam.Map(lambda x: x * 2), equal_to([2, 4]))
+
+
+def test_other_runners_pass_through():
+    args = ["--project", "my-project-1", "--region", "us-central1", "--temp_location", "gs://b/t"]
+    p = make_pipeline(pipeline_options(args, "DataflowRunner", 0))
+    assert type(p.runner).__name__ == "DataflowRunner"
