@@ -9,6 +9,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SumCounts
+from pipeline.dedup import DedupConfig, Deduplicate
 from pipeline.shards import BUILDING_DIR, WriteShards
 from pipeline.sources import InputSpec, ReadDocuments
 from pipeline.transforms import (
@@ -33,6 +34,7 @@ class BuildConfig:
     bucket_tokens: int = 4_000_000  # tokens per bucket (dupe passes included) when automatic
     max_paragraph_chars: int = 1_000_000  # longer paragraphs are dropped and counted
     skip_bad_input: bool = False  # skip and count unreadable files instead of failing
+    dedup: DedupConfig | None = None  # exact de-duplication of documents and paragraphs
 
     def __post_init__(self):
         if not self.inputs:
@@ -50,6 +52,7 @@ class BuildConfig:
             "num_shards": self.num_shards,
             "bucket_tokens": None if self.num_shards else self.bucket_tokens,
             "max_paragraph_chars": self.max_paragraph_chars,
+            "dedup": asdict(self.dedup) if self.dedup else None,
             "inputs": sorted({s.format for s in self.inputs}),
         }
 
@@ -65,6 +68,9 @@ def load_vocab(path: str) -> Vocab:
 def build(p: beam.Pipeline, cfg: BuildConfig):
     """Add the build to pipeline `p`; returns the PCollection holding the published row count."""
     docs, read_counts = p | "ReadDocuments" >> ReadDocuments(list(cfg.inputs), cfg.skip_bad_input)
+    if cfg.dedup:
+        docs, dedup_counts = docs | "Deduplicate" >> Deduplicate(cfg.dedup)
+        read_counts = (read_counts, dedup_counts) | "ReadAndDedupCounts" >> beam.Flatten()
     batches = docs | "Batch" >> BatchDocuments()
     sentences, split_counts = batches | "SplitSentences" >> SplitSentences(cfg.max_paragraph_chars)
     if cfg.vocab_path:

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from pipeline.boilerplate import strip_boilerplate, text_stream
+
 CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # longer lines are skipped and counted, never buffered whole
 
@@ -59,7 +61,9 @@ class Tally:
         self.drop(reason, n)
 
 
-def iter_lines(f: BinaryIO, tally: Tally, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[str]:
+def iter_lines(
+    f: BinaryIO, tally: Tally, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[str]:
     """Decoded lines (without the newline) in bounded memory.
 
     Undecodable bytes become U+FFFD and are counted; a line longer than `max_line_bytes`
@@ -120,7 +124,11 @@ _SPACE = re.compile(r"\s+")
 
 def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Iterator[Document]:
     """One book per file; paragraphs split on blank lines, lines inside a paragraph joined.
-    A file with no text at all is dropped (counted as `documents_dropped.empty_file`)."""
+    A file with no text at all is dropped (counted as `documents_dropped.empty_file`); a
+    binary file is a bad record; front and back matter are stripped (`pipeline.boilerplate`)."""
+    f = text_stream(f, rel, tally)
+    if f is None:
+        return
     paragraphs: list[str] = []
     current: list[str] = []
     for line in iter_lines(f, tally):
@@ -134,7 +142,25 @@ def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Ite
     if not paragraphs:
         tally.drop("empty_file")
         return
+    paragraphs = strip_boilerplate(paragraphs, tally)
+    if not paragraphs:
+        tally.drop("books_no_prose")
+        return
     yield Document(f"{source}:{rel}", source, tuple(paragraphs))
 
 
-READERS = {"text": read_text, "books": read_book}
+def read_wikipedia(f: BinaryIO, rel: str, tally: Tally, source: str = "wikipedia"):
+    """MediaWiki XML exports: see `pipeline.wikipedia` (imported here, as it builds on this)."""
+    from pipeline.wikipedia import read_wikipedia as read
+
+    return read(f, rel, tally, source)
+
+
+def read_jsonl(f: BinaryIO, rel: str, tally: Tally, source: str = "jsonl"):
+    """JSON Lines with `text` and optional `id`: see `pipeline.jsonl`."""
+    from pipeline.jsonl import read_jsonl as read
+
+    return read(f, rel, tally, source)
+
+
+READERS = {"text": read_text, "books": read_book, "wikipedia": read_wikipedia, "jsonl": read_jsonl}

@@ -1,8 +1,10 @@
 """ReadDocuments: input patterns -> `Document`s, through Beam filesystems (local, gs://, ...).
 
 Files are listed when the pipeline runs, read one per worker call (compressed files are
-decompressed by extension), and the documents redistributed right after so that a large file
-does not pin the stages that follow to one worker.
+decompressed by extension, and a truncated one is an error), and the documents redistributed
+right after so that a large file does not pin the stages that follow to one worker. Wikipedia
+dumps with a multistream index, and large uncompressed exports, are cut into spans read in
+parallel (`pipeline.multistream`); Wikipedia pages are rendered after the redistribution.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import COUNTS, CountingDoFn
-from pipeline.documents import READERS, Tally
+from pipeline.documents import READERS, BadInputError, Document, Tally
+from pipeline.multistream import is_index, plan_wikipedia, read_input
+from pipeline.wikipedia import WikiPage, page_document
 
 GLOB_CHARS = "*?["
 
@@ -64,13 +68,17 @@ class ReadFile(CountingDoFn):
         self.skip_bad_input = skip_bad_input
 
     def process(self, item):
-        fmt, path, rel = item
-        tally = Tally()
+        fmt, path, rel, span = item
+        tally = Tally(skip_bad_input=self.skip_bad_input)
         try:
-            with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
-                for doc in READERS[fmt](f, rel, tally, source=fmt):
+            for doc in read_input(item, tally, open_raw):
+                if isinstance(doc, Document):  # Wikipedia pages are counted once rendered
                     tally.inc("documents_read")
-                    yield doc
+                yield doc
+        except BadInputError:  # names the file and the place already
+            if not self.skip_bad_input:
+                raise
+            tally.inc("files_dropped.unreadable")
         except (OSError, EOFError, ValueError) as e:
             if not self.skip_bad_input:
                 raise ValueError(
@@ -80,12 +88,47 @@ class ReadFile(CountingDoFn):
                 ) from e
             tally.inc("files_dropped.unreadable")
         finally:
-            tally.inc("files_read")
+            if span is None or span.start <= span.header_end:  # a file's first span
+                tally.inc("files_read")
             self.count_all(fmt, tally.counts)
 
 
+def open_raw(path: str):
+    """A file as stored: decompression is `read_input`'s, which notices truncated files."""
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def plan_reads(item: tuple[str, str, str]):
+    """(format, path, rel, span): Wikipedia dumps with an index, and large uncompressed
+    exports, are cut into spans read in parallel; other files are read whole (span None)."""
+    fmt, path, rel = item
+    spans = [None]
+    if fmt == "wikipedia":
+        if is_index(path):  # read with its dump, not as an export
+            return
+        size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+        spans = plan_wikipedia(path, size, open_raw, FileSystems.exists)
+    for span in spans:
+        yield fmt, path, rel, span
+
+
+class RenderPages(CountingDoFn):
+    """Wikipedia pages -> documents, once the pages are spread over workers; others pass."""
+
+    def process(self, item):
+        if not isinstance(item, WikiPage):
+            yield item
+            return
+        tally = Tally()
+        doc = page_document(item, tally, "wikipedia")
+        if doc is not None:
+            tally.inc("documents_read")
+            yield doc
+        self.count_all("wikipedia", tally.counts)
+
+
 class ReadDocuments(beam.PTransform):
-    """Documents of every input; output tagged `main`, per-bundle counts tagged `counts`."""
+    """Lists of documents of every input, and per-bundle counts."""
 
     def __init__(self, inputs: list[InputSpec], skip_bad_input: bool = False):
         super().__init__()
@@ -97,8 +140,14 @@ class ReadDocuments(beam.PTransform):
             pbegin
             | "Inputs" >> beam.Create(self.inputs)
             | "ListFiles" >> beam.FlatMap(expand_pattern)
+            | "PlanReads" >> beam.FlatMap(plan_reads)
             | "SpreadFiles" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(ReadFile(self.skip_bad_input)).with_outputs(COUNTS, main="main")
         )
-        docs = read.main | "SpreadDocuments" >> beam.Reshuffle()
-        return docs, read[COUNTS]
+        rendered = (
+            read.main
+            | "SpreadDocuments" >> beam.Reshuffle()
+            | "RenderPages" >> beam.ParDo(RenderPages()).with_outputs(COUNTS, main="main")
+        )
+        counts = (read[COUNTS], rendered[COUNTS]) | "ReadCounts" >> beam.Flatten()
+        return rendered.main, counts

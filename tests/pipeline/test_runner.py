@@ -28,9 +28,3 @@ def test_local_runs_never_start_prism(monkeypatch):
     assert isinstance(p.runner, fn_runner.FnApiRunner)
     with p:
         assert_that(p | beam.Create([1, 2]) | beam.Map(lambda x: x * 2), equal_to([2, 4]))
-
-
-def test_other_runners_pass_through():
-    args = ["--project", "my-project-1", "--region", "us-central1", "--temp_location", "gs://b/t"]
-    p = make_pipeline(pipeline_options(args, "DataflowRunner", 0))
-    assert type(p.runner).__name__ == "DataflowRunner"

@@ -1,0 +1,189 @@
+"""Wikipedia reading throughput, per core, on the real exports gensim 4.4.0 ships.
+
+Measured on `enwiki-latest-pages-articles1...-shortened` (206 pages, 6.1 MB of XML), repeated
+in memory `--repeat` times so that each timing runs for seconds (CPU time of this process, so
+figures are per core):
+- reader + cleaner: XML bytes -> documents (`read_wikipedia`), in MB/s of decompressed XML,
+  pages/s and MB/s of prose written;
+- its parts: page splitting and XML parsing alone (`iter_pages`), rendering alone
+  (`render_wikitext`), and mwparserfromhell's own tree + `strip_code` on the same wikitext (what
+  rendering from the token stream replaces);
+- bz2 decompression (`DecompressingReader`), the bound on a single reader of a dump that has
+  no multistream index;
+- the whole build (`bert-shards build`, DirectRunner) on `--copies` copies of the export with
+  distinct page ids, in MB/s per core of XML: reading, rendering, Punkt, vocab, tokenizing,
+  instances and shards together.
+
+    python -m bench.wiki_bench [--repeat 5] [--copies 4] [--workers 2] [--no-build]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import io
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import mwparserfromhell  # noqa: E402
+
+from pipeline.documents import Tally  # noqa: E402
+from pipeline.multistream import DecompressingReader  # noqa: E402
+from pipeline.wikipedia import iter_pages, read_wikipedia, render_wikitext  # noqa: E402
+
+ARTICLES = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+def gensim_file(name: str, data: Path = ROOT / "data" / "gensim") -> bytes:
+    path = data / name
+    if not path.is_file():
+        raise SystemExit(f"{path}: missing; fetch gensim's test data first: make corpora")
+    return path.read_bytes()
+
+
+def row(metric: str, value: float, unit: str, note: str = "") -> dict:
+    return {"area": "wikipedia", "metric": metric, "value": value, "unit": unit, "note": note}
+
+
+def cpu_seconds(fn) -> tuple[float, object]:
+    start = time.process_time()
+    out = fn()
+    return time.process_time() - start, out
+
+
+def repeated(xml: bytes, times: int) -> bytes:
+    """The export's pages `times` over, inside one header and closing tag."""
+    first = xml.index(b"<page>")
+    last = xml.rindex(b"</page>") + len(b"</page>")
+    return xml[:first] + xml[first:last] * times + xml[last:]
+
+
+def distinct_copies(xml: bytes, copies: int) -> bytes:
+    """`copies` copies whose page ids differ (copy k adds k * 10^8), so documents stay distinct."""
+    first = xml.index(b"<page>")
+    last = xml.rindex(b"</page>") + len(b"</page>")
+    pages, out = xml[first:last], []
+    for k in range(copies):
+        out.append(
+            re.sub(
+                rb"(<page>\s*<title>[^<]*</title>\s*<ns>\d+</ns>\s*<id>)(\d+)",
+                lambda m, k=k: m.group(1) + str(int(m.group(2)) + k * 10**8).encode(),
+                pages,
+            )
+        )
+    return xml[:first] + b"\n".join(out) + xml[last:]
+
+
+def reader_rows(compressed: bytes, repeat: int) -> list[dict]:
+    xml = bz2.decompress(compressed)
+    data = repeated(xml, repeat)
+    mb, pages = len(data) / 1e6, data.count(b"<page>")
+    tally = Tally()
+    secs, docs = cpu_seconds(lambda: list(read_wikipedia(io.BytesIO(data), "bench", tally)))
+    prose = sum(len(p.encode()) for d in docs for p in d.paragraphs) / 1e6
+    note = f"{mb:.0f} MB XML, {pages} pages ({len(docs)} articles kept), {secs:.1f} s CPU"
+    rows = [
+        row("reader + cleaner", round(mb / secs, 2), "MB/s/core", note + ", decompressed XML"),
+        row("reader + cleaner: pages", round(pages / secs), "pages/s", "all namespaces, redirects"),
+        row("reader + cleaner: prose out", round(prose / secs, 2), "MB/s/core", "UTF-8 text"),
+    ]
+    split_s, articles = cpu_seconds(lambda: list(iter_pages(io.BytesIO(data), "b", Tally())))
+    rows.append(row("page split + XML parse alone", round(mb / split_s, 1), "MB/s/core", "XML"))
+    wikitext = [a.wikitext for a in articles]
+    wiki_mb = sum(len(t.encode()) for t in wikitext) / 1e6
+    render_s, _ = cpu_seconds(lambda: [render_wikitext(t, Tally()) for t in wikitext])
+    note = f"{wiki_mb:.0f} MB of article wikitext"
+    rows.append(row("render (token stream) alone", round(wiki_mb / render_s, 2), "MB/s/core", note))
+    sample = wikitext[: max(1, len(wikitext) // repeat)]
+    sample_mb = sum(len(t.encode()) for t in sample) / 1e6
+    tree_s, _ = cpu_seconds(lambda: [mwparserfromhell.parse(t).strip_code() for t in sample])
+    note = "mwparserfromhell.parse + strip_code, for comparison (keeps tables, lists, headings)"
+    rows.append(row("render (node tree) alone", round(sample_mb / tree_s, 2), "MB/s/core", note))
+    packed = bz2.compress(data, 9)
+    bz_s, _ = cpu_seconds(lambda: _drain(DecompressingReader(io.BytesIO(packed), "bz2", "b")))
+    note = "one reader of a dump without multistream index"
+    rows.append(row("bz2 decompression", round(mb / bz_s, 1), "MB/s/core", note))
+    return rows
+
+
+def _drain(f) -> int:
+    n = 0
+    while chunk := f.read(1 << 20):
+        n += len(chunk)
+    return n
+
+
+def build_rows(compressed: bytes, copies: int, workers: int) -> list[dict]:
+    """The whole build twice: training its vocab, then reusing that vocab (the steady state
+    that a large corpus approaches: vocab training reads a bounded sample, once)."""
+    xml = distinct_copies(bz2.decompress(compressed), copies)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-wiki-") as tmp:
+        (Path(tmp) / "wiki").mkdir()
+        (Path(tmp) / "wiki" / "enwiki-copies.xml").write_bytes(xml)
+        for label, extra in (("", []), (", vocab reused", ["--vocab", f"{tmp}/out/vocab.txt"])):
+            out = f"{tmp}/out" + ("2" if extra else "")
+            wall, manifest = _build(f"wikipedia:{tmp}/wiki", out, workers, extra)
+            rows += _build_rows(manifest, len(xml) / 1e6, copies, workers, wall, label)
+    return rows
+
+
+def _build(inputs: str, out: str, workers: int, extra: list[str]) -> tuple[float, dict]:
+    from pipeline.cli import main as cli
+
+    args = ["build", "--input", inputs, "--out", out, "--workers", str(workers), *extra]
+    wall = time.perf_counter()
+    if cli(args) != 0:
+        raise SystemExit("the build failed; see the counts above")
+    wall = time.perf_counter() - wall
+    return wall, json.loads(Path(f"{out}/manifest.json").read_text())
+
+
+def _build_rows(manifest, mb, copies, workers, wall, label) -> list[dict]:
+    counts = manifest["counts"]["total"]
+    instances = sum(s["rows"] for s in manifest["shards"])
+    note = (
+        f"{mb:.0f} MB XML ({copies} copies), {counts['documents_used']} articles, "
+        f"{instances} instances, dupe 5, {wall:.0f} s wall incl. start-up"
+    )
+    name = f"whole build, {workers} worker(s){label}"
+    return [
+        row(name, round(mb / wall / workers, 3), "MB/s/core", note),
+        row(name + ": instances", round(instances / wall), "/s"),
+    ]
+
+
+def run(repeat: int = 5, copies: int = 4, workers: int = 2, whole_build: bool = True) -> list:
+    compressed = gensim_file(ARTICLES)
+    rows = reader_rows(compressed, repeat)
+    if whole_build:
+        rows += build_rows(compressed, copies, workers)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=5, help="in-memory repeats of the export")
+    ap.add_argument("--copies", type=int, default=4, help="copies for the whole-build figure")
+    ap.add_argument("--workers", type=int, default=2, help="local workers for the whole build")
+    ap.add_argument("--no-build", action="store_true", help="reader figures only")
+    ap.add_argument("--json", help="also write the rows to this file")
+    args = ap.parse_args(argv)
+    rows = run(args.repeat, args.copies, args.workers, not args.no_build)
+    for r in rows:
+        print(f"{r['metric']:<42} {r['value']:>10} {r['unit']:<10} {r['note']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""JSON Lines: one object per line with a `text` field and an optional `id` (the shape most
+dataset exports take). One line is one document; its text splits into paragraphs on blank lines.
+
+A document's id is `source:id` when the record has a string or integer `id`, else
+`source:relative/path#line` (1-based), so ids never depend on the reading order. A line that
+is not a JSON object with a string `text` is a bad record: the run stops naming the file and
+line, or with `--skip-bad-input` it is skipped and counted (`documents_dropped.jsonl_bad_record`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from pipeline.documents import CHUNK_BYTES, Document, Tally, decode
+
+MAX_RECORD_BYTES = 32 << 20  # a longer line is skipped and counted, never held whole
+_BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
+_SPACES = re.compile(r"\s+")
+
+
+def numbered_lines(
+    f: BinaryIO, tally: Tally, max_line_bytes: int = MAX_RECORD_BYTES
+) -> Iterator[tuple[int, str | None]]:
+    """(1-based line number, decoded line) in bounded memory; None for a line over the limit,
+    which is skipped without being held (so later line numbers stay exact)."""
+    pending, number, too_long = bytearray(), 0, False
+    while chunk := f.read(CHUNK_BYTES):
+        *complete, last = chunk.split(b"\n")
+        for part in complete:
+            number += 1
+            if too_long or len(pending) + len(part) > max_line_bytes:
+                yield number, None
+            else:
+                yield number, decode(bytes(pending) + part if pending else part, tally)
+            pending.clear()
+            too_long = False
+        if too_long or len(pending) + len(last) > max_line_bytes:
+            too_long = True
+            pending.clear()
+        else:
+            pending += last
+    if pending or too_long:
+        yield number + 1, None if too_long else decode(bytes(pending), tally)
+
+
+def text_paragraphs(text: str) -> tuple[str, ...]:
+    """Blank-line separated blocks, whitespace inside each collapsed."""
+    blocks = (_SPACES.sub(" ", block).strip() for block in _BLANK_LINE.split(text))
+    return tuple(b for b in blocks if b)
+
+
+def parse_record(line: str, where: str, tally: Tally) -> tuple[str | None, str] | None:
+    """(id or None, text) of one line, or None when the line is a bad record (counted)."""
+    try:
+        record = json.loads(line)
+    except ValueError as e:
+        tally.bad("jsonl_bad_record", where, f"not JSON ({e})")
+        return None
+    if not isinstance(record, dict):
+        tally.bad("jsonl_bad_record", where, f"a JSON {type(record).__name__}, not an object")
+        return None
+    text = record.get("text")
+    if not isinstance(text, str):
+        found = "no `text` field" if text is None else f"`text` is a {type(text).__name__}"
+        tally.bad("jsonl_bad_record", where, f"{found}; each line needs a string `text`")
+        return None
+    ident = record.get("id")
+    keep_id = isinstance(ident, (str, int)) and not isinstance(ident, bool) and str(ident) != ""
+    return (str(ident) if keep_id else None), text
+
+
+def read_jsonl(f: BinaryIO, rel: str, tally: Tally, source: str = "jsonl") -> Iterator[Document]:
+    """Documents of one JSON Lines file (see the module docstring)."""
+    seen_any = False
+    for number, line in numbered_lines(f, tally):
+        where = f"{rel}:{number}"
+        if line is not None and not line.strip():
+            continue  # a blank line holds no record
+        seen_any = True
+        if line is None:
+            tally.drop("jsonl_record_too_long")
+            continue
+        parsed = parse_record(line, where, tally)
+        if parsed is None:
+            continue
+        ident, text = parsed
+        paragraphs = text_paragraphs(text)
+        if not paragraphs:
+            tally.drop("jsonl_empty_text")
+            continue
+        doc_id = f"{source}:{ident}" if ident is not None else f"{source}:{rel}#{number}"
+        yield Document(doc_id, source, paragraphs)
+    if not seen_any:
+        tally.drop("empty_file")

@@ -1,0 +1,277 @@
+"""Compressed inputs read safely, and large inputs read by many workers at once.
+
+Checked decompression: Beam's own decompressing reader stops without a word where a `.bz2`
+or `.gz` file was cut short (it returns what it has and reports end of file), and it inflates a
+whole compressed buffer at once. `DecompressingReader` decompresses in bounded pieces, follows
+concatenated streams, and raises `BadInputError` naming the file when the data ends inside a
+stream or is corrupt.
+
+Split reads (`Span`): Wikipedia's `-multistream` dumps are concatenations of bz2 streams of 100
+pages each, and their `-multistream-index.txt.bz2` gives each stream's byte offset. Groups of
+whole streams are independent: `plan_spans` cuts a dump into spans of about `target_bytes` that
+workers decompress and parse in parallel. An uncompressed `.xml` export is split the same way at
+arbitrary offsets: a span owns the pages whose `<page>` tag starts inside it.
+"""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from pipeline.documents import CHUNK_BYTES, READERS, BadInputError, Document, Tally, iter_lines
+from pipeline.wikipedia import (
+    MAX_HEADER_BYTES,
+    WikiPage,
+    iter_pages,
+    iter_span_pages,
+    parse_siteinfo,
+)
+
+COMPRESSED = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
+SPAN_BYTES = 64 << 20  # compressed bytes per span of a multistream dump (~250 MB of XML)
+XML_SPAN_BYTES = 256 << 20  # bytes per span of an uncompressed export
+INDEX_SUFFIX = "-index.txt.bz2"
+MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
+
+
+def compression_of(path: str) -> str | None:
+    """'bz2', 'gzip', 'xz', or None for a file that is read as it is."""
+    for suffix, kind in COMPRESSED.items():
+        if path.endswith(suffix):
+            return kind
+    return None
+
+
+class _Gzip:
+    """zlib's decompressor with the interface bz2's and lzma's share."""
+
+    def __init__(self):
+        self._d = zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
+        self._tail = b""
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        out = self._d.decompress(self._tail + data, max_length)
+        self._tail = self._d.unconsumed_tail
+        return out
+
+    @property
+    def needs_input(self) -> bool:
+        return not self._tail
+
+    @property
+    def eof(self) -> bool:
+        return self._d.eof
+
+    @property
+    def unused_data(self) -> bytes:
+        return self._d.unused_data
+
+
+DECOMPRESSORS = {"bz2": bz2.BZ2Decompressor, "gzip": _Gzip, "xz": lzma.LZMADecompressor}
+
+
+class DecompressingReader:
+    """A file-like `read(n)` over compressed bytes, `n` bytes of output at most per call.
+
+    Concatenated streams are read one after another (pbzip2, `-multistream` dumps, `cat a.gz
+    b.gz`). An input that ends inside a stream, or holds bytes that do not decompress, raises
+    `BadInputError` naming the file; an empty input reads as empty.
+    """
+
+    def __init__(self, raw: BinaryIO, kind: str, name: str):
+        self._raw, self._kind, self._name = raw, kind, name
+        self._new = DECOMPRESSORS[kind]
+        self._dec = self._new()
+        self._in = b""
+        self._fed = False  # the current stream has been given input
+        self._done = False
+
+    def read(self, n: int = CHUNK_BYTES) -> bytes:
+        n = CHUNK_BYTES if n is None or n < 0 else n
+        while not self._done:
+            if self._dec.eof:  # one stream ended: another may follow
+                self._in = self._dec.unused_data + self._in
+                if not self._in and not self._fill():
+                    self._done = True
+                    break
+                self._dec, self._fed = self._new(), False
+            data = b""
+            if self._dec.needs_input:
+                if not self._in and not self._fill():
+                    if self._fed:
+                        raise BadInputError(
+                            f"{self._name}: the {self._kind} data ends inside a compressed "
+                            "stream; the file is truncated"
+                        )
+                    self._done = True
+                    break
+                data, self._in, self._fed = self._in, b"", True
+            try:
+                out = self._dec.decompress(data, n)
+            except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
+                raise BadInputError(f"{self._name}: corrupt {self._kind} data ({e})") from e
+            if out:
+                return out
+        return b""
+
+    def _fill(self) -> bool:
+        self._in = self._raw.read(CHUNK_BYTES)
+        return bool(self._in)
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+class BoundedReader:
+    """The bytes [start, end) of a seekable file, as a file-like `read(n)`."""
+
+    def __init__(self, raw: BinaryIO, start: int, end: int | None):
+        raw.seek(start)
+        self._raw, self._left = raw, None if end is None else end - start
+
+    def read(self, n: int = CHUNK_BYTES) -> bytes:
+        if self._left is None:
+            return self._raw.read(n)
+        data = self._raw.read(min(n, self._left)) if self._left > 0 else b""
+        self._left -= len(data)
+        return data
+
+
+def decompressed(raw: BinaryIO, name: str) -> BinaryIO:
+    """`raw` itself, or a checked decompressing view when `name` has a compressed suffix."""
+    kind = compression_of(name)
+    return DecompressingReader(raw, kind, name) if kind else raw
+
+
+@dataclass(frozen=True)
+class Span:
+    """The part of one input file that one worker reads: bytes [start, end) of the file."""
+
+    start: int
+    end: int
+    header_end: int = 0  # a multistream dump: its first stream (the <siteinfo>) ends here
+
+
+def index_path(path: str) -> str | None:
+    """The index that Wikimedia publishes beside a `-multistream` dump, or None."""
+    if path.endswith(MULTISTREAM_SUFFIX):
+        return path[: -len(".xml.bz2")] + INDEX_SUFFIX
+    return None
+
+
+def is_index(path: str) -> bool:
+    """A multistream index: read by the planner, not an input of its own."""
+    return path.endswith("-multistream" + INDEX_SUFFIX)
+
+
+def stream_offsets(index: BinaryIO, name: str) -> list[int]:
+    """Distinct stream offsets, ascending, from a decompressed multistream index.
+
+    Lines are `offset:page_id:title`, 100 pages per stream; only one int per stream is kept,
+    so enwiki's 24 M index lines become ~240 k offsets.
+    """
+    offsets: list[int] = []
+    tally = Tally()
+    for number, line in enumerate(iter_lines(index, tally), start=1):
+        head = line.split(":", 1)[0]
+        if not head.isdigit():
+            if line.strip():
+                raise BadInputError(f"{name}:{number}: not an index line: {line[:80]!r}")
+            continue
+        offset = int(head)
+        if offsets and offset < offsets[-1]:
+            raise BadInputError(f"{name}:{number}: offsets go backwards ({offset})")
+        if not offsets or offset != offsets[-1]:
+            offsets.append(offset)
+    return offsets
+
+
+def plan_spans(offsets: list[int], size: int, target_bytes: int = SPAN_BYTES) -> list[Span]:
+    """Whole streams grouped into spans of about `target_bytes`, covering [offsets[0], size).
+
+    The bytes before the first indexed stream hold the dump's header: every span records
+    where it ends, so that a worker can read the namespace names from it.
+    """
+    if not offsets:
+        return []
+    bounds = [o for o in offsets if 0 <= o < size] + [size]
+    spans, start = [], bounds[0]
+    for cut in bounds[1:]:
+        if cut - start >= target_bytes or cut == size:
+            spans.append(Span(start, cut, header_end=bounds[0]))
+            start = cut
+    return spans
+
+
+def plan_xml_spans(size: int, target_bytes: int = XML_SPAN_BYTES) -> list[Span]:
+    """An uncompressed export cut at fixed offsets; a span owns pages that start inside it."""
+    count = max(1, -(-size // target_bytes))
+    step = -(-size // count) if size else 1
+    return [Span(i * step, min(size, (i + 1) * step)) for i in range(count)]
+
+
+def plan_wikipedia(path: str, size: int, open_raw, exists) -> list[Span | None]:
+    """How to read one Wikipedia input: spans, or [None] for one reader of the whole file.
+
+    `open_raw(path)` opens a file without decompression and `exists(path)` tells whether one
+    is there (Beam's `FileSystems`). A dump whose index is missing is read whole.
+    """
+    index = index_path(path)
+    if index is not None and exists(index):
+        with open_raw(index) as f:
+            offsets = stream_offsets(DecompressingReader(f, "bz2", index), index)
+        if offsets:
+            return list(plan_spans(offsets, size, SPAN_BYTES))
+    if compression_of(path) is None and size > XML_SPAN_BYTES:
+        with open_raw(path) as f:
+            head = f.read(2)
+        if head not in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 cannot be cut at any byte
+            return list(plan_xml_spans(size, XML_SPAN_BYTES))
+    return [None]
+
+
+def read_span(raw: BinaryIO, rel: str, span: Span, tally: Tally) -> Iterator[WikiPage]:
+    """The articles of one span of a Wikipedia input (`raw`: the file, not decompressed)."""
+    label = f"{rel} [bytes {span.start}-{span.end}]"
+    if span.header_end:  # a multistream dump: bz2 streams, the header in the first one
+        first = BoundedReader(raw, 0, span.header_end)
+        header = _read_header(DecompressingReader(first, "bz2", rel))
+        stream = DecompressingReader(BoundedReader(raw, span.start, span.end), "bz2", label)
+        yield from iter_span_pages(stream, label, tally, parse_siteinfo(header))
+        return
+    header = _read_header(BoundedReader(raw, 0, None))
+    stream = BoundedReader(raw, span.start, None)
+    yield from iter_span_pages(stream, label, tally, parse_siteinfo(header), span.end - span.start)
+
+
+def _read_header(f) -> bytes:
+    """The bytes before the first <page> (at most MAX_HEADER_BYTES)."""
+    header = b""
+    while len(header) < MAX_HEADER_BYTES:
+        chunk = f.read(CHUNK_BYTES)
+        header += chunk
+        cut = header.find(b"<page>")
+        if cut >= 0:
+            return header[:cut]
+        if not chunk:
+            break
+    return header[:MAX_HEADER_BYTES]
+
+
+def read_input(item: tuple, tally: Tally, open_raw) -> Iterator[Document | WikiPage]:
+    """What one read step yields for `(format, path, rel, span)`: documents, or for Wikipedia
+    the pages (rendered later, after they are spread over workers: rendering is the costly
+    part). `open_raw(path)` opens a file without decompression; compressed files are
+    decompressed here, checked (see `DecompressingReader`)."""
+    fmt, path, rel, span = item
+    with open_raw(path) as raw:
+        if span is not None:
+            yield from read_span(raw, rel, span, tally)
+        elif fmt == "wikipedia":
+            yield from iter_pages(decompressed(raw, path), rel, tally)
+        else:
+            yield from READERS[fmt](decompressed(raw, path), rel, tally, source=fmt)

@@ -1,0 +1,105 @@
+"""The Dataflow job, built offline and without credentials (Beam's `--dry_run`): the whole
+build is in it, the package is staged for the workers, and nothing touched the inputs.
+
+Building the job description needs Beam's Dataflow client (the `gcp` extra,
+`apache-beam[gcp]`), as `make shards RUNNER=DataflowRunner` does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.build import BuildConfig, build
+from pipeline.dedup import DedupConfig
+from pipeline.runner import make_pipeline, pipeline_options
+from pipeline.sources import InputSpec
+
+pytest.importorskip(
+    "apache_beam.runners.dataflow.internal.apiclient",
+    reason="needs the gcp extra (pip install 'apache-beam[gcp]==2.77.0'), as Dataflow runs do",
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+BUCKET = "gs://example-bucket"
+STAGES = [
+    "ReadDocuments/ListFiles",
+    "ReadDocuments/PlanReads",
+    "ReadDocuments/SpreadFiles",
+    "ReadDocuments/Read",
+    "ReadDocuments/SpreadDocuments",
+    "ReadDocuments/RenderPages",
+    "Deduplicate/SmallestId",
+    "Deduplicate/Paragraphs/Join",
+    "SplitSentences",
+    "TrainVocab",
+    "Tokenize",
+    "CreateInstances",
+    "Counts",
+    "WriteShards",
+]
+
+
+@pytest.fixture(scope="module")
+def job():
+    args = ["--project", "example-project", "--region", "europe-west4"]
+    args += ["--temp_location", f"{BUCKET}/tmp", "--job_name", "bert-shards-test"]
+    args += ["--setup_file", str(ROOT / "setup.py"), "--dry_run", "True"]
+    cfg = BuildConfig(
+        inputs=(
+            InputSpec("wikipedia", f"{BUCKET}/dumps/enwiki-*-multistream.xml.bz2"),
+            InputSpec("books", f"{BUCKET}/bookscorpus/"),
+        ),
+        out=f"{BUCKET}/shards",
+        dedup=DedupConfig(),
+    )
+    p = make_pipeline(pipeline_options(args, "DataflowRunner", 0))
+    build(p, cfg)
+    return p.run().job
+
+
+def transform_names(job) -> set[str]:
+    return {t.unique_name for t in job.proto_pipeline.components.transforms.values()}
+
+
+def test_the_job_holds_every_stage(job) -> None:
+    names = transform_names(job)
+    missing = [s for s in STAGES if not any(n == s or n.startswith(s + "/") for n in names)]
+    assert not missing
+
+
+def test_the_package_is_staged_for_the_workers(job) -> None:
+    [env] = job.proto_pipeline.components.environments.values()
+    assert env.urn == "beam:env:docker:v1"
+    staged = b" ".join(d.role_payload for d in env.dependencies)
+    assert b"workflow.tar.gz" in staged  # the sdist built from setup.py / pyproject.toml
+
+
+def test_the_job_carries_the_cloud_options(job) -> None:
+    options = job.options.get_all_options()
+    assert options["project"] == "example-project" and options["region"] == "europe-west4"
+    assert options["temp_location"].startswith(f"{BUCKET}/tmp")
+    assert job.proto.name == "bert-shards-test"
+    assert job.root_staging_location.startswith(f"{BUCKET}/")
+
+
+def test_every_dofn_in_the_job_unpickles(job) -> None:
+    """What workers receive: each step's DoFn, pickled at construction, loads back."""
+    import apache_beam as beam
+    from apache_beam.internal import pickler
+    from apache_beam.portability import common_urns, python_urns
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    ours = set()
+    for t in job.proto_pipeline.components.transforms.values():
+        if t.spec.urn != common_urns.primitives.PAR_DO.urn:
+            continue
+        payload = beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
+        if payload.do_fn.urn != python_urns.PICKLED_DOFN_INFO:
+            continue  # a runner-native step
+        fn = pickler.loads(payload.do_fn.payload)[0]
+        assert isinstance(fn, beam.DoFn), t.unique_name
+        if type(fn).__module__.startswith("pipeline."):
+            ours.add(type(fn).__name__)
+    assert {"ReadFile", "RenderPages", "EmitKept", "RebuildDocument"} <= ours
