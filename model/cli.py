@@ -1,0 +1,222 @@
+"""`bert-model pretrain | finetune | export`: the model package's command line.
+
+Examples::
+
+    bert-model pretrain --shards out/sample --model tiny --steps 1000
+    torchrun --nproc_per_node 8 -m model.cli pretrain --shards out/wiki --model base \\
+        --device cuda --run-dir runs/base-wiki
+    bert-model finetune --task sst2 --data glue/SST-2 --ckpt runs/tiny-sample/last.pt
+    bert-model export --ckpt runs/tiny-sample/last.pt --out export/tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from model.config import PRESETS, TrainConfig, training_defaults
+
+TASK_HELP = "sst2 | mrpc | qqp | qnli | rte | mnli (GLUE TSV), ner (CoNLL), squad (SQuAD v1.1)"
+
+
+def _pretrain_parser(sub) -> None:
+    p = sub.add_parser("pretrain", help="MLM + NSP pre-training on a shard set")
+    p.add_argument(
+        "--shards", default="out/sample", help="shard set directory (default: %(default)s)"
+    )
+    p.add_argument(
+        "--run",
+        "--run-dir",
+        dest="run",
+        default=None,
+        help="run directory (default: runs/MODEL-SHARDSNAME); under torchrun spell it --run-dir, "
+        "since torchrun reads --run as its own --run-path",
+    )
+    p.add_argument(
+        "--model", default="tiny", choices=list(PRESETS), help="size preset (default: tiny)"
+    )
+    p.add_argument("--steps", type=int, default=1000, help="optimizer steps (default: %(default)s)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        help="sequences per step over all ranks (default: by preset, 32 for tiny, 256 for base)",
+    )
+    p.add_argument(
+        "--accum", type=int, default=1, help="gradient accumulation micro-batches (default: 1)"
+    )
+    p.add_argument(
+        "--lr",
+        type=float,
+        help="peak learning rate (default: by preset, 1e-3 for tiny, 1e-4 for base)",
+    )
+    p.add_argument("--warmup", type=int, help="warm-up steps (default: min(10000, steps/10))")
+    p.add_argument(
+        "--weight-decay", type=float, default=0.01, help="AdamW weight decay (default: 0.01)"
+    )
+    p.add_argument(
+        "--clip", type=float, default=1.0, help="gradient norm clip, 0 = off (default: 1.0)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed for init, dropout and data order (default: 0)"
+    )
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "bf16", "fp32"],
+        help="auto: bf16 autocast on CUDA, fp32 on CPU",
+    )
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument(
+        "--remask",
+        action="store_true",
+        help="fresh masks per batch (same 80/10/10 rule) instead of the shards' own",
+    )
+    p.add_argument(
+        "--shuffle-window",
+        type=int,
+        default=4,
+        help="shards whose rows are shuffled together (default: 4)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=0, help="DataLoader worker processes per rank (default: 0)"
+    )
+    p.add_argument(
+        "--log-every", type=int, default=10, help="steps between metrics lines (default: 10)"
+    )
+    p.add_argument(
+        "--ckpt-every", type=int, default=500, help="steps between checkpoints (default: 500)"
+    )
+    p.add_argument(
+        "--holdout",
+        type=int,
+        default=1,
+        help="shards held out for the final evaluation (default: 1)",
+    )
+    p.add_argument(
+        "--eval-batches", type=int, default=50, help="held-out batches per rank (default: 50)"
+    )
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=0.0,
+        help="GPU bf16 peak for MFU (default: looked up by name)",
+    )
+    p.add_argument("--resume", action="store_true", help="continue from RUN/last.pt")
+
+
+def _finetune_parser(sub) -> None:
+    p = sub.add_parser("finetune", help="fine-tune a pre-trained checkpoint on a task")
+    p.add_argument("--task", required=True, help=TASK_HELP)
+    p.add_argument(
+        "--data",
+        required=True,
+        help="task directory (train.tsv/dev.tsv, train.txt/dev.txt, train-v1.1.json/dev-v1.1.json)",
+    )
+    p.add_argument("--ckpt", required=True, help="pre-training checkpoint (vocab.txt beside it)")
+    p.add_argument("--run", default=None, help="output directory (default: CKPTDIR/finetune-TASK)")
+    p.add_argument("--epochs", type=float, default=3.0, help="training epochs (default: 3)")
+    p.add_argument("--batch-size", type=int, default=32, help="sequences per step (default: 32)")
+    p.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default: 2e-5)")
+    p.add_argument(
+        "--warmup-ratio", type=float, default=0.1, help="warm-up share of the steps (default: 0.1)"
+    )
+    p.add_argument(
+        "--weight-decay", type=float, default=0.01, help="AdamW weight decay (default: 0.01)"
+    )
+    p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad")
+    p.add_argument(
+        "--doc-stride", type=int, default=128, help="squad: window stride in tokens (default: 128)"
+    )
+    p.add_argument(
+        "--max-query-length", type=int, default=64, help="squad: question tokens kept (default: 64)"
+    )
+    p.add_argument(
+        "--max-answer-length",
+        type=int,
+        default=30,
+        help="squad: longest answer in tokens (default: 30)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed for the head, dropout and order (default: 0)"
+    )
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument(
+        "--log-every", type=int, default=50, help="steps between loss lines (default: 50)"
+    )
+
+
+def _export_parser(sub) -> None:
+    p = sub.add_parser("export", help="write a Hugging Face BertForPreTraining directory")
+    p.add_argument("--ckpt", required=True, help="pre-training checkpoint")
+    p.add_argument("--out", required=True, help="output directory")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bert-model", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _pretrain_parser(sub)
+    _finetune_parser(sub)
+    _export_parser(sub)
+    return parser
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    """Flags -> TrainConfig, filling the preset's defaults for what was not given."""
+    defaults = training_defaults(args.model, args.steps)
+    name = os.path.basename(os.path.normpath(args.shards)) or "shards"
+    return TrainConfig(
+        shards=args.shards,
+        run=args.run or os.path.join("runs", f"{args.model}-{name}"),
+        model=args.model,
+        steps=args.steps,
+        batch_size=args.batch_size or defaults["batch_size"],
+        accum=args.accum,
+        lr=args.lr or defaults["lr"],
+        warmup=defaults["warmup"] if args.warmup is None else args.warmup,
+        weight_decay=args.weight_decay,
+        clip=args.clip,
+        seed=args.seed,
+        device=args.device,
+        precision=args.precision,
+        compile=args.compile,
+        remask=args.remask,
+        shuffle_window=args.shuffle_window,
+        workers=args.workers,
+        log_every=args.log_every,
+        ckpt_every=args.ckpt_every,
+        holdout=args.holdout,
+        eval_batches=args.eval_batches,
+        peak_tflops=args.peak_tflops,
+        resume=args.resume,
+    )
+
+
+def _run(args: argparse.Namespace) -> None:
+    if args.command == "pretrain":
+        from model.train import pretrain
+
+        pretrain(train_config(args))
+    elif args.command == "finetune":
+        from model.finetune import finetune, finetune_config
+
+        finetune(finetune_config(args))
+    else:
+        from model.export import export
+
+        print(f"exported to {export(args.ckpt, args.out)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        _run(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"bert-model {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

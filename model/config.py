@@ -1,0 +1,131 @@
+"""Model sizes and training settings: frozen dataclasses, validated on construction.
+
+The presets follow the BERT paper (base, large) and the compact models of Turc et al. 2019
+("Well-Read Students Learn Better": tiny, mini, small, medium). The vocabulary size is never
+part of a preset: it comes from the shard set's manifest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+# name: (layers, hidden, heads); the feed-forward width is 4 x hidden everywhere.
+PRESETS: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+# name: (learning rate, global batch). base and large use the paper's values; the compact
+# presets take larger steps so that a short CPU run visibly learns.
+TRAINING_DEFAULTS: dict[str, tuple[float, int]] = {
+    "tiny": (1e-3, 32),
+    "mini": (5e-4, 64),
+    "small": (3e-4, 128),
+    "medium": (2e-4, 128),
+    "base": (1e-4, 256),
+    "large": (1e-4, 256),
+}
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    vocab_size: int  # from the shards' manifest
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072  # feed-forward width
+    max_position: int = 512  # learned position embeddings
+    type_vocab_size: int = 2  # segment A and segment B
+    dropout: float = 0.1  # after embeddings, attention output and feed-forward output
+    attention_dropout: float = 0.1  # on the attention probabilities
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02  # std of the normal initialisation
+    pad_id: int = 0  # [PAD] in this vocab (not always 0 in principle)
+
+    def __post_init__(self):
+        if self.vocab_size < 6:
+            raise ValueError(f"vocab_size {self.vocab_size} is too small for a BERT vocab")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} does not divide into {self.num_heads} heads"
+            )
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id {self.pad_id} is outside the vocab (size {self.vocab_size})")
+        if not (0 <= self.dropout < 1 and 0 <= self.attention_dropout < 1):
+            raise ValueError("dropout probabilities must lie in [0, 1)")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+def preset(name: str, vocab_size: int, **overrides) -> BertConfig:
+    """The named size with the given vocab; `overrides` replace any other field."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
+    layers, hidden, heads = PRESETS[name]
+    cfg = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=heads,
+        intermediate_size=4 * hidden,
+    )
+    return replace(cfg, **overrides)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    shards: str = "out/sample"  # a finished shard set (manifest.json, vocab.txt, shards/)
+    run: str = "runs/tiny-sample"  # run directory: metrics.jsonl, last.pt, vocab.txt, eval.json
+    model: str = "tiny"  # preset name
+    steps: int = 1000  # optimizer steps
+    batch_size: int = 32  # sequences per optimizer step, all ranks and accumulation together
+    accum: int = 1  # gradient accumulation: micro-batches per optimizer step
+    lr: float = 1e-3  # peak learning rate
+    warmup: int = 100  # linear warm-up steps, then linear decay to 0 at `steps`
+    weight_decay: float = 0.01  # AdamW; never on biases or LayerNorm
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-6
+    clip: float = 1.0  # max global gradient norm; 0 turns clipping off
+    seed: int = 0
+    device: str = "cpu"  # cpu | cuda (under torchrun: cuda:LOCAL_RANK)
+    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | bf16 | fp32
+    compile: bool = False  # torch.compile the model
+    remask: bool = False  # draw fresh masks for every batch instead of the shards' own
+    shuffle_window: int = 4  # consecutive shards whose rows are shuffled together
+    workers: int = 0  # DataLoader worker processes per rank (0: load in the training process)
+    log_every: int = 10  # steps between metrics lines
+    ckpt_every: int = 500  # steps between checkpoints (and one at the end)
+    holdout: int = 1  # shards held out of training and evaluated at the end (0: none)
+    eval_batches: int = 50  # at most this many held-out batches per rank
+    peak_tflops: float = 0.0  # accelerator peak for the MFU figure; 0: looked up by GPU name
+    resume: bool = False  # continue from RUN/last.pt
+
+    def __post_init__(self):
+        checks = [
+            (self.model in PRESETS, f"unknown model preset {self.model!r}"),
+            (self.steps >= 1, "steps must be at least 1"),
+            (self.batch_size >= 1 and self.accum >= 1, "batch size and accum must be >= 1"),
+            (self.lr > 0 and self.warmup >= 0, "lr must be > 0 and warmup >= 0"),
+            (self.precision in ("auto", "bf16", "fp32"), "precision is auto, bf16 or fp32"),
+            (self.log_every >= 1 and self.ckpt_every >= 1, "log/ckpt intervals must be >= 1"),
+            (self.shuffle_window >= 1 and self.workers >= 0, "shuffle window >= 1, workers >= 0"),
+            (self.holdout >= 0 and self.eval_batches >= 0, "holdout and eval batches >= 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"training config: {message}")
+
+
+def training_defaults(model: str, steps: int) -> dict:
+    """Learning rate, batch and warm-up for a preset: the paper's 10,000 warm-up steps, or a
+    tenth of a shorter run."""
+    if model not in TRAINING_DEFAULTS:
+        raise ValueError(f"unknown model preset {model!r}; choose one of {', '.join(PRESETS)}")
+    lr, batch = TRAINING_DEFAULTS[model]
+    return {"lr": lr, "batch_size": batch, "warmup": min(10_000, steps // 10)}

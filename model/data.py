@@ -1,0 +1,435 @@
+"""The shard loader: memory-mapped Arrow shards -> padded BERT batches, deterministic and resumable.
+
+The order of one epoch is a pure function of (seed, epoch), the same on every rank:
+
+1. the shards are permuted;
+2. each run of `shuffle_window` consecutive shards is a window whose rows are permuted together;
+3. the epoch's rows, window after window, are cut into global batches of `batch_size x world_size`
+   rows, and rank r takes the r-th slice of each, so ranks never overlap and lose nothing but the
+   last incomplete global batch.
+
+A position `p = epoch * batches_per_epoch + k` names one batch of this rank and `batch(p)` builds
+it from scratch. Resuming is therefore exact and costs nothing, and DataLoader worker w of W
+simply builds positions `start + w, start + w + W, ...`, which the DataLoader yields in order.
+Collation is vectorised over the shards' flat numpy buffers: no per-row Python.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from schemas import SCHEMA_NAME, SCHEMA_VERSION, ShardColumns, ShardSet
+from schemas.manifest import MANIFEST_NAME
+from schemas.shard import schema_metadata
+
+# Distinct random streams drawn from (seed, epoch, purpose, ...).
+_SHARD_ORDER, _WINDOW_ROWS, _MASKING = 0, 1, 2
+PAD_MULTIPLE = 8
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    batch_size: int  # sequences per batch on this rank
+    seed: int = 0
+    rank: int = 0
+    world_size: int = 1
+    shuffle: bool = True  # False: manifest order, rows in order (evaluation)
+    shuffle_window: int = 4  # consecutive shards whose rows are shuffled together
+    remask: bool = False  # draw fresh masks (same 80/10/10 rule) instead of the shards' own
+    drop_last: bool = True  # False: keep the last, partial global batch (evaluation)
+
+    def __post_init__(self):
+        if self.batch_size < 1 or self.shuffle_window < 1:
+            raise ValueError("loader: batch_size and shuffle_window must be >= 1")
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"loader: rank {self.rank} outside world size {self.world_size}")
+
+
+@dataclass(frozen=True)
+class MaskingRule:
+    """The shards' own masking rule (DESIGN section 5), for dynamic re-masking."""
+
+    max_predictions: int  # max_predictions_per_seq
+    masked_lm_prob: float
+    whole_word: bool
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    replacements: np.ndarray  # ids a random replacement may take: the non-special vocab
+    continuation: np.ndarray  # bool per id: a `##` piece, which continues the previous word
+
+    @classmethod
+    def from_shard_set(cls, shards: ShardSet) -> MaskingRule:
+        cfg, vocab = shards.config, shards.vocab
+        missing = [k for k in ("max_predictions_per_seq", "masked_lm_prob") if k not in cfg]
+        if missing:
+            raise ValueError(
+                f"{shards.directory}/{MANIFEST_NAME}: config lacks {', '.join(missing)}, "
+                "needed to re-mask; rebuild the shards or train without --remask"
+            )
+        sp = vocab.special_ids
+        return cls(
+            max_predictions=int(cfg["max_predictions_per_seq"]),
+            masked_lm_prob=float(cfg["masked_lm_prob"]),
+            whole_word=bool(cfg.get("whole_word_mask", False)),
+            cls_id=sp.cls,
+            sep_id=sp.sep,
+            mask_id=sp.mask,
+            replacements=np.flatnonzero(~vocab.special_mask()),
+            continuation=vocab.continuation_mask(),
+        )
+
+
+def open_shards(directory: str) -> ShardSet:
+    """Open a shard set for training, refusing what cannot be trained on."""
+    if os.path.isdir(directory) and not os.listdir(directory):
+        raise ValueError(
+            f"{directory} is empty: no {MANIFEST_NAME}, no shards; build a shard set there "
+            f"with `make shards OUT={directory}`"
+        )
+    shards = ShardSet.open(directory)
+    if not shards.manifest.shards or shards.num_rows == 0:
+        raise ValueError(
+            f"{directory}/{MANIFEST_NAME} lists no rows ({len(shards)} shards): the corpus "
+            "produced no instances; check the input and rebuild with `make shards`"
+        )
+    if len(shards.vocab) != shards.manifest.vocab_size:
+        raise ValueError(
+            f"{directory}/vocab.txt has {len(shards.vocab)} pieces but the manifest says "
+            f"{shards.manifest.vocab_size}; the shard set is inconsistent, rebuild it"
+        )
+    return shards
+
+
+def check_shard(shards: ShardSet, index: int, table) -> None:
+    """Refuse a shard whose schema, vocab or row count disagrees with what this code reads."""
+    path, entry = shards.paths[index], shards.manifest.shards[index]
+    md = schema_metadata(table.schema)
+    if md["schema_name"] != SCHEMA_NAME or md["schema_version"] != SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: shard schema {md['schema_name']!r} version {md['schema_version']} is not "
+            f"the one this code reads ({SCHEMA_NAME!r} version {SCHEMA_VERSION}); rebuild the "
+            "shards with this version"
+        )
+    if md["vocab_sha256"] != shards.manifest.vocab_sha256:
+        raise ValueError(
+            f"{path}: built with vocab {md['vocab_sha256']}, the manifest names "
+            f"{shards.manifest.vocab_sha256}; the shard set mixes vocabularies, rebuild it"
+        )
+    if table.num_rows != entry.rows:
+        raise ValueError(
+            f"{path}: {table.num_rows} rows, the manifest says {entry.rows}; the shard set is "
+            "inconsistent (run `make validate`), rebuild it"
+        )
+
+
+# (shard index in the manifest, first row, end row): a run of rows of one shard.
+Part = tuple[int, int, int]
+
+
+def whole_shards(shards: ShardSet, indices: Sequence[int]) -> list[Part]:
+    return [(i, 0, shards.manifest.shards[i].rows) for i in indices]
+
+
+class PretrainingData:
+    """The batches of one rank over some shards of a set (or runs of their rows), addressed by
+    position. `parts` are manifest shard indices (whole shards) or `Part` triples."""
+
+    def __init__(self, shards: ShardSet, parts: Sequence[int | Part], cfg: LoaderConfig):
+        parts = [whole_shards(shards, [p])[0] if isinstance(p, int) else p for p in parts]
+        self.shards, self.cfg = shards, cfg
+        self.indices = [p[0] for p in parts]
+        self.first = np.array([p[1] for p in parts], np.int64)
+        self.rows = np.array([p[2] - p[1] for p in parts], np.int64)
+        self.pad_id = shards.vocab.special_ids.pad
+        self.rule = MaskingRule.from_shard_set(shards) if cfg.remask else None
+        self.global_batch = cfg.batch_size * cfg.world_size
+        self.total_rows = int(self.rows.sum())
+        whole, part = divmod(self.total_rows, self.global_batch)
+        self.batches_per_epoch = whole + (0 if cfg.drop_last or not part else 1)
+        if self.batches_per_epoch == 0:
+            raise ValueError(
+                f"{shards.directory}: the {len(self.indices)} shard(s) used here hold "
+                f"{self.total_rows} rows, fewer than one global batch of {self.global_batch} "
+                "(batch size x world size); use a smaller --batch-size or more data"
+            )
+        for i in sorted(set(self.indices)):
+            check_shard(shards, i, shards.table(i))
+        self._reset_caches()
+
+    def _reset_caches(self) -> None:
+        self._columns: OrderedDict[int, ShardColumns] = OrderedDict()
+        self._windows: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._layouts: OrderedDict[int, tuple[list[np.ndarray], np.ndarray]] = OrderedDict()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.update(_columns=None, _windows=None, _layouts=None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._reset_caches()
+
+    def batch(self, position: int) -> dict[str, torch.Tensor] | None:
+        """The batch at `position`, or None when this rank's slice of a last partial batch is
+        empty. Tensors: input_ids, token_type_ids, attention_mask (batch, length), mlm_positions
+        and mlm_labels (flat over batch x length), nsp_labels (batch,)."""
+        epoch = position // self.batches_per_epoch
+        local, rows = self._rows_at(position)
+        if len(rows) == 0:
+            return None
+        ids, labels, lengths, seg_b, nsp = self._collate(local, rows)
+        if self.rule is not None:
+            rng = np.random.default_rng((self.cfg.seed, epoch, _MASKING, position, self.cfg.rank))
+            ids, labels = remask(np.where(labels >= 0, labels, ids), lengths, self.rule, rng)
+        return _tensors(ids, labels, lengths, seg_b, nsp)
+
+    def rows_at(self, position: int) -> tuple[np.ndarray, np.ndarray]:
+        """(manifest shard index, row) of every sequence in the batch at `position`."""
+        local, rows = self._rows_at(position)
+        return np.asarray(self.indices, np.int64)[local], rows
+
+    def _rows_at(self, position: int) -> tuple[np.ndarray, np.ndarray]:
+        epoch, k = divmod(position, self.batches_per_epoch)
+        start = k * self.global_batch + self.cfg.rank * self.cfg.batch_size
+        stop = min(start + self.cfg.batch_size, self.total_rows)
+        windows, bounds = self._layout(epoch)
+        j = int(np.searchsorted(bounds, start, side="right")) - 1
+        parts = []
+        while start < stop:
+            shard, row = self._window(epoch, j, windows[j])
+            lo, hi = start - bounds[j], min(stop, bounds[j + 1]) - bounds[j]
+            parts.append((shard[lo:hi], row[lo:hi]))
+            start, j = bounds[j] + hi, j + 1
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    def _layout(self, epoch: int) -> tuple[list[np.ndarray], np.ndarray]:
+        """The epoch's windows (local shard indices) and their row boundaries."""
+        if epoch not in self._layouts:
+            n, w = len(self.indices), self.cfg.shuffle_window
+            order = np.arange(n)
+            if self.cfg.shuffle:
+                order = np.random.default_rng((self.cfg.seed, epoch, _SHARD_ORDER)).permutation(n)
+            windows = [order[i : i + w] for i in range(0, n, w)]
+            sizes = [int(self.rows[win].sum()) for win in windows]
+            self._layouts[epoch] = (windows, np.concatenate([[0], np.cumsum(sizes)]))
+            _trim(self._layouts, 2)
+        return self._layouts[epoch]
+
+    def _window(self, epoch: int, j: int, window: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(local shard, row) of every row of window j, in the epoch's order."""
+        key = (epoch, j)
+        if key not in self._windows:
+            shard = np.repeat(window, self.rows[window])
+            row = np.concatenate([self.first[s] + np.arange(self.rows[s]) for s in window])
+            if self.cfg.shuffle:
+                rng = np.random.default_rng((self.cfg.seed, epoch, _WINDOW_ROWS, j))
+                p = rng.permutation(len(row))
+                shard, row = shard[p], row[p]
+            self._windows[key] = (shard, row)
+            _trim(self._windows, 2)
+        return self._windows[key]
+
+    def _shard(self, local: int) -> ShardColumns:
+        """Flat numpy views of a memory-mapped shard, the last few kept open."""
+        if local in self._columns:
+            self._columns.move_to_end(local)
+        else:
+            self._columns[local] = ShardColumns.from_table(self.shards.table(self.indices[local]))
+            _trim(self._columns, 2 * self.cfg.shuffle_window)
+        return self._columns[local]
+
+    def _collate(self, local: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Padded ids (batch, length), labels (-1: not masked), lengths, B starts, NSP labels."""
+        b = len(rows)
+        parts = []
+        for s in np.unique(local):
+            sel = np.flatnonzero(local == s)
+            cols, r = self._shard(int(s)), rows[sel]
+            ids, lens = _take(cols.input_ids, cols.input_offsets, r)
+            pos, mlens = _take(cols.masked_positions, cols.masked_offsets, r)
+            lab, _ = _take(cols.masked_labels, cols.masked_offsets, r)
+            parts.append((sel, ids, lens, pos, lab, mlens, cols, r))
+        lengths = np.zeros(b, np.int64)
+        for sel, _, lens, *_ in parts:
+            lengths[sel] = lens
+        t = -(-int(lengths.max()) // PAD_MULTIPLE) * PAD_MULTIPLE
+        ids = np.full((b, t), self.pad_id, np.int64)
+        labels = np.full((b, t), -1, np.int64)
+        seg_b, nsp = np.zeros(b, np.int64), np.zeros(b, np.int64)
+        for sel, flat, lens, pos, lab, mlens, cols, r in parts:
+            ids[np.repeat(sel, lens), _columns_of(lens)] = flat
+            labels[np.repeat(sel, mlens), pos] = lab
+            seg_b[sel] = cols.segment_b_start[r]
+            nsp[sel] = cols.is_random_next[r]
+        return ids, labels, lengths, seg_b, nsp
+
+
+def _take(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The concatenated values of `rows` of a flat list column, and their lengths."""
+    starts = offsets[rows]
+    lens = offsets[rows + 1] - starts
+    gather = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(lens.sum())
+    return values[gather], lens
+
+
+def _columns_of(lens: np.ndarray) -> np.ndarray:
+    """For rows of the given lengths laid end to end: each value's index within its row."""
+    return np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+
+
+def _trim(cache: OrderedDict, size: int) -> None:
+    while len(cache) > size:
+        cache.popitem(last=False)
+
+
+def _tensors(ids, labels, lengths, seg_b, nsp) -> dict[str, torch.Tensor]:
+    ar = np.arange(ids.shape[1])
+    attention = ar < lengths[:, None]
+    segments = (ar >= seg_b[:, None]) & attention
+    flat = np.flatnonzero(labels >= 0)
+    return {
+        "input_ids": torch.from_numpy(ids),
+        "token_type_ids": torch.from_numpy(segments.astype(np.int64)),
+        "attention_mask": torch.from_numpy(attention.astype(np.int64)),
+        "mlm_positions": torch.from_numpy(flat),
+        "mlm_labels": torch.from_numpy(labels.ravel()[flat]),
+        "nsp_labels": torch.from_numpy(nsp),
+    }
+
+
+def remask(
+    ids: np.ndarray, lengths: np.ndarray, rule: MaskingRule, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fresh masks for a padded batch of original ids: (masked ids, labels; -1 = not chosen).
+
+    The reference rule, vectorised over the batch: per row the budget is
+    `min(max_predictions, max(1, round(length * prob)))`; units (positions, or with whole-word
+    masking a piece and its `##` continuations) other than `[CLS]`/`[SEP]`/padding are visited
+    in random order and taken when they fit what is left of the budget; a taken unit becomes
+    `[MASK]` (80%), a random non-special token (10%) or stays (10%), decided once per unit.
+    """
+    b, t = ids.shape
+    ar, rows = np.arange(t), np.arange(b)[:, None]
+    cand = (ar < lengths[:, None]) & (ids != rule.cls_id) & (ids != rule.sep_id)
+    budget = np.minimum(
+        rule.max_predictions, np.maximum(1, np.round(lengths * rule.masked_lm_prob))
+    ).astype(np.int64)
+    # head: flat index of the first position of each position's unit
+    head = _word_heads(cand, rule.continuation[ids]) if rule.whole_word else None
+    score = rng.integers(0, _NOT_A_CANDIDATE, size=b * t)
+    score = (score[head] if head is not None else score.reshape(b, t)).astype(np.int64)
+    # Sorting (unit score, position) visits units in random order, a unit's pieces together.
+    key = np.sort(np.where(cand, score, _NOT_A_CANDIDATE) << _POSITION_BITS | ar, axis=1)
+    order, unit = key & ((1 << _POSITION_BITS) - 1), key >> _POSITION_BITS
+    if head is None:
+        picked = (unit < _NOT_A_CANDIDATE) & (ar < budget[:, None])
+    else:
+        picked = _fill_budget(unit < _NOT_A_CANDIDATE, unit, budget)
+    chosen = np.zeros((b, t), bool)
+    chosen[rows, order] = picked
+    where = np.flatnonzero(chosen)
+    u = rng.random(b * t)[head.ravel()[where]] if head is not None else rng.random(len(where))
+    out = ids.copy().ravel()
+    out[where[u < 0.8]] = rule.mask_id
+    swap = where[(u >= 0.8) & (u < 0.9)]
+    out[swap] = rule.replacements[rng.integers(len(rule.replacements), size=len(swap))]
+    return out.reshape(b, t), np.where(chosen, ids, -1)
+
+
+_POSITION_BITS = 20  # sort keys: unit score << 20 | position (rows up to a million tokens)
+_NOT_A_CANDIDATE = 1 << 40  # a score above every candidate's
+
+
+def _word_heads(cand: np.ndarray, continuation: np.ndarray) -> np.ndarray:
+    """For every position, the flat index of the first piece of its word (a candidate piece
+    that is not a `##` continuation of the candidate before it)."""
+    prev = np.zeros_like(cand)
+    prev[:, 1:] = cand[:, :-1]
+    starts = (cand & ~(continuation & prev)).ravel()
+    heads = np.flatnonzero(starts)
+    if len(heads) == 0:
+        return np.arange(cand.size).reshape(cand.shape)
+    return heads[np.maximum(np.cumsum(starts) - 1, 0)].reshape(cand.shape)
+
+
+def _fill_budget(cand: np.ndarray, unit: np.ndarray, budget: np.ndarray) -> np.ndarray:
+    """Greedy over units laid out contiguously in visiting order (`unit` names each position's
+    unit): take a unit when it fits the remaining budget, else skip it. Each pass takes the
+    longest run that fits and drops units that can no longer fit, so a few passes suffice."""
+    b, t = cand.shape
+    is_last = np.ones((b, t), bool)
+    is_last[:, :-1] = unit[:, :-1] != unit[:, 1:]
+    flat_last = is_last.ravel()
+    ends = np.flatnonzero(flat_last)
+    firsts = np.concatenate([[0], ends[:-1] + 1])
+    number = np.cumsum(np.concatenate([[False], flat_last[:-1]]))  # each position's unit
+    last = ends[number]
+    size = (last - firsts[number] + 1).reshape(b, t)
+    row_of_last = last // t
+    remaining, chosen, open_ = budget.copy(), np.zeros((b, t), bool), cand.copy()
+    while True:
+        open_ &= size <= remaining[:, None]
+        if not open_.any():
+            return chosen
+        count = np.cumsum(open_.ravel(), dtype=np.int32)
+        before_row = np.concatenate([[0], count[t - 1 :: t][:-1]])
+        through_unit = (count[last] - before_row[row_of_last]).reshape(b, t)
+        take = open_ & (through_unit <= remaining[:, None])
+        chosen |= take
+        open_ &= ~take
+        remaining -= take.sum(axis=1)
+
+
+class _Positions(IterableDataset):
+    """Worker w of W builds positions start + w, start + w + W, ... (all of them when W = 1)."""
+
+    def __init__(self, data: PretrainingData, start: int, stop: int | None):
+        self.data, self.start, self.stop = data, start, stop
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor] | None]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        first = self.start + worker
+        positions = (
+            itertools.count(first, workers)
+            if self.stop is None
+            else range(first, self.stop, workers)
+        )
+        for p in positions:
+            yield self.data.batch(p)
+
+
+def batches(
+    data: PretrainingData,
+    start: int = 0,
+    stop: int | None = None,
+    workers: int = 0,
+    pin_memory: bool = False,
+) -> Iterator[dict[str, torch.Tensor]]:
+    """Batches at positions start, start + 1, ... (endless when `stop` is None), built in the
+    calling process or by `workers` DataLoader processes; the sequence is the same either way."""
+    if workers == 0:
+        stream: Iterator = iter(_Positions(data, start, stop))
+    else:
+        stream = iter(
+            DataLoader(
+                _Positions(data, start, stop),
+                batch_size=None,
+                num_workers=workers,
+                pin_memory=pin_memory,
+                generator=torch.Generator().manual_seed(0),  # leaves the global RNG alone
+            )
+        )
+    return (b for b in stream if b is not None)

@@ -1,0 +1,116 @@
+"""Export a checkpoint as a Hugging Face directory: `BertForPreTraining.from_pretrained(dir)`
+loads it and gives the same outputs, and `BertTokenizer.from_pretrained(dir)` the same ids.
+
+Written: config.json, pytorch_model.bin (a plain state dict, loadable with weights_only),
+vocab.txt and tokenizer_config.json. Needs torch only, not transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import torch
+
+from model.config import BertConfig
+from model.train import load_checkpoint
+from schemas.manifest import atomic_write_text
+
+
+def hf_config(cfg: BertConfig) -> dict:
+    """The `transformers.BertConfig` fields for this model."""
+    return {
+        "architectures": ["BertForPreTraining"],
+        "model_type": "bert",
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.hidden_size,
+        "num_hidden_layers": cfg.num_layers,
+        "num_attention_heads": cfg.num_heads,
+        "intermediate_size": cfg.intermediate_size,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": cfg.dropout,
+        "attention_probs_dropout_prob": cfg.attention_dropout,
+        "max_position_embeddings": cfg.max_position,
+        "type_vocab_size": cfg.type_vocab_size,
+        "initializer_range": cfg.initializer_range,
+        "layer_norm_eps": cfg.layer_norm_eps,
+        "pad_token_id": cfg.pad_id,
+        "position_embedding_type": "absolute",
+        "tie_word_embeddings": True,
+    }
+
+
+def _layer(state: dict, i: int) -> dict[str, torch.Tensor]:
+    src, dst = f"bert.layers.{i}.", f"bert.encoder.layer.{i}."
+    out = {}
+    qkv_w = state[src + "attention.qkv.weight"].chunk(3, dim=0)
+    qkv_b = state[src + "attention.qkv.bias"].chunk(3, dim=0)
+    for name, w, b in zip(("query", "key", "value"), qkv_w, qkv_b, strict=True):
+        out[f"{dst}attention.self.{name}.weight"] = w
+        out[f"{dst}attention.self.{name}.bias"] = b
+    pairs = {
+        "attention.out": "attention.output.dense",
+        "attention_norm": "attention.output.LayerNorm",
+        "ffn_in": "intermediate.dense",
+        "ffn_out": "output.dense",
+        "ffn_norm": "output.LayerNorm",
+    }
+    for ours, theirs in pairs.items():
+        for p in ("weight", "bias"):
+            out[f"{dst}{theirs}.{p}"] = state[f"{src}{ours}.{p}"]
+    return out
+
+
+def hf_state_dict(state: dict[str, torch.Tensor], cfg: BertConfig) -> dict[str, torch.Tensor]:
+    """Our parameter names -> `BertForPreTraining`'s; the fused QKV split in three, the tied
+    decoder written out (as the embedding matrix) so that any loader finds it."""
+    names = {
+        "bert.embeddings.word.weight": "bert.embeddings.word_embeddings.weight",
+        "bert.embeddings.position.weight": "bert.embeddings.position_embeddings.weight",
+        "bert.embeddings.segment.weight": "bert.embeddings.token_type_embeddings.weight",
+        "bert.embeddings.norm.weight": "bert.embeddings.LayerNorm.weight",
+        "bert.embeddings.norm.bias": "bert.embeddings.LayerNorm.bias",
+        "bert.pooler.weight": "bert.pooler.dense.weight",
+        "bert.pooler.bias": "bert.pooler.dense.bias",
+        "mlm.dense.weight": "cls.predictions.transform.dense.weight",
+        "mlm.dense.bias": "cls.predictions.transform.dense.bias",
+        "mlm.norm.weight": "cls.predictions.transform.LayerNorm.weight",
+        "mlm.norm.bias": "cls.predictions.transform.LayerNorm.bias",
+        "mlm.bias": "cls.predictions.bias",
+        "nsp.weight": "cls.seq_relationship.weight",
+        "nsp.bias": "cls.seq_relationship.bias",
+    }
+    out = {theirs: state[ours] for ours, theirs in names.items()}
+    for i in range(cfg.num_layers):
+        out.update(_layer(state, i))
+    out["cls.predictions.decoder.weight"] = state["bert.embeddings.word.weight"]
+    out["cls.predictions.decoder.bias"] = state["mlm.bias"]
+    return {k: v.detach().clone().contiguous() for k, v in out.items()}
+
+
+def export(ckpt_path: str, out_dir: str) -> str:
+    """Write the Hugging Face directory for a checkpoint; returns `out_dir`."""
+    ckpt = load_checkpoint(ckpt_path)
+    cfg = BertConfig(**ckpt["model_config"])
+    vocab = os.path.join(os.path.dirname(ckpt_path), "vocab.txt")
+    if not os.path.exists(vocab):
+        raise FileNotFoundError(
+            f"{vocab} does not exist: the export needs the vocab.txt that pre-training copies "
+            "beside its checkpoint; copy the shard set's vocab.txt there"
+        )
+    os.makedirs(out_dir, exist_ok=True)
+    torch.save(hf_state_dict(ckpt["model"], cfg), os.path.join(out_dir, "pytorch_model.bin"))
+    atomic_write_text(os.path.join(out_dir, "config.json"), _json(hf_config(cfg)))
+    shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
+    tokenizer = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": bool(ckpt["shard_config"].get("lowercase", True)),
+        "model_max_length": cfg.max_position,
+    }
+    atomic_write_text(os.path.join(out_dir, "tokenizer_config.json"), _json(tokenizer))
+    return out_dir
+
+
+def _json(obj: dict) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True) + "\n"

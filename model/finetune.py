@@ -1,0 +1,348 @@
+"""Fine-tuning a pre-trained encoder: sequence classification on the pooled `[CLS]` (GLUE-style
+TSV), token classification (CoNLL-style), span extraction (SQuAD v1.1), as in the BERT paper.
+
+The encoder comes from a pre-training checkpoint; the tokenizer from the `vocab.txt` beside it.
+The run directory receives metrics.jsonl (training loss, then dev metrics after every epoch),
+results.json (the final dev metrics) and model.pt (the fine-tuned weights and label names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
+
+from model.bert import BertModel, init_weights
+from model.config import BertConfig
+from model.data import PAD_MULTIPLE
+from model.metrics import accuracy, binary_f1, entity_f1, squad_scores
+from model.tasks import (
+    GLUE_TASKS,
+    IGNORE,
+    data_files,
+    load_tokenizer,
+    read_conll,
+    read_squad,
+    read_tsv,
+    sequence_features,
+    span_features,
+    task_kind,
+    token_features,
+)
+from model.train import WarmupLinear, load_checkpoint, resolve_device
+from schemas.manifest import atomic_write_text
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    task: str  # sst2 | mrpc | qqp | qnli | rte | mnli | ner | squad
+    data: str  # the task's directory
+    ckpt: str  # pre-training checkpoint, vocab.txt beside it
+    run: str  # output directory
+    epochs: float = 3.0
+    batch_size: int = 32
+    lr: float = 2e-5  # the paper picks among 5e-5, 3e-5, 2e-5
+    warmup_ratio: float = 0.1  # share of the steps spent warming up
+    weight_decay: float = 0.01
+    max_seq_length: int = 128
+    doc_stride: int = 128  # squad: tokens between window starts
+    max_query_length: int = 64  # squad: question tokens kept
+    max_answer_length: int = 30  # squad: longest predicted answer, in tokens
+    seed: int = 0
+    device: str = "cpu"
+    log_every: int = 50
+
+    def __post_init__(self):
+        task_kind(self.task)
+        if self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
+            raise ValueError("fine-tuning: epochs, batch size and lr must be positive")
+        if not 0 <= self.warmup_ratio < 1 or self.max_seq_length < 8:
+            raise ValueError("fine-tuning: warmup ratio in [0, 1), max sequence length >= 8")
+
+
+def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
+    max_len = args.max_seq_length or (384 if args.task == "squad" else 128)
+    run = args.run or os.path.join(os.path.dirname(args.ckpt) or ".", f"finetune-{args.task}")
+    fields = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "doc_stride")
+    fields += ("max_query_length", "max_answer_length", "seed", "device", "log_every")
+    return FinetuneConfig(
+        task=args.task,
+        data=args.data,
+        ckpt=args.ckpt,
+        run=run,
+        max_seq_length=max_len,
+        **{k: getattr(args, k) for k in fields},
+    )
+
+
+class TaskModel(nn.Module):
+    """The pre-trained encoder and one linear head: on the pooled `[CLS]` (sequence), on every
+    position (token), or two logits per position, answer start and end (span)."""
+
+    def __init__(self, cfg: BertConfig, kind: str, num_labels: int, generator: torch.Generator):
+        super().__init__()
+        self.kind = kind
+        self.bert = BertModel(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.head = nn.Linear(cfg.hidden_size, num_labels)
+        init_weights(self.head, cfg.initializer_range, generator)
+
+    def forward(self, ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h, pooled = self.bert(ids, types, mask)
+        return self.head(self.dropout(pooled if self.kind == "sequence" else h))
+
+
+def task_loss(kind: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    logits = logits.float()
+    if kind == "sequence":
+        return F.cross_entropy(logits, labels)
+    if kind == "token":
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+    start, end = logits.unbind(-1)
+    return (F.cross_entropy(start, labels[:, 0]) + F.cross_entropy(end, labels[:, 1])) / 2
+
+
+def collate(features: list[dict], kind: str, pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad to the longest row rounded up to a multiple of 8."""
+    b = len(features)
+    t = -(-max(len(f["ids"]) for f in features) // PAD_MULTIPLE) * PAD_MULTIPLE
+    ids = np.full((b, t), pad_id, np.int64)
+    types, mask = np.zeros((b, t), np.int64), np.zeros((b, t), np.int64)
+    labels = np.full((b, t), IGNORE, np.int64) if kind == "token" else None
+    for i, f in enumerate(features):
+        n = len(f["ids"])
+        ids[i, :n], types[i, :n], mask[i, :n] = f["ids"], f["types"], 1
+        if labels is not None:
+            labels[i, :n] = f["label"]
+    if labels is None:
+        labels = np.array([f["label"] for f in features], np.int64)
+    out = {"ids": ids, "types": types, "mask": mask, "labels": labels}
+    return {k: torch.from_numpy(v) for k, v in out.items()}
+
+
+@dataclass
+class TaskData:
+    train: list[dict]
+    dev: list[dict]
+    labels: list[str]  # class or tag names by index (span tasks: none)
+    gold: object  # what the dev metrics compare against
+    notes: list[str]
+
+
+def load_task(cfg: FinetuneConfig, tok) -> TaskData:
+    train_path, dev_path = data_files(cfg.task, cfg.data)
+    if cfg.task in GLUE_TASKS:
+        return _glue_data(cfg, tok, train_path, dev_path)
+    if cfg.task == "ner":
+        return _conll_data(cfg, tok, train_path, dev_path)
+    train, dev = read_squad(train_path), read_squad(dev_path)
+    args = (cfg.max_seq_length, cfg.doc_stride, cfg.max_query_length)
+    train_f = [f for f in span_features(tok, train, *args) if train[f["example"]].answer_start >= 0]
+    return TaskData(train_f, span_features(tok, dev, *args), [], dev, [])
+
+
+def _glue_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> TaskData:
+    spec = GLUE_TASKS[cfg.task]
+    columns = (*spec.text_columns, spec.label_column)
+    train, skipped_train = read_tsv(train_path, columns)
+    dev, skipped_dev = read_tsv(dev_path, columns)
+    labels = sorted({row[-1] for row in train})
+    index = {name: i for i, name in enumerate(labels)}
+    unknown = sorted({row[-1] for row in dev} - set(index))
+    if unknown:
+        raise ValueError(f"{dev_path}: labels {unknown} never occur in {train_path}")
+    notes = [
+        f"{p}: skipped {n} malformed row(s)"
+        for p, n in ((train_path, skipped_train), (dev_path, skipped_dev))
+        if n
+    ]
+
+    def features(rows):
+        return sequence_features(
+            tok, [r[:-1] for r in rows], [index[r[-1]] for r in rows], cfg.max_seq_length
+        )
+
+    return TaskData(features(train), features(dev), labels, [r[-1] for r in dev], notes)
+
+
+def _conll_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> TaskData:
+    train, dev = read_conll(train_path), read_conll(dev_path)
+    labels = sorted({t for _, tags in train for t in tags})
+    index = {name: i for i, name in enumerate(labels)}
+    unknown = sorted({t for _, tags in dev for t in tags} - set(index))
+    if unknown:
+        raise ValueError(f"{dev_path}: tags {unknown} never occur in {train_path}")
+
+    def features(sents):
+        words = [w for w, _ in sents]
+        return token_features(
+            tok, words, [[index[t] for t in tags] for _, tags in sents], cfg.max_seq_length
+        )
+
+    return TaskData(features(train), features(dev), labels, [tags for _, tags in dev], [])
+
+
+@torch.no_grad()
+def predict(model: TaskModel, features: list[dict], cfg: FinetuneConfig, device, pad_id: int):
+    """Logits per feature (numpy), batch by batch."""
+    model.eval()
+    out = []
+    for i in range(0, len(features), cfg.batch_size):
+        batch = collate(features[i : i + cfg.batch_size], model.kind, pad_id)
+        logits = model(*(batch[k].to(device) for k in ("ids", "types", "mask"))).float().cpu()
+        n = [len(f["ids"]) for f in features[i : i + cfg.batch_size]]
+        out += [logits[j] if model.kind == "sequence" else logits[j, : n[j]] for j in range(len(n))]
+    model.train()
+    return [o.numpy() for o in out]
+
+
+def evaluate(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_id: int) -> dict:
+    """The task's standard dev metrics."""
+    logits = predict(model, data.dev, cfg, device, pad_id)
+    if model.kind == "sequence":
+        pred = [data.labels[int(x.argmax())] for x in logits]
+        scores = {"accuracy": accuracy(pred, data.gold)}
+        if GLUE_TASKS[cfg.task].f1:
+            scores["f1"] = binary_f1(pred, data.gold, positive="1")
+        return scores
+    if model.kind == "token":
+        pred = []
+        for f, x, gold in zip(data.dev, logits, data.gold, strict=True):
+            tags = ["O"] * len(gold)
+            for pos, word in enumerate(f["word_of"]):
+                if word >= 0:
+                    tags[word] = data.labels[int(x[pos].argmax())]
+            pred.append(tags)
+        return entity_f1(pred, data.gold)
+    return squad_scores(
+        span_predictions(data.dev, logits, data.gold, cfg.max_answer_length),
+        {ex.qid: list(ex.answers) for ex in data.gold},
+    )
+
+
+def span_predictions(features, logits, examples, max_answer: int, top: int = 20) -> dict[str, str]:
+    """Per question: the best-scoring valid span (start <= end, at most `max_answer` tokens,
+    inside the context) over all its windows, as text cut from the context."""
+    best: dict[int, tuple[float, str]] = {}
+    for f, x in zip(features, logits, strict=True):
+        lo, hi = f["context_start"], f["context_start"] + len(f["offsets"])
+        starts = [i for i in np.argsort(-x[:, 0])[:top] if lo <= i < hi]
+        ends = [i for i in np.argsort(-x[:, 1])[:top] if lo <= i < hi]
+        for s in starts:
+            for e in ends:
+                if s <= e < s + max_answer:
+                    score = float(x[s, 0] + x[e, 1])
+                    if f["example"] not in best or score > best[f["example"]][0]:
+                        ctx = examples[f["example"]].context
+                        text = ctx[f["offsets"][s - lo][0] : f["offsets"][e - lo][1]]
+                        best[f["example"]] = (score, text)
+    return {examples[n].qid: text for n, (_, text) in best.items()}
+
+
+def build_model(ckpt: dict, num_labels: int, kind: str, seed: int) -> TaskModel:
+    """The task model with the checkpoint's encoder weights."""
+    model_cfg = BertConfig(**ckpt["model_config"])
+    model = TaskModel(model_cfg, kind, num_labels, torch.Generator().manual_seed(seed))
+    encoder = {k[len("bert.") :]: v for k, v in ckpt["model"].items() if k.startswith("bert.")}
+    model.bert.load_state_dict(encoder)
+    return model
+
+
+def _check_vocab(ckpt: dict, tok, vocab_path: str) -> None:
+    if tok.get_vocab_size() != ckpt["vocab"]["size"]:
+        raise ValueError(
+            f"{vocab_path} has {tok.get_vocab_size()} pieces but the checkpoint was trained "
+            f"with {ckpt['vocab']['size']}; put the run's own vocab.txt beside the checkpoint"
+        )
+
+
+def finetune(cfg: FinetuneConfig) -> dict:
+    """Train on the task's training set, evaluate on its dev set after every epoch; returns the
+    final dev metrics."""
+    device = resolve_device(cfg.device)
+    kind = task_kind(cfg.task)
+    ckpt = load_checkpoint(cfg.ckpt)
+    vocab_path = os.path.join(os.path.dirname(cfg.ckpt) or ".", "vocab.txt")
+    tok = load_tokenizer(vocab_path, bool(ckpt["shard_config"].get("lowercase", True)))
+    _check_vocab(ckpt, tok, vocab_path)
+    data = load_task(cfg, tok)
+    for note in data.notes:
+        print(f"note: {note}")
+    if not data.train or not data.dev:
+        raise ValueError(f"{cfg.data}: the training or dev set is empty")
+    num_labels = 2 if kind == "span" else len(data.labels)
+    torch.manual_seed(cfg.seed)
+    model = build_model(ckpt, num_labels, kind, cfg.seed).to(device)
+    os.makedirs(cfg.run, exist_ok=True)
+    pad_id = ckpt["vocab"]["special_ids"]["pad"]
+    scores = _train(model, data, cfg, device, pad_id)
+    torch.save(
+        {"config": asdict(cfg), "labels": data.labels, "model": model.state_dict()},
+        os.path.join(cfg.run, "model.pt"),
+    )
+    atomic_write_text(os.path.join(cfg.run, "results.json"), json.dumps(scores, indent=2) + "\n")
+    return scores
+
+
+def _optimizer(model: nn.Module, cfg: FinetuneConfig, steps: int):
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    rest = [p for p in model.parameters() if p.ndim < 2]
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": rest, "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, eps=1e-6)
+    return optimizer, LambdaLR(optimizer, WarmupLinear(int(cfg.warmup_ratio * steps), steps))
+
+
+def _batches(data: TaskData, cfg: FinetuneConfig, kind: str, pad_id: int, steps: int):
+    """`steps` training batches: a fresh seeded permutation of the training set each epoch."""
+    rng = np.random.default_rng(cfg.seed)
+    per_epoch = math.ceil(len(data.train) / cfg.batch_size)
+    for step in range(steps):
+        if step % per_epoch == 0:
+            order = rng.permutation(len(data.train))
+        k = (step % per_epoch) * cfg.batch_size
+        yield collate([data.train[i] for i in order[k : k + cfg.batch_size]], kind, pad_id)
+
+
+def _train(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_id: int) -> dict:
+    per_epoch = math.ceil(len(data.train) / cfg.batch_size)
+    steps = max(1, math.ceil(cfg.epochs * per_epoch))
+    optimizer, scheduler = _optimizer(model, cfg, steps)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    scores, started = {}, time.perf_counter()
+    log = open(os.path.join(cfg.run, "metrics.jsonl"), "w", encoding="utf-8")
+    for step, batch in enumerate(_batches(data, cfg, model.kind, pad_id, steps), 1):
+        with amp:
+            logits = model(*(batch[n].to(device) for n in ("ids", "types", "mask")))
+        loss = task_loss(model.kind, logits, batch["labels"].to(device))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        record = {"step": step, "epoch": step / per_epoch, "loss": loss.item()}
+        if step % per_epoch == 0 or step == steps:
+            scores = evaluate(model, data, cfg, device, pad_id)
+            record["dev"] = scores
+            shown = " ".join(f"{k} {v:.4f}" for k, v in scores.items())
+            took = time.perf_counter() - started
+            print(
+                f"{cfg.task} step {step}/{steps} loss {loss.item():.4f} | dev {shown} | {took:.0f}s"
+            )
+        if step % cfg.log_every == 0 or "dev" in record:
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+    log.close()
+    return scores

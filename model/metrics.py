@@ -1,0 +1,89 @@
+"""The standard fine-tuning metrics: accuracy and F1 (GLUE), entity-level F1 (conlleval),
+exact match and token F1 (the official SQuAD v1.1 evaluation)."""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+
+
+def accuracy(pred: Sequence, gold: Sequence) -> float:
+    if len(pred) != len(gold):
+        raise ValueError(f"{len(pred)} predictions for {len(gold)} gold labels")
+    return sum(p == g for p, g in zip(pred, gold, strict=True)) / max(len(gold), 1)
+
+
+def binary_f1(pred: Sequence, gold: Sequence, positive: str = "1") -> float:
+    """F1 of the positive class (GLUE's MRPC and QQP report it beside accuracy)."""
+    tp = sum(p == positive and g == positive for p, g in zip(pred, gold, strict=True))
+    fp = sum(p == positive and g != positive for p, g in zip(pred, gold, strict=True))
+    fn = sum(p != positive and g == positive for p, g in zip(pred, gold, strict=True))
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+def _split_tag(tag: str) -> tuple[str, str]:
+    if tag == "O" or "-" not in tag:
+        return "O", ""
+    prefix, kind = tag.split("-", 1)
+    return prefix, kind
+
+
+def entity_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
+    """(type, start, end) of every entity in a tag sequence, with conlleval's chunk rules: B-X
+    (and S-X) always begin an entity, I-X (and E-X) continue one of type X or begin one, so both
+    IOB1 and IOB2 (and IOBES) read correctly."""
+    spans, start, kind = set(), 0, None
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, typ = _split_tag(tag)
+        begins = prefix in ("B", "S") or (prefix in ("I", "E") and typ != kind)
+        if kind is not None and (prefix == "O" or begins):
+            spans.add((kind, start, i))
+            kind = None
+        if prefix != "O" and kind is None:
+            start, kind = i, typ
+        if prefix in ("E", "S") and kind is not None:
+            spans.add((kind, start, i + 1))
+            kind = None
+    return spans
+
+
+def entity_f1(pred: Sequence[Sequence[str]], gold: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Micro precision, recall and F1 over entities of all sentences (exact type and span)."""
+    tp = n_pred = n_gold = 0
+    for p, g in zip(pred, gold, strict=True):
+        ps, gs = entity_spans(p), entity_spans(g)
+        tp, n_pred, n_gold = tp + len(ps & gs), n_pred + len(ps), n_gold + len(gs)
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if tp else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD's normalisation: lower case, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def squad_f1(prediction: str, truth: str) -> float:
+    pred, gold = normalize_answer(prediction).split(), normalize_answer(truth).split()
+    same = sum((Counter(pred) & Counter(gold)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_scores(predictions: dict[str, str], answers: dict[str, list[str]]) -> dict[str, float]:
+    """Exact match and F1 in percent, each the best over a question's gold answers; a question
+    without a prediction scores 0."""
+    em = f1 = 0.0
+    for qid, golds in answers.items():
+        pred = predictions.get(qid, "")
+        em += max(float(normalize_answer(pred) == normalize_answer(g)) for g in golds)
+        f1 += max(squad_f1(pred, g) for g in golds)
+    n = max(len(answers), 1)
+    return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}

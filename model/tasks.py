@@ -1,0 +1,244 @@
+"""Fine-tuning data: readers for GLUE-style TSV, CoNLL-style token tags and SQuAD v1.1 JSON,
+and their conversion to model features with a WordPiece tokenizer.
+
+A feature is a dict: `ids`, `types` (token ids and segment ids, `[CLS] ... [SEP]` included)
+and `label`: a class index (sequence tasks), a list of tag indices with -100 where no tag is
+predicted (token tasks: only a word's first piece carries its tag), or (start, end) token
+positions (span tasks; (0, 0) when the answer is not in this window).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass
+
+from tokenizers import BertWordPieceTokenizer
+
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    text_columns: tuple[str, ...]  # one sentence, or a pair
+    label_column: str
+    dev_file: str = "dev.tsv"
+    f1: bool = False  # also report F1 of the positive label "1" (MRPC, QQP)
+
+
+GLUE_TASKS = {
+    "sst2": GlueTask(("sentence",), "label"),
+    "mrpc": GlueTask(("#1 String", "#2 String"), "Quality", f1=True),
+    "qqp": GlueTask(("question1", "question2"), "is_duplicate", f1=True),
+    "qnli": GlueTask(("question", "sentence"), "label"),
+    "rte": GlueTask(("sentence1", "sentence2"), "label"),
+    "mnli": GlueTask(("sentence1", "sentence2"), "gold_label", dev_file="dev_matched.tsv"),
+}
+TASKS = (*GLUE_TASKS, "ner", "squad")
+
+
+def task_kind(task: str) -> str:
+    """sequence | token | span"""
+    if task in GLUE_TASKS:
+        return "sequence"
+    if task == "ner":
+        return "token"
+    if task == "squad":
+        return "span"
+    raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+
+
+def data_files(task: str, directory: str) -> tuple[str, str]:
+    """(train, dev) paths of a task directory, checked to exist."""
+    if task in GLUE_TASKS:
+        names = [("train.tsv",), (GLUE_TASKS[task].dev_file,)]
+    elif task == "ner":
+        names = [("train.txt",), ("dev.txt", "valid.txt")]
+    else:
+        names = [("train-v1.1.json", "train.json"), ("dev-v1.1.json", "dev.json")]
+    paths = []
+    for options in names:
+        found = [
+            os.path.join(directory, n)
+            for n in options
+            if os.path.exists(os.path.join(directory, n))
+        ]
+        if not found:
+            raise FileNotFoundError(
+                f"{directory}: no {' or '.join(options)}; --task {task} expects the standard "
+                "layout of that dataset in --data"
+            )
+        paths.append(found[0])
+    return paths[0], paths[1]
+
+
+def read_tsv(path: str, columns: tuple[str, ...]) -> tuple[list[tuple[str, ...]], int]:
+    """The named columns of a TSV with a header row, and how many malformed rows were skipped
+    (GLUE files hold a few rows with stray tabs)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader, None)
+        if not header:
+            raise ValueError(f"{path} is empty; expected a header row naming the columns")
+        missing = [c for c in columns if c not in header]
+        if missing:
+            raise ValueError(
+                f"{path}: no column(s) {', '.join(missing)} in the header {header}; is this "
+                "the right --task?"
+            )
+        index = [header.index(c) for c in columns]
+        rows, skipped = [], 0
+        for row in reader:
+            if len(row) != len(header):
+                skipped += 1
+                continue
+            rows.append(tuple(row[i] for i in index))
+    return rows, skipped
+
+
+def read_conll(path: str) -> list[tuple[list[str], list[str]]]:
+    """Sentences as (words, tags): one `word ... tag` line per token (the tag is the last
+    column), a blank line between sentences, `-DOCSTART-` lines ignored."""
+    sentences, words, tags = [], [], []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            parts = line.split()
+            if not parts or parts[0] == "-DOCSTART-":
+                if words:
+                    sentences.append((words, tags))
+                    words, tags = [], []
+                continue
+            if len(parts) < 2:
+                raise ValueError(f"{path}:{lineno}: expected 'word ... tag', got {line.strip()!r}")
+            words.append(parts[0])
+            tags.append(parts[-1])
+    if words:
+        sentences.append((words, tags))
+    return sentences
+
+
+@dataclass(frozen=True)
+class SquadExample:
+    qid: str
+    question: str
+    context: str
+    answers: tuple[str, ...]
+    answer_start: int  # character offset of the first answer in the context
+
+
+def read_squad(path: str) -> list[SquadExample]:
+    with open(path, encoding="utf-8") as f:
+        try:
+            articles = json.load(f)["data"]
+        except (json.JSONDecodeError, KeyError) as e:
+            raise ValueError(f"{path}: not SQuAD v1.1 JSON ({type(e).__name__}: {e})") from None
+    examples = []
+    for article in articles:
+        for para in article["paragraphs"]:
+            for qa in para["qas"]:
+                answers = qa.get("answers") or [{"text": "", "answer_start": -1}]
+                examples.append(
+                    SquadExample(
+                        qid=str(qa["id"]),
+                        question=qa["question"],
+                        context=para["context"],
+                        answers=tuple(a["text"] for a in answers),
+                        answer_start=int(answers[0]["answer_start"]),
+                    )
+                )
+    return examples
+
+
+def load_tokenizer(vocab_path: str, lowercase: bool) -> BertWordPieceTokenizer:
+    if not os.path.exists(vocab_path):
+        raise FileNotFoundError(
+            f"{vocab_path} does not exist: fine-tuning tokenizes with the vocab.txt that "
+            "pre-training copies beside its checkpoint"
+        )
+    return BertWordPieceTokenizer(vocab_path, lowercase=lowercase)
+
+
+def sequence_features(
+    tok: BertWordPieceTokenizer, texts: list[tuple[str, ...]], labels: list[int], max_len: int
+) -> list[dict]:
+    """`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncated longest-first to `max_len`."""
+    tok.enable_truncation(max_len)
+    tok.no_padding()
+    encodings = tok.encode_batch([t[0] if len(t) == 1 else (t[0], t[1]) for t in texts])
+    return [
+        {"ids": e.ids, "types": e.type_ids, "label": y}
+        for e, y in zip(encodings, labels, strict=True)
+    ]
+
+
+def token_features(
+    tok: BertWordPieceTokenizer, sentences: list[list[str]], tags: list[list[int]], max_len: int
+) -> list[dict]:
+    """Words -> pieces; a word's tag sits on its first piece, -100 elsewhere. `word_of` maps
+    each position to its word (-1: none) for reading predictions back."""
+    tok.enable_truncation(max_len)
+    tok.no_padding()
+    encodings = tok.encode_batch(sentences, is_pretokenized=True)
+    features = []
+    for e, word_tags in zip(encodings, tags, strict=True):
+        label, word_of, prev = [IGNORE] * len(e.ids), [-1] * len(e.ids), None
+        for i, w in enumerate(e.word_ids):
+            if w is not None and w != prev:
+                label[i], word_of[i] = word_tags[w], w
+            prev = w
+        features.append({"ids": e.ids, "types": e.type_ids, "label": label, "word_of": word_of})
+    return features
+
+
+def _answer_tokens(offsets: list[tuple[int, int]], ex: SquadExample) -> tuple[int, int]:
+    """First and last context token of the first answer (-1, -1 if it has none)."""
+    if ex.answer_start < 0:
+        return -1, -1
+    start, end = ex.answer_start, ex.answer_start + len(ex.answers[0])
+    inside = [i for i, (a, b) in enumerate(offsets) if b > start and a < end]
+    return (inside[0], inside[-1]) if inside else (-1, -1)
+
+
+def span_features(
+    tok: BertWordPieceTokenizer,
+    examples: list[SquadExample],
+    max_len: int,
+    stride: int,
+    max_query: int,
+) -> list[dict]:
+    """`[CLS] question [SEP] context window [SEP]`, windows `stride` tokens apart. Each feature
+    keeps its example index, the offset of its first context token and the windows' character
+    offsets, for turning predicted positions back into answer text."""
+    tok.no_truncation()
+    tok.no_padding()
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    features = []
+    for n, ex in enumerate(examples):
+        question = tok.encode(ex.question, add_special_tokens=False).ids[:max_query]
+        context = tok.encode(ex.context, add_special_tokens=False)
+        room = max_len - len(question) - 3
+        if room < 1:
+            raise ValueError(f"--max-seq-length {max_len} leaves no room for the context")
+        first, last = _answer_tokens(context.offsets, ex)
+        start = 0
+        while True:
+            stop = min(start + room, len(context.ids))
+            shift = len(question) + 2 - start  # context token i sits at position i + shift
+            label = (first + shift, last + shift) if start <= first and last < stop else (0, 0)
+            ids = [cls_id, *question, sep_id, *context.ids[start:stop], sep_id]
+            types = [0] * (len(question) + 2) + [1] * (stop - start + 1)
+            features.append(
+                {
+                    "ids": ids,
+                    "types": types,
+                    "label": label,
+                    "example": n,
+                    "context_start": len(question) + 2,
+                    "offsets": context.offsets[start:stop],
+                }
+            )
+            if stop >= len(context.ids):
+                break
+            start += min(stride, room)
+    return features

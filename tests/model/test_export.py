@@ -1,0 +1,55 @@
+"""Export: transformers.BertForPreTraining.from_pretrained loads the directory and gives the
+same outputs, and its tokenizer the same ids."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import torch
+
+from model.bert import BertForPreTraining
+from model.cli import main
+from model.config import BertConfig
+from model.data import LoaderConfig, PretrainingData, open_shards
+from model.tasks import load_tokenizer
+from model.train import load_checkpoint
+
+transformers = pytest.importorskip("transformers")
+
+
+def test_transformers_loads_the_export_with_the_same_outputs(pretrained_run, shards_dir, tmp_path):
+    out = str(tmp_path / "hf")
+    assert main(["export", "--ckpt", os.path.join(pretrained_run, "last.pt"), "--out", out]) == 0
+    ckpt = load_checkpoint(os.path.join(pretrained_run, "last.pt"))
+    ours = BertForPreTraining(BertConfig(**ckpt["model_config"]))
+    ours.load_state_dict(ckpt["model"])
+    theirs = transformers.BertForPreTraining.from_pretrained(out)
+    ours.eval(), theirs.eval()
+    batch = PretrainingData(open_shards(shards_dir), [0], LoaderConfig(batch_size=8)).batch(0)
+    assert batch["attention_mask"].eq(0).any()  # padding is part of the comparison
+    inputs = (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    with torch.no_grad():
+        mlm, nsp = ours(*inputs)
+        got = theirs(input_ids=inputs[0], token_type_ids=inputs[1], attention_mask=inputs[2])
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(got.prediction_logits[real], mlm[real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(got.seq_relationship_logits, nsp, atol=1e-5, rtol=0)
+
+
+def test_exported_tokenizer_gives_the_same_ids(pretrained_run, tmp_path):
+    out = str(tmp_path / "hf")
+    assert main(["export", "--ckpt", os.path.join(pretrained_run, "last.pt"), "--out", out]) == 0
+    theirs = transformers.BertTokenizer.from_pretrained(out)
+    ours = load_tokenizer(os.path.join(pretrained_run, "vocab.txt"), lowercase=True)
+    text = "John visited the old River in Paris, and Mary works at Google."
+    assert theirs(text)["input_ids"] == ours.encode(text).ids
+
+
+def test_export_refuses_a_checkpoint_without_its_vocab(pretrained_run, tmp_path, capsys):
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    shutil.copy(os.path.join(pretrained_run, "last.pt"), lonely / "last.pt")
+    assert main(["export", "--ckpt", str(lonely / "last.pt"), "--out", str(tmp_path / "x")]) == 2
+    assert "vocab.txt does not exist" in capsys.readouterr().err

@@ -1,0 +1,255 @@
+"""Fine-tuning: the standard metrics on hand-checked cases, the three task kinds end to end on
+tiny files written here, and refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from model.cli import main
+from model.metrics import (
+    accuracy,
+    binary_f1,
+    entity_f1,
+    entity_spans,
+    normalize_answer,
+    squad_scores,
+)
+from model.tasks import (
+    IGNORE,
+    SquadExample,
+    load_tokenizer,
+    read_conll,
+    read_tsv,
+    span_features,
+    token_features,
+)
+
+PEOPLE = [("john", "smith"), ("mary", "jones"), ("john", "jones"), ("mary", "smith")]
+PLACES = ["paris", "london", "berlin", "rome"]
+ORGS = ["google", "acme"]
+
+
+def test_accuracy_and_binary_f1():
+    assert accuracy(["1", "0", "1", "1"], ["1", "0", "0", "1"]) == 0.75
+    # tp 2, fp 1, fn 1 -> 2*2 / (2*2 + 1 + 1)
+    assert binary_f1(["1", "1", "1", "0", "0"], ["1", "1", "0", "1", "0"]) == pytest.approx(4 / 6)
+    assert binary_f1(["0", "0"], ["1", "0"]) == 0.0
+
+
+def test_entity_spans_read_iob1_iob2_and_iobes():
+    assert entity_spans(["B-PER", "I-PER", "O", "B-LOC"]) == {("PER", 0, 2), ("LOC", 3, 4)}
+    assert entity_spans(["I-PER", "I-PER", "O", "I-LOC"]) == {("PER", 0, 2), ("LOC", 3, 4)}
+    assert entity_spans(["B-PER", "B-PER", "I-LOC"]) == {
+        ("PER", 0, 1),
+        ("PER", 1, 2),
+        ("LOC", 2, 3),
+    }
+    assert entity_spans(["S-ORG", "B-PER", "E-PER", "O"]) == {("ORG", 0, 1), ("PER", 1, 3)}
+
+
+def test_entity_f1_counts_exact_spans_only():
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
+    pred = [["B-PER", "O", "O", "B-LOC"], ["B-ORG", "O"]]  # PER cut short: wrong
+    scores = entity_f1(pred, gold)
+    assert scores["precision"] == pytest.approx(2 / 3) and scores["recall"] == pytest.approx(2 / 3)
+    assert scores["f1"] == pytest.approx(2 / 3)
+
+
+def test_squad_metrics_follow_the_official_script():
+    assert normalize_answer("The  Eiffel-Tower!") == "eiffeltower"
+    assert normalize_answer("an Apple a day") == "apple day"
+    scores = squad_scores(
+        {"q1": "the Eiffel Tower", "q2": "in Paris France", "q3": "nothing"},
+        {"q1": ["Eiffel Tower"], "q2": ["Paris", "Paris, France"], "q3": ["x"], "q4": ["y"]},
+    )
+    # q1 exact; q2 best gold "Paris, France": p 2/3, r 1 -> f1 0.8; q3 wrong; q4 unanswered
+    assert scores["exact_match"] == pytest.approx(25.0)
+    assert scores["f1"] == pytest.approx(100 * (1 + 0.8) / 4)
+
+
+def write_sst2(directory: str, rng: np.random.Generator) -> str:
+    os.makedirs(directory, exist_ok=True)
+    subjects = ["the movie", "the film", "the plot", "the actor", "a film"]
+    good, bad = ["good", "great"], ["bad", "awful"]
+    for name, n in (("train.tsv", 48), ("dev.tsv", 16)):
+        lines = ["sentence\tlabel"]
+        for i in range(n):
+            label = i % 2
+            adjective = rng.choice(good if label else bad)
+            filler = " ".join(rng.choice(["red", "old", "new", "big", "day", "night"], size=2))
+            lines.append(f"{rng.choice(subjects)} was {adjective} {filler} .\t{label}")
+        with open(os.path.join(directory, name), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return directory
+
+
+def ner_sentence(rng: np.random.Generator) -> list[tuple[str, str]]:
+    first, last = PEOPLE[rng.integers(len(PEOPLE))]
+    person = [(first, "B-PER"), (last, "I-PER")]
+    if rng.random() < 0.5:
+        return [
+            *person,
+            ("lives", "O"),
+            ("in", "O"),
+            (str(rng.choice(PLACES)), "B-LOC"),
+            (".", "O"),
+        ]
+    return [*person, ("works", "O"), ("at", "O"), (str(rng.choice(ORGS)), "B-ORG"), (".", "O")]
+
+
+def write_conll(directory: str, rng: np.random.Generator) -> str:
+    os.makedirs(directory, exist_ok=True)
+    for name, n in (("train.txt", 40), ("dev.txt", 12)):
+        blocks = ["-DOCSTART- -X- -X- O\n"]
+        for _ in range(n):
+            blocks.append("".join(f"{w} NNP B-NP {t}\n" for w, t in ner_sentence(rng)))
+        with open(os.path.join(directory, name), "w") as f:
+            f.write("\n".join(blocks))
+    return directory
+
+
+def squad_article(rng: np.random.Generator, n: int, prefix: str) -> dict:
+    paragraphs = []
+    for i in range(n):
+        (a, _), (b, _) = PEOPLE[rng.integers(2)], PEOPLE[2 + rng.integers(2)]
+        place, org = str(rng.choice(PLACES)), str(rng.choice(ORGS))
+        context = f"{a} lives in {place} . {b} works at {org} ."
+        qas = [
+            (f"where does {a} live ?", place, context.index(f" {place} ") + 1),
+            (f"who works at {org} ?", b, context.index(f" {b} ") + 1),
+        ]
+        paragraphs.append(
+            {
+                "context": context,
+                "qas": [
+                    {
+                        "id": f"{prefix}{i}-{j}",
+                        "question": q,
+                        "answers": [{"text": t, "answer_start": s}],
+                    }
+                    for j, (q, t, s) in enumerate(qas)
+                ],
+            }
+        )
+    return {"title": prefix, "paragraphs": paragraphs}
+
+
+def write_squad(directory: str, rng: np.random.Generator) -> str:
+    os.makedirs(directory, exist_ok=True)
+    for name, n in (("train-v1.1.json", 40), ("dev-v1.1.json", 8)):
+        data = {"version": "1.1", "data": [squad_article(rng, n, name[:3])]}
+        with open(os.path.join(directory, name), "w") as f:
+            json.dump(data, f)
+    return directory
+
+
+def finetune_args(task: str, data: str, pretrained_run: str, run: str, *extra: str) -> list[str]:
+    args = ["finetune", "--task", task, "--data", data, "--run", run]
+    args += ["--ckpt", os.path.join(pretrained_run, "last.pt"), "--batch-size", "8"]
+    return [*args, "--lr", "1e-3", "--log-every", "5", *extra]
+
+
+def results(run: str) -> dict:
+    with open(os.path.join(run, "results.json")) as f:
+        return json.load(f)
+
+
+def test_sequence_classification_learns_sst2(pretrained_run, tmp_path):
+    data = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(0))
+    run = str(tmp_path / "sst2")
+    assert main(finetune_args("sst2", data, pretrained_run, run, "--epochs", "6")) == 0
+    assert results(run)["accuracy"] >= 0.9
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    assert sum("dev" in r for r in records) == 6  # one evaluation per epoch
+    assert os.path.exists(os.path.join(run, "model.pt"))
+
+
+def test_token_classification_learns_entities(pretrained_run, tmp_path):
+    data = write_conll(str(tmp_path / "conll"), np.random.default_rng(1))
+    run = str(tmp_path / "ner")
+    assert main(finetune_args("ner", data, pretrained_run, run, "--epochs", "6")) == 0
+    assert results(run)["f1"] >= 0.8
+
+
+def test_span_extraction_runs_squad_and_scores(pretrained_run, tmp_path):
+    data = write_squad(str(tmp_path / "squad"), np.random.default_rng(2))
+    run = str(tmp_path / "squad-run")
+    extra = ("--epochs", "8", "--max-seq-length", "32", "--doc-stride", "8")
+    assert main(finetune_args("squad", data, pretrained_run, run, *extra)) == 0
+    scores = results(run)
+    assert 0 <= scores["exact_match"] <= scores["f1"] <= 100
+    assert scores["f1"] > 30  # about 65 here: better than a blind guess of a context word
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        losses = [json.loads(line)["loss"] for line in f]
+    assert losses[-1] < losses[0]
+
+
+def test_span_features_label_the_answer_in_every_window_holding_it(pretrained_run):
+    tok = load_tokenizer(os.path.join(pretrained_run, "vocab.txt"), lowercase=True)
+    context = "john lives in paris . mary works at google . the river is old and the city is new ."
+    ex = SquadExample("q", "who works at google ?", context, ("mary",), context.index("mary"))
+    features = span_features(tok, [ex], max_len=20, stride=4, max_query=64)
+    assert len(features) > 2
+    labelled = 0
+    for f in features:
+        start, end = f["label"]
+        if (start, end) == (0, 0):
+            continue
+        labelled += 1
+        lo = f["context_start"]
+        text = context[f["offsets"][start - lo][0] : f["offsets"][end - lo][1]]
+        assert text == "mary" and tok.id_to_token(f["ids"][start]) == "mary"
+        assert f["types"][start] == 1 and len(f["ids"]) <= 20
+    assert labelled >= 1
+
+
+def test_token_features_tag_first_pieces_only(pretrained_run, tmp_path):
+    tok = load_tokenizer(os.path.join(pretrained_run, "vocab.txt"), lowercase=True)
+    path = tmp_path / "train.txt"
+    path.write_text("-DOCSTART- O\n\nJohn B-PER\nworks O\n\nrivers O\nParis B-LOC\n")
+    sentences = read_conll(str(path))
+    assert sentences == [(["John", "works"], ["B-PER", "O"]), (["rivers", "Paris"], ["O", "B-LOC"])]
+    features = token_features(tok, [w for w, _ in sentences], [[1, 0], [0, 2]], max_len=16)
+    # "rivers" -> river ##s: the tag on "river", none on "##s"
+    assert [tok.id_to_token(i) for i in features[1]["ids"]] == [
+        "[CLS]",
+        "river",
+        "##s",
+        "paris",
+        "[SEP]",
+    ]
+    assert features[1]["label"] == [IGNORE, 0, IGNORE, 2, IGNORE]
+    assert features[1]["word_of"] == [-1, 0, -1, 1, -1]
+
+
+def test_tsv_reader_skips_and_counts_malformed_rows(tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_text('sentence\tlabel\na "quoted" good film\t1\nstray\ttab\there\t0\nbad\t0\n')
+    rows, skipped = read_tsv(str(path), ("sentence", "label"))
+    assert rows == [('a "quoted" good film', "1"), ("bad", "0")] and skipped == 1
+    with pytest.raises(ValueError, match="no column.*question"):
+        read_tsv(str(path), ("question", "label"))
+
+
+def test_refusals_name_the_problem(pretrained_run, tmp_path, capsys):
+    data = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(3))
+    args = finetune_args("sst2", str(tmp_path / "missing"), pretrained_run, str(tmp_path / "r"))
+    assert main(args) == 2
+    assert "no train.tsv" in capsys.readouterr().err
+    assert main(finetune_args("cola", data, pretrained_run, str(tmp_path / "r"))) == 2
+    assert "unknown task 'cola'" in capsys.readouterr().err
+    # A vocab beside the checkpoint that is not the one it was trained with.
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(os.path.join(pretrained_run, "last.pt"), other / "last.pt")
+    with open(os.path.join(pretrained_run, "vocab.txt")) as f:
+        (other / "vocab.txt").write_text(f.read() + "extra\n")
+    args = finetune_args("sst2", data, str(other), str(tmp_path / "r"))
+    assert main(args) == 2
+    assert "has 74 pieces but the checkpoint was trained with 73" in capsys.readouterr().err

@@ -1,0 +1,257 @@
+"""The shard loader: contents, padding, rank/worker split, deterministic order, resumable
+positions, dynamic re-masking, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model.data import LoaderConfig, MaskingRule, PretrainingData, batches, open_shards, remask
+from schemas import ShardSet, read_shard
+
+
+def oracle_rows(directory: str) -> dict[tuple[int, int], dict]:
+    """Every row of a shard set as plain Python, keyed by (shard, row)."""
+    shards = ShardSet.open(directory)
+    rows = {}
+    for i, path in enumerate(shards.paths):
+        for r, row in enumerate(read_shard(path).to_pylist()):
+            rows[(i, r)] = row
+    return rows
+
+
+def loader(directory: str, indices=(0, 1, 2), **cfg) -> PretrainingData:
+    return PretrainingData(open_shards(directory), list(indices), LoaderConfig(**cfg))
+
+
+def test_batches_hold_the_shard_rows_exactly(shards_dir):
+    rows = oracle_rows(shards_dir)
+    data = loader(shards_dir, batch_size=8, seed=3)
+    for position in (0, 5, data.batches_per_epoch + 2):
+        b = data.batch(position)
+        shard, row = data.rows_at(position)
+        t = b["input_ids"].shape[1]
+        lengths = [len(rows[(s, r)]["input_ids"]) for s, r in zip(shard, row, strict=True)]
+        assert t % 8 == 0 and t - 8 < max(lengths) <= t
+        labels = torch.full((8, t), -1, dtype=torch.long)
+        labels.view(-1)[b["mlm_positions"]] = b["mlm_labels"]
+        for i, (s, r) in enumerate(zip(shard, row, strict=True)):
+            want, n = rows[(s, r)], lengths[i]
+            assert b["input_ids"][i, :n].tolist() == want["input_ids"]
+            assert b["input_ids"][i, n:].eq(0).all() and b["attention_mask"][i].sum() == n
+            seg = [0] * want["segment_b_start"] + [1] * (n - want["segment_b_start"])
+            assert b["token_type_ids"][i, :n].tolist() == seg
+            assert b["token_type_ids"][i, n:].eq(0).all()
+            assert torch.nonzero(labels[i] >= 0).flatten().tolist() == want["masked_positions"]
+            assert labels[i][labels[i] >= 0].tolist() == want["masked_labels"]
+            assert b["nsp_labels"][i].item() == int(want["is_random_next"])
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_ranks_split_an_epoch_without_overlap_or_loss(shards_dir, world):
+    batch = 10
+    seen = []
+    for rank in range(world):
+        data = loader(shards_dir, batch_size=batch, rank=rank, world_size=world)
+        for p in range(data.batches_per_epoch):
+            shard, row = data.rows_at(p)
+            assert len(row) == batch
+            seen += list(zip(shard.tolist(), row.tolist(), strict=True))
+    assert len(seen) == len(set(seen))
+    total = 3 * 96
+    assert total - len(seen) < batch * world  # only the last incomplete global batch
+
+
+def test_eval_order_keeps_every_row_once(shards_dir):
+    data = loader(shards_dir, (2,), batch_size=10, shuffle=False, drop_last=False, world_size=2)
+    other = loader(
+        shards_dir, (2,), batch_size=10, shuffle=False, drop_last=False, world_size=2, rank=1
+    )
+    seen = [
+        r for d in (data, other) for p in range(data.batches_per_epoch) for r in d.rows_at(p)[1]
+    ]
+    assert sorted(seen) == list(range(96))
+
+
+def test_order_is_a_function_of_seed_and_epoch(shards_dir):
+    a, b = loader(shards_dir, batch_size=8, seed=1), loader(shards_dir, batch_size=8, seed=1)
+    c = loader(shards_dir, batch_size=8, seed=2)
+    n = a.batches_per_epoch
+    first = np.concatenate([a.rows_at(p)[1] for p in range(n)])
+    assert np.array_equal(first, np.concatenate([b.rows_at(p)[1] for p in range(n)]))
+    second = np.concatenate([a.rows_at(p)[1] for p in range(n, 2 * n)])
+    assert not np.array_equal(first, second)  # a new epoch, a new order
+    assert not np.array_equal(first, np.concatenate([c.rows_at(p)[1] for p in range(n)]))
+    # rows of a window of shards are mixed: a batch draws from more than one shard
+    assert any(len(set(a.rows_at(p)[0])) > 1 for p in range(n))
+
+
+def test_resuming_at_a_position_gives_the_same_batches(shards_dir):
+    data = loader(shards_dir, batch_size=8, remask=True)
+    n = data.batches_per_epoch
+    full = list(batches(data, 0, n + 3))
+    resumed = list(batches(loader(shards_dir, batch_size=8, remask=True), n - 2, n + 3))
+    for x, y in zip(full[n - 2 :], resumed, strict=True):
+        for k in x:
+            assert torch.equal(x[k], y[k]), k
+
+
+def test_workers_yield_the_same_sequence(shards_dir):
+    data = loader(shards_dir, batch_size=8, remask=True)
+    plain = list(batches(data, 3, 9))
+    forked = list(batches(data, 3, 9, workers=2))
+    assert len(forked) == 6
+    for x, y in zip(plain, forked, strict=True):
+        for k in x:
+            assert torch.equal(x[k], y[k]), k
+
+
+def _originals(batch: dict) -> torch.Tensor:
+    ids = batch["input_ids"].clone().view(-1)
+    ids[batch["mlm_positions"]] = batch["mlm_labels"]
+    return ids
+
+
+def test_remasking_is_fresh_each_epoch_and_keeps_the_originals(shards_dir):
+    static = loader(shards_dir, batch_size=8, shuffle=False)
+    fresh = loader(shards_dir, batch_size=8, shuffle=False, remask=True)
+    n = static.batches_per_epoch
+    assert np.array_equal(fresh.rows_at(1)[1], fresh.rows_at(n + 1)[1])  # same rows, unshuffled
+    a, b = fresh.batch(1), fresh.batch(n + 1)
+    assert not torch.equal(a["mlm_positions"], b["mlm_positions"])  # new masks next epoch
+    assert not torch.equal(a["mlm_positions"], static.batch(1)["mlm_positions"])
+    assert torch.equal(_originals(a), _originals(static.batch(1)))
+    assert torch.equal(_originals(b), _originals(static.batch(n + 1)))
+    assert torch.equal(a["input_ids"], fresh.batch(1)["input_ids"])  # a function of position
+
+
+def _rule(whole_word: bool = False, vocab: int = 40) -> MaskingRule:
+    continuation = np.zeros(vocab, bool)
+    continuation[30:] = True  # ids 30.. are `##` pieces
+    return MaskingRule(
+        max_predictions=20,
+        masked_lm_prob=0.15,
+        whole_word=whole_word,
+        cls_id=2,
+        sep_id=3,
+        mask_id=4,
+        replacements=np.arange(7, vocab),
+        continuation=continuation,
+    )
+
+
+def _rows(rng: np.random.Generator, b: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+    lengths = rng.integers(5, t + 1, size=b)
+    ids = rng.integers(7, 40, size=(b, t))
+    ids[np.arange(t) >= lengths[:, None]] = 0
+    ids[:, 0] = 2
+    ids[np.arange(b), lengths - 1] = 3
+    ids[np.arange(b), lengths // 2] = 3
+    return ids, lengths
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), b=st.integers(1, 6), t=st.integers(5, 90))
+def test_remask_invariants(seed, b, t):
+    rng = np.random.default_rng(seed)
+    ids, lengths = _rows(rng, b, t)
+    rule = _rule()
+    out, labels = remask(ids, lengths, rule, rng)
+    chosen = labels >= 0
+    budget = np.minimum(20, np.maximum(1, np.round(lengths * 0.15)))
+    assert np.array_equal(chosen.sum(1), budget)  # enough candidates in every row
+    assert not chosen[(ids == 2) | (ids == 3) | (np.arange(t) >= lengths[:, None])].any()
+    assert np.array_equal(labels[chosen], ids[chosen])
+    assert np.array_equal(out[~chosen], ids[~chosen])
+    changed = chosen & (out != 4)
+    assert np.isin(out[changed], rule.replacements).all()
+
+
+def test_remask_is_80_10_10():
+    rng = np.random.default_rng(0)
+    ids, lengths = _rows(rng, 3000, 64)
+    out, labels = remask(ids, lengths, _rule(), rng)
+    chosen = labels >= 0
+    masked = (out[chosen] == 4).mean()
+    kept = (out[chosen] == ids[chosen]).mean()
+    assert masked == pytest.approx(0.8, abs=0.01)
+    assert kept == pytest.approx(0.1 + 0.1 / 33, abs=0.01)  # a random token may equal its own
+
+
+def _words(ids: np.ndarray, length: int) -> list[list[int]]:
+    """Positions of each word of a row: a piece and the `##` pieces (ids >= 30) after it."""
+    words: list[list[int]] = []
+    for p in range(1, length):
+        if ids[p] in (2, 3):
+            words.append([])
+        elif ids[p] >= 30 and words and words[-1]:
+            words[-1].append(p)
+        else:
+            words.append([p])
+    return [w for w in words if w]
+
+
+def test_whole_word_remask_takes_whole_words_greedily():
+    rng = np.random.default_rng(1)
+    ids, lengths = _rows(rng, 400, 48)
+    out, labels = remask(ids, lengths, _rule(whole_word=True), rng)
+    chosen = labels >= 0
+    budget = np.minimum(20, np.maximum(1, np.round(lengths * 0.15))).astype(int)
+    assert (chosen.sum(1) <= budget).all()
+    assert (chosen.sum(1) == budget).mean() > 0.8  # short words fill what long ones leave
+    for i in range(len(ids)):
+        left = budget[i] - chosen[i].sum()
+        for members in _words(ids[i], lengths[i]):
+            assert len(set(chosen[i, members])) == 1  # a word is taken whole or not at all
+            if chosen[i, members[0]]:
+                assert len(set(out[i, members] == 4)) == 1  # 80/10/10 decided per word
+            else:
+                assert len(members) > left  # skipped only because it did not fit
+
+
+def test_refuses_a_shard_of_another_schema_version(tmp_path, make_shards):
+    directory = make_shards(str(tmp_path / "v2"), num_shards=1, schema_version=2)
+    with pytest.raises(ValueError, match=r"train-00000-of-00001\.arrow: shard schema .* version 2"):
+        loader(directory, (0,), batch_size=4)
+
+
+def test_refuses_a_manifest_of_another_schema_version(tmp_path, make_shards):
+    directory = make_shards(str(tmp_path / "m"), num_shards=1)
+    path = os.path.join(directory, "manifest.json")
+    manifest = json.load(open(path))
+    manifest["schema_version"] = 99
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+    with pytest.raises(ValueError, match="version 99 is not the one this code reads"):
+        open_shards(directory)
+
+
+def test_refuses_empty_and_missing_shard_sets(tmp_path, make_shards):
+    with pytest.raises(ValueError, match="is empty"):
+        open_shards(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="no such directory"):
+        open_shards(str(tmp_path / "nowhere"))
+    directory = make_shards(str(tmp_path / "none"), num_shards=0)
+    with pytest.raises(ValueError, match="lists no rows"):
+        open_shards(directory)
+
+
+def test_refuses_a_batch_larger_than_the_data(shards_dir):
+    with pytest.raises(ValueError, match="fewer than one global batch"):
+        loader(shards_dir, (0,), batch_size=64, world_size=2)
+
+
+def test_a_run_of_rows_stays_within_its_bounds(shards_dir):
+    data = loader(shards_dir, [(1, 10, 50), 2], batch_size=8)
+    seen = set()
+    for p in range(data.batches_per_epoch):
+        shard, row = data.rows_at(p)
+        seen |= set(zip(shard.tolist(), row.tolist(), strict=True))
+    assert {r for s, r in seen if s == 1} <= set(range(10, 50))
+    assert len(seen) == data.batches_per_epoch * 8 and data.total_rows == 40 + 96

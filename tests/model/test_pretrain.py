@@ -1,0 +1,219 @@
+"""Pre-training: a short CPU run, exact resume, SIGKILL resume, DDP on gloo, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import model.train as train_module
+from model.cli import main
+from model.config import TrainConfig
+from model.train import WarmupLinear, load_checkpoint, micro_batch_size, pretrain
+from schemas import Vocab
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TIMING = ("seq_per_s", "tokens_per_s", "mfu")
+
+
+def config(shards: str, run: str, **overrides) -> TrainConfig:
+    fields = dict(
+        shards=shards,
+        run=run,
+        steps=8,
+        batch_size=8,
+        lr=2e-3,
+        warmup=2,
+        log_every=1,
+        ckpt_every=4,
+        eval_batches=2,
+    )
+    return TrainConfig(**{**fields, **overrides})
+
+
+def metrics(run: str) -> list[dict]:
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def without_timing(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in records]
+
+
+def test_short_run_writes_metrics_checkpoint_and_eval(pretrained_run):
+    records = metrics(pretrained_run)
+    assert [r["step"] for r in records] == [10, 20, 30, 40, 50, 60]
+    keys = {"step", "loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "seq_per_s"}
+    assert keys | {"tokens_per_s"} <= set(records[0])
+    for r in records:
+        assert r["loss"] == pytest.approx(r["mlm_loss"] + r["nsp_loss"])
+        assert 0 <= r["mlm_acc"] <= 1 and 0 <= r["nsp_acc"] <= 1 and r["seq_per_s"] > 0
+    assert records[-1]["mlm_loss"] < records[0]["mlm_loss"] - 0.3  # it learns
+    ckpt = load_checkpoint(os.path.join(pretrained_run, "last.pt"))
+    assert ckpt["step"] == 60 and ckpt["loader_position"] == 60
+    assert ckpt["vocab"]["size"] == len(Vocab.load(os.path.join(pretrained_run, "vocab.txt")))
+    with open(os.path.join(pretrained_run, "eval.json")) as f:
+        held_out = json.load(f)
+    assert held_out["held_out"] == ["shards/train-00002-of-00003.arrow[0:96]"]
+    assert held_out["sequences"] == 80 and held_out["mlm_acc"] > 1 / 66  # better than chance
+
+
+def test_learning_rate_warms_up_then_decays():
+    f = WarmupLinear(warmup=4, total=10)
+    assert [round(f(s), 4) for s in range(10)] == [
+        0.25,
+        0.5,
+        0.75,
+        1.0,
+        1.0,
+        0.8333,
+        0.6667,
+        0.5,
+        0.3333,
+        0.1667,
+    ]
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_resume_reproduces_an_uninterrupted_run(shards_dir, tmp_path, monkeypatch):
+    whole = config(shards_dir, str(tmp_path / "whole"), remask=True, accum=2)
+    pretrain(whole)
+    split = config(shards_dir, str(tmp_path / "split"), remask=True, accum=2)
+    real_step, calls = train_module.Trainer.step, []
+
+    def step_then_stop(self, micro_batches):
+        if len(calls) == 6:  # steps 1-6 done, checkpoint at 4: steps 5-6 are lost
+            raise Interrupted
+        calls.append(1)
+        return real_step(self, micro_batches)
+
+    monkeypatch.setattr(train_module.Trainer, "step", step_then_stop)
+    with pytest.raises(Interrupted):
+        pretrain(split)
+    assert len(metrics(split.run)) == 6
+    monkeypatch.setattr(train_module.Trainer, "step", real_step)
+    pretrain(config(shards_dir, split.run, remask=True, accum=2, resume=True))
+    assert without_timing(metrics(split.run)) == without_timing(metrics(whole.run))
+    a = load_checkpoint(os.path.join(whole.run, "last.pt"))
+    b = load_checkpoint(os.path.join(split.run, "last.pt"))
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+
+
+def _cli_env() -> dict:
+    return dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_resumes_from_its_checkpoint(shards_dir, tmp_path):
+    args = ["pretrain", "--shards", shards_dir, "--steps", "50", "--batch-size", "8"]
+    args += ["--log-every", "1", "--ckpt-every", "5", "--eval-batches", "1"]
+    killed = str(tmp_path / "killed")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "model.cli", *args, "--run", killed],
+        cwd=REPO,
+        env=_cli_env(),
+        stdout=subprocess.DEVNULL,
+    )
+    path, deadline = os.path.join(killed, "metrics.jsonl"), time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        if os.path.exists(path) and len(metrics(killed)) >= 12:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL
+    step = load_checkpoint(os.path.join(killed, "last.pt"))["step"]
+    assert 10 <= step < 50
+    assert main([*args, "--run", killed, "--resume"]) == 0
+    assert main([*args, "--run", str(tmp_path / "whole")]) == 0
+    resumed, whole = metrics(killed), metrics(str(tmp_path / "whole"))
+    assert [r["step"] for r in resumed] == list(range(1, 51))
+    for r, w in zip(without_timing(resumed), without_timing(whole), strict=True):
+        assert r == pytest.approx(w, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_ddp_on_gloo_with_two_processes(shards_dir, tmp_path):
+    run = str(tmp_path / "ddp")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    cmd += ["-m", "model.cli", "pretrain", "--shards", shards_dir, "--run-dir", run]
+    cmd += ["--steps", "4", "--batch-size", "8", "--log-every", "1", "--ckpt-every", "2"]
+    cmd += ["--eval-batches", "20"]
+    done = subprocess.run(cmd, cwd=REPO, env=_cli_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = metrics(run)
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    assert all(r["loss"] == r["loss"] for r in records)  # finite, not NaN
+    ckpt = load_checkpoint(os.path.join(run, "last.pt"))
+    assert ckpt["world_size"] == 2 and len(ckpt["rng"]) == 2
+    assert not torch.equal(ckpt["rng"][0]["cpu"], ckpt["rng"][1]["cpu"])  # own dropout streams
+    assert ckpt["loader_position"] == 4
+    with open(os.path.join(run, "eval.json")) as f:
+        assert json.load(f)["sequences"] == 96  # both ranks' halves of the held-out shard
+
+
+def test_refuses_a_batch_that_does_not_split(shards_dir, tmp_path, capsys):
+    with pytest.raises(ValueError, match="does not divide by the world size 3 x --accum 1"):
+        micro_batch_size(10, world=3, accum=1)
+    assert micro_batch_size(12, world=3, accum=2) == 2
+    args = ["pretrain", "--shards", shards_dir, "--run", str(tmp_path / "r"), "--steps", "1"]
+    assert main([*args, "--batch-size", "7", "--accum", "2"]) == 2
+    assert "--batch-size 7 does not divide" in capsys.readouterr().err
+
+
+def test_refuses_to_overwrite_or_resume_onto_other_data(shards_dir, tmp_path, make_shards):
+    run = str(tmp_path / "run")
+    pretrain(config(shards_dir, run, steps=2, ckpt_every=2))
+    with pytest.raises(ValueError, match="exists: pass --resume"):
+        pretrain(config(shards_dir, run, steps=4))
+    with pytest.raises(ValueError, match=r"resume with the run's own data settings \(seed=0\)"):
+        pretrain(config(shards_dir, run, steps=4, seed=1, resume=True))
+    vocab = Vocab.load(os.path.join(shards_dir, "vocab.txt"))
+    bigger = make_shards(str(tmp_path / "bigger"), vocab=Vocab((*vocab.pieces, "extra")))
+    with pytest.raises(
+        ValueError, match=f"vocab of {len(vocab)} pieces, but .* has {len(vocab) + 1}"
+    ):
+        pretrain(config(bigger, run, steps=4, resume=True))
+
+
+def test_cli_reports_an_empty_shard_directory(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = main(["pretrain", "--shards", str(empty), "--run", str(tmp_path / "r")])
+    assert code == 2
+    assert f"{empty} is empty" in capsys.readouterr().err
+
+
+def test_cli_help_names_every_option(capsys):
+    for command in ("pretrain", "finetune", "export"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+    out = capsys.readouterr().out
+    for flag in ("--shards", "--run", "--model", "--steps", "--device", "--resume", "--remask"):
+        assert flag in out
+    for flag in ("--task", "--data", "--ckpt", "--out"):
+        assert flag in out
+
+
+def test_a_single_shard_holds_out_its_last_tenth(tmp_path, make_shards):
+    one = make_shards(str(tmp_path / "one"), num_shards=1, rows=100)
+    result = pretrain(config(one, str(tmp_path / "run"), steps=2, ckpt_every=2, eval_batches=10))
+    assert result["eval"]["held_out"] == ["shards/train-00000-of-00001.arrow[90:100]"]
+    assert result["eval"]["sequences"] == 10
+
+
+def test_device_names_are_checked():
+    with pytest.raises(ValueError, match="unknown --device 'tpu'"):
+        train_module.resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="torch sees no CUDA device"):
+            train_module.resolve_device("cuda")
