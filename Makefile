@@ -81,7 +81,8 @@ corpora: $(STAMP)
 		--repeat-to-mb 200
 
 bench: $(STAMP)
-	$(PY) -m bench.run $(ARGS)
+	@test -d $(DATA)/corpora/kernel-docs-200mb || $(MAKE) corpora DATA=$(DATA)
+	DATA=$(DATA) $(PY) -m bench.run $(ARGS)
 
 clean:
 	rm -rf out runs .pytest_cache

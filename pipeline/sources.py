@@ -128,7 +128,7 @@ class RenderPages(CountingDoFn):
 
 
 class ReadDocuments(beam.PTransform):
-    """Lists of documents of every input, and per-bundle counts."""
+    """Documents of every input (Wikipedia pages rendered), and per-bundle counts."""
 
     def __init__(self, inputs: list[InputSpec], skip_bad_input: bool = False):
         super().__init__()

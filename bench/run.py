@@ -1,0 +1,96 @@
+"""`make bench`: every benchmark's figures as one table, and as JSON in bench/results/bench.json.
+
+    python -m bench.run                       # all areas (pipeline needs `make corpora` first)
+    python -m bench.run --only model validate # some areas
+    python -m bench.run --pipeline-mb 200 --pipeline-sizes 25 50 100 200
+
+Timings are measurements on the machine at hand, never assertions in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import traceback
+
+AREAS = ("pipeline", "wikipedia", "validate", "model")
+
+
+def run_area(area: str, args) -> list[dict]:
+    if area == "pipeline":
+        from bench import pipeline_bench
+
+        return pipeline_bench.run(args.pipeline_mb, tuple(args.pipeline_sizes))
+    if area == "wikipedia":
+        from bench import wiki_bench
+
+        return wiki_bench.run()
+    if area == "validate":
+        from bench import validate_bench
+
+        return validate_bench.run()
+    from bench import model_bench
+
+    return model_bench.run()
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'area':<10} {'metric':<52} {'value':>12} {'unit':<14} note", "-" * 110]
+    for r in rows:
+        value = f"{r['value']:,}" if isinstance(r["value"], (int, float)) else str(r["value"])
+        lines.append(f"{r['area']:<10} {r['metric']:<52} {value:>12} {r['unit']:<14} {r['note']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--only", nargs="*", choices=AREAS, default=list(AREAS))
+    ap.add_argument(
+        "--pipeline-mb",
+        type=float,
+        default=25,
+        help="corpus size (MB of prose) for the pipeline throughput rows",
+    )
+    ap.add_argument(
+        "--pipeline-sizes",
+        type=float,
+        nargs="*",
+        default=[],
+        help="corpus sizes (MB) for the pipeline's peak-memory series",
+    )
+    ap.add_argument("--out", default="bench/results/bench.json")
+    args = ap.parse_args(argv)
+    rows, failed = [], []
+    for area in args.only:
+        try:
+            rows += run_area(area, args)
+        except (Exception, SystemExit) as e:  # one area failing still reports the others
+            failed.append(area)
+            print(f"{area}: failed: {e}", file=sys.stderr)
+            traceback.print_exc()
+    print(table(rows))
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(
+            {
+                "rows": rows,
+                "failed": failed,
+                "host": platform.node(),
+                "cpus": os.cpu_count(),
+                "at": datetime.datetime.now().isoformat(),
+            },
+            f,
+            indent=1,
+        )
+    print(f"wrote {args.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
