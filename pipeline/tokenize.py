@@ -75,11 +75,21 @@ def tokenizer_json(vocab: Vocab, lowercase: bool) -> str:
 
 
 def encode_documents(
-    docs: Sequence[tuple[str, str, Sequence[str]]], vocab: Vocab, lowercase: bool
+    docs: Sequence[tuple[str, str, Sequence[str]]],
+    vocab: Vocab,
+    lowercase: bool,
+    counts: Counter | None = None,
 ) -> list[TokenizedDoc]:
     """Encode many (id, source, sentences) documents in one batch call; sentences with no pieces
-    are removed, documents left with no sentences are omitted (the caller counts them)."""
+    are removed, documents left with no sentences are omitted (the caller counts them).
+
+    A BERT tokenizer maps the literal text "[SEP]" (also [CLS], [MASK], [PAD]) to the control id,
+    which would break the instance layout; such pieces become [UNK], counted per source in
+    `counts` as `control_tokens_in_text`.
+    """
     tok = wordpiece_tokenizer(vocab, lowercase)
+    sp = vocab.special_ids
+    controls = np.array([sp.pad, sp.cls, sp.sep, sp.mask])
     flat = [s for _, _, sentences in docs for s in sentences]
     # encode_batch_fast skips character offsets, which are not needed here.
     encodings = tok._tokenizer.encode_batch_fast(flat, add_special_tokens=False)
@@ -95,6 +105,11 @@ def encode_documents(
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         flat_ids = np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(offsets[-1]))
+        control = np.isin(flat_ids, controls)
+        if control.any():
+            flat_ids[control] = sp.unk
+            if counts is not None:
+                counts[(source, "control_tokens_in_text")] += int(control.sum())
         out.append(TokenizedDoc(doc_id, flat_ids, offsets, source))
     return out
 

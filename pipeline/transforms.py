@@ -113,7 +113,10 @@ class EncodeBatch(CountingDoFn):
         self.lowercase = lowercase
 
     def process(self, batch, vocab: Vocab):
-        encoded = encode_documents(batch, vocab, self.lowercase)
+        controls: Counter = Counter()
+        encoded = encode_documents(batch, vocab, self.lowercase, controls)
+        for (source, name), n in controls.items():
+            self.count(source, name, n)
         kept = {d.id for d in encoded}
         for doc_id, source, _ in batch:
             if doc_id not in kept:

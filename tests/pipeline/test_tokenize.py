@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -90,3 +91,12 @@ def test_sentences_without_pieces_are_removed(trained):
 def test_sample_corpus_has_non_ascii_and_cjk():
     text = open(os.path.join(SAMPLE, "text", "wiki-style.txt"), encoding="utf-8").read()
     assert any("\u4e00" <= c <= "\u9fff" for c in text) and "é" in text
+
+
+def test_control_tokens_written_in_text_become_unk(trained):
+    counts: Counter = Counter()
+    [doc] = encode_documents([("d", "t", ["before [SEP] after [MASK]."])], trained, True, counts)
+    sp = trained.special_ids
+    assert sp.sep not in doc.ids and sp.mask not in doc.ids
+    assert int((doc.ids == sp.unk).sum()) >= 2
+    assert counts[("t", "control_tokens_in_text")] == 2
