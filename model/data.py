@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from schemas import SCHEMA_NAME, SCHEMA_VERSION, ShardColumns, ShardSet
 from schemas.manifest import MANIFEST_NAME
+from schemas.masking import MaskingRule, mask_padded
 from schemas.shard import schema_metadata
 
 # Distinct random streams drawn from (seed, epoch, purpose, ...).
@@ -53,39 +54,14 @@ class LoaderConfig:
             raise ValueError(f"loader: rank {self.rank} outside world size {self.world_size}")
 
 
-@dataclass(frozen=True)
-class MaskingRule:
+def masking_rule(shards: ShardSet) -> MaskingRule:
     """The shards' own masking rule (DESIGN section 5), for dynamic re-masking."""
-
-    max_predictions: int  # max_predictions_per_seq
-    masked_lm_prob: float
-    whole_word: bool
-    cls_id: int
-    sep_id: int
-    mask_id: int
-    replacements: np.ndarray  # ids a random replacement may take: the non-special vocab
-    continuation: np.ndarray  # bool per id: a `##` piece, which continues the previous word
-
-    @classmethod
-    def from_shard_set(cls, shards: ShardSet) -> MaskingRule:
-        cfg, vocab = shards.config, shards.vocab
-        missing = [k for k in ("max_predictions_per_seq", "masked_lm_prob") if k not in cfg]
-        if missing:
-            raise ValueError(
-                f"{shards.directory}/{MANIFEST_NAME}: config lacks {', '.join(missing)}, "
-                "needed to re-mask; rebuild the shards or train without --remask"
-            )
-        sp = vocab.special_ids
-        return cls(
-            max_predictions=int(cfg["max_predictions_per_seq"]),
-            masked_lm_prob=float(cfg["masked_lm_prob"]),
-            whole_word=bool(cfg.get("whole_word_mask", False)),
-            cls_id=sp.cls,
-            sep_id=sp.sep,
-            mask_id=sp.mask,
-            replacements=np.flatnonzero(~vocab.special_mask()),
-            continuation=vocab.continuation_mask(),
-        )
+    try:
+        return MaskingRule.from_vocab(shards.vocab, shards.config)
+    except ValueError as e:
+        raise ValueError(
+            f"{shards.directory}/{MANIFEST_NAME}: {e}; rebuild the shards or train without --remask"
+        ) from None
 
 
 def open_shards(directory: str) -> ShardSet:
@@ -150,7 +126,7 @@ class PretrainingData:
         self.first = np.array([p[1] for p in parts], np.int64)
         self.rows = np.array([p[2] - p[1] for p in parts], np.int64)
         self.pad_id = shards.vocab.special_ids.pad
-        self.rule = MaskingRule.from_shard_set(shards) if cfg.remask else None
+        self.rule = masking_rule(shards) if cfg.remask else None
         self.global_batch = cfg.batch_size * cfg.world_size
         self.total_rows = int(self.rows.sum())
         whole, part = divmod(self.total_rows, self.global_batch)
@@ -190,7 +166,8 @@ class PretrainingData:
         ids, labels, lengths, seg_b, nsp = self._collate(local, rows)
         if self.rule is not None:
             rng = np.random.default_rng((self.cfg.seed, epoch, _MASKING, position, self.cfg.rank))
-            ids, labels = remask(np.where(labels >= 0, labels, ids), lengths, self.rule, rng)
+            originals = np.where(labels >= 0, labels, ids)
+            ids, labels = mask_padded(originals, lengths, seg_b, self.rule, rng)
         return _tensors(ids, labels, lengths, seg_b, nsp)
 
     def rows_at(self, position: int) -> tuple[np.ndarray, np.ndarray]:
@@ -307,89 +284,6 @@ def _tensors(ids, labels, lengths, seg_b, nsp) -> dict[str, torch.Tensor]:
         "mlm_labels": torch.from_numpy(labels.ravel()[flat]),
         "nsp_labels": torch.from_numpy(nsp),
     }
-
-
-def remask(
-    ids: np.ndarray, lengths: np.ndarray, rule: MaskingRule, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Fresh masks for a padded batch of original ids: (masked ids, labels; -1 = not chosen).
-
-    The reference rule, vectorised over the batch: per row the budget is
-    `min(max_predictions, max(1, round(length * prob)))`; units (positions, or with whole-word
-    masking a piece and its `##` continuations) other than `[CLS]`/`[SEP]`/padding are visited
-    in random order and taken when they fit what is left of the budget; a taken unit becomes
-    `[MASK]` (80%), a random non-special token (10%) or stays (10%), decided once per unit.
-    """
-    b, t = ids.shape
-    ar, rows = np.arange(t), np.arange(b)[:, None]
-    cand = (ar < lengths[:, None]) & (ids != rule.cls_id) & (ids != rule.sep_id)
-    budget = np.minimum(
-        rule.max_predictions, np.maximum(1, np.round(lengths * rule.masked_lm_prob))
-    ).astype(np.int64)
-    # head: flat index of the first position of each position's unit
-    head = _word_heads(cand, rule.continuation[ids]) if rule.whole_word else None
-    score = rng.integers(0, _NOT_A_CANDIDATE, size=b * t)
-    score = (score[head] if head is not None else score.reshape(b, t)).astype(np.int64)
-    # Sorting (unit score, position) visits units in random order, a unit's pieces together.
-    key = np.sort(np.where(cand, score, _NOT_A_CANDIDATE) << _POSITION_BITS | ar, axis=1)
-    order, unit = key & ((1 << _POSITION_BITS) - 1), key >> _POSITION_BITS
-    if head is None:
-        picked = (unit < _NOT_A_CANDIDATE) & (ar < budget[:, None])
-    else:
-        picked = _fill_budget(unit < _NOT_A_CANDIDATE, unit, budget)
-    chosen = np.zeros((b, t), bool)
-    chosen[rows, order] = picked
-    where = np.flatnonzero(chosen)
-    u = rng.random(b * t)[head.ravel()[where]] if head is not None else rng.random(len(where))
-    out = ids.copy().ravel()
-    out[where[u < 0.8]] = rule.mask_id
-    swap = where[(u >= 0.8) & (u < 0.9)]
-    out[swap] = rule.replacements[rng.integers(len(rule.replacements), size=len(swap))]
-    return out.reshape(b, t), np.where(chosen, ids, -1)
-
-
-_POSITION_BITS = 20  # sort keys: unit score << 20 | position (rows up to a million tokens)
-_NOT_A_CANDIDATE = 1 << 40  # a score above every candidate's
-
-
-def _word_heads(cand: np.ndarray, continuation: np.ndarray) -> np.ndarray:
-    """For every position, the flat index of the first piece of its word (a candidate piece
-    that is not a `##` continuation of the candidate before it)."""
-    prev = np.zeros_like(cand)
-    prev[:, 1:] = cand[:, :-1]
-    starts = (cand & ~(continuation & prev)).ravel()
-    heads = np.flatnonzero(starts)
-    if len(heads) == 0:
-        return np.arange(cand.size).reshape(cand.shape)
-    return heads[np.maximum(np.cumsum(starts) - 1, 0)].reshape(cand.shape)
-
-
-def _fill_budget(cand: np.ndarray, unit: np.ndarray, budget: np.ndarray) -> np.ndarray:
-    """Greedy over units laid out contiguously in visiting order (`unit` names each position's
-    unit): take a unit when it fits the remaining budget, else skip it. Each pass takes the
-    longest run that fits and drops units that can no longer fit, so a few passes suffice."""
-    b, t = cand.shape
-    is_last = np.ones((b, t), bool)
-    is_last[:, :-1] = unit[:, :-1] != unit[:, 1:]
-    flat_last = is_last.ravel()
-    ends = np.flatnonzero(flat_last)
-    firsts = np.concatenate([[0], ends[:-1] + 1])
-    number = np.cumsum(np.concatenate([[False], flat_last[:-1]]))  # each position's unit
-    last = ends[number]
-    size = (last - firsts[number] + 1).reshape(b, t)
-    row_of_last = last // t
-    remaining, chosen, open_ = budget.copy(), np.zeros((b, t), bool), cand.copy()
-    while True:
-        open_ &= size <= remaining[:, None]
-        if not open_.any():
-            return chosen
-        count = np.cumsum(open_.ravel(), dtype=np.int32)
-        before_row = np.concatenate([[0], count[t - 1 :: t][:-1]])
-        through_unit = (count[last] - before_row[row_of_last]).reshape(b, t)
-        take = open_ & (through_unit <= remaining[:, None])
-        chosen |= take
-        open_ &= ~take
-        remaining -= take.sum(axis=1)
 
 
 class _Positions(IterableDataset):

@@ -8,7 +8,8 @@ whole-word masking the 80/10/10 choice is made per word.
 The work is split so that little Python runs per instance: `plan_document` walks a document's
 sentences and decides each pair as a handful of integers (the draws that depend on each other),
 `assemble_rows` gathers all pairs of a bucket into `[CLS] A [SEP] B [SEP]` rows in one numpy
-pass, and `mask_rows` selects and replaces the masked positions of all rows at once.
+pass, and `mask_rows` masks all rows at once with the contract's rule (`schemas.masking`, which
+the model's loader also uses to re-mask).
 Every function that draws takes its `numpy.random.Generator`.
 """
 
@@ -22,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pipeline.config import InstanceConfig
+from schemas import masking
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,19 @@ class TokenSpec:
     mask: int
     replacements: np.ndarray  # ids a random replacement may take (non-special pieces)
     continuation: np.ndarray  # bool per id: a "##" piece (for whole-word masking)
+
+    def rule(self, cfg: InstanceConfig) -> masking.MaskingRule:
+        """The contract's masking rule for these ids and the config's masking settings."""
+        return masking.MaskingRule(
+            max_predictions=cfg.max_predictions_per_seq,
+            masked_lm_prob=cfg.masked_lm_prob,
+            whole_word=cfg.whole_word_mask,
+            cls_id=self.cls,
+            sep_id=self.sep,
+            mask_id=self.mask,
+            replacements=self.replacements,
+            continuation=self.continuation,
+        )
 
 
 class Pair(NamedTuple):
@@ -80,8 +95,9 @@ def randint(rng: np.random.Generator, lo: int, hi: int) -> int:
 
 
 def num_to_predict(length: int, cfg: InstanceConfig) -> int:
-    # Python's round(), as the reference's int(round(...)).
-    return min(cfg.max_predictions_per_seq, max(1, int(round(length * cfg.masked_lm_prob))))
+    """Masked positions for one row of `length` pieces (`schemas.masking.num_to_predict`)."""
+    n = masking.num_to_predict(np.array([length]), cfg.masked_lm_prob, cfg.max_predictions_per_seq)
+    return int(n[0])
 
 
 def truncation_plan(len_a: int, len_b: int, max_tokens: int, rng: np.random.Generator):
@@ -212,97 +228,17 @@ def assemble_rows(units: Sequence[TokenizedDoc], pairs: Sequence[Pair], spec: To
 
 
 def mask_rows(rows: Rows, cfg: InstanceConfig, spec: TokenSpec, rng: np.random.Generator) -> Rows:
-    """Select `num_to_predict` positions per row (never [CLS]/[SEP]) and apply 80/10/10."""
-    if cfg.whole_word_mask:
-        return mask_rows_whole_word(rows, cfg, spec, rng)
-    lengths = np.diff(rows.offsets)
-    row_of = np.repeat(np.arange(len(lengths)), lengths)
-    pos = np.arange(len(rows.ids)) - rows.offsets[row_of]
-    special = (pos == 0) | (pos == lengths[row_of] - 1) | (pos == rows.segment_b_start[row_of] - 1)
-    keys = rng.random(len(rows.ids))
-    keys[special] = 2.0  # after every candidate
-    grid = np.full((len(lengths), int(lengths.max())), 3.0)  # rows x positions; 3.0 = padding
-    grid[row_of, pos] = keys
-    want = np.minimum(
-        cfg.max_predictions_per_seq, np.maximum(1, np.round(lengths * cfg.masked_lm_prob))
-    ).astype(np.int64)
-    want = np.minimum(want, lengths - 3)
-    k = int(want.max())
-    # The k smallest keys of each row, in key order; a row takes its first `want` of them.
-    part = np.argpartition(grid, k - 1, axis=1)[:, :k] if k < grid.shape[1] else np.argsort(grid)
-    part = np.take_along_axis(part, np.argsort(np.take_along_axis(grid, part, 1), 1), 1)
-    taken = np.arange(part.shape[1])[None, :] < want[:, None]
-    chosen = np.sort(np.where(taken, part, grid.shape[1]), axis=1)  # ascending within a row
-    selected = (chosen + rows.offsets[:-1, None])[
-        np.arange(chosen.shape[1])[None, :] < want[:, None]
-    ]
-    return apply_masks(rows, selected, np.arange(len(selected)), want, spec, rng)
-
-
-def apply_masks(rows: Rows, selected, group, counts, spec: TokenSpec, rng) -> Rows:
-    """80% [MASK], 10% random non-special piece, 10% unchanged; one draw per group (word)."""
-    u = rng.random(int(group.max()) + 1 if len(group) else 0)[group]
-    ids = rows.ids.copy()
-    ids[selected[u < 0.8]] = spec.mask
-    rand = selected[u >= 0.9]
-    ids[rand] = spec.replacements[rng.integers(len(spec.replacements), size=len(rand))]
-    row_of = np.repeat(np.arange(len(counts)), counts)
-    masked_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=masked_offsets[1:])
+    """Mask every row at once by the contract's rule (`schemas.masking`): `num_to_predict`
+    positions per row (words with whole-word masking), never [CLS]/[SEP], 80/10/10."""
+    masked = masking.mask_flat(rows.ids, rows.offsets, rows.segment_b_start, spec.rule(cfg), rng)
     return Rows(
-        ids,
+        masked.ids,
         rows.offsets,
         rows.segment_b_start,
-        selected - rows.offsets[row_of],
-        rows.ids[selected],
-        masked_offsets,
+        masked.positions,
+        masked.labels,
+        masked.offsets,
     )
-
-
-def mask_rows_whole_word(rows: Rows, cfg: InstanceConfig, spec: TokenSpec, rng) -> Rows:
-    selected, groups, counts = [], [], []
-    n_groups = 0
-    for r in range(len(rows.offsets) - 1):
-        lo, hi = int(rows.offsets[r]), int(rows.offsets[r + 1])
-        b = int(rows.segment_b_start[r])
-        tokens = rows.ids[lo:hi]
-        candidates = np.concatenate([np.arange(1, b - 1), np.arange(b, hi - lo - 1)])
-        positions, word = choose_words(tokens, candidates, num_to_predict(hi - lo, cfg), spec, rng)
-        selected.append(positions + lo)
-        groups.append(word + n_groups)
-        n_groups += int(word.max()) + 1 if len(word) else 0
-        counts.append(len(positions))
-    return apply_masks(
-        rows,
-        np.concatenate(selected),
-        np.concatenate(groups),
-        np.array(counts, dtype=np.int64),
-        spec,
-        rng,
-    )
-
-
-def choose_words(tokens, candidates, n, spec: TokenSpec, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Whole words (a piece and its `##` continuations) in random order, skipping any word that
-    would overshoot `n`, as the reference; returns ascending positions and their word index."""
-    starts = ~spec.continuation[tokens[candidates]]
-    starts[0] = True
-    starts[1:] |= np.diff(candidates) != 1  # a word never crosses [SEP]
-    words = np.split(candidates, np.flatnonzero(starts)[1:])
-    picked: list[np.ndarray] = []
-    count = 0
-    for w in rng.permutation(len(words)):
-        if count >= n:
-            break
-        if count + len(words[w]) <= n:
-            picked.append(words[w])
-            count += len(words[w])
-    if not picked:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    word_of = np.concatenate([np.full(len(p), k) for k, p in enumerate(picked)])
-    positions = np.concatenate(picked)
-    order = np.argsort(positions, kind="stable")
-    return positions[order], word_of[order]
 
 
 def unit_tables(units: Sequence[TokenizedDoc]) -> tuple[list[list[int]], list[str]]:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from schemas.masking import num_to_predict
 from schemas.shard import ShardColumns
 from schemas.vocab import SpecialIds, Vocab
 
@@ -43,15 +44,6 @@ ROW_RULES = (
     "labels",
     "whole_words",
 )
-
-
-def num_to_predict(lengths: np.ndarray, masked_lm_prob: float, max_predictions: int) -> np.ndarray:
-    """The reference's count per row: min(max_predictions, max(1, round(len * prob))), with
-    `len` the full row length; numpy's rint rounds half to even, as Python's round() does.
-    Never more than the candidates (all positions but [CLS] and the two [SEP])."""
-    n = np.rint(lengths.astype(np.float64) * masked_lm_prob).astype(np.int64)
-    n = np.minimum(max_predictions, np.maximum(1, n))
-    return np.minimum(n, np.maximum(lengths.astype(np.int64) - 3, 0))
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from schemas.manifest import Manifest, ShardEntry, atomic_write_text
+from schemas.masking import MaskingRule, mask_flat
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
-from schemas.rows import num_to_predict
 from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
 from schemas.vocab import SPECIAL_TOKENS, Vocab
 
 SENTENCE_PIECES = 24  # a typical English sentence, in WordPieces
-MASK_BLOCK_ROWS = 32768  # rows masked at once (bounds the memory of the position draw)
 
 
 @dataclass(frozen=True)
@@ -194,92 +193,24 @@ def _frame(
     ids[sep1 + 1] = ordinary[rng.integers(len(ordinary), size=len(sep1))]
 
 
-def _choose_positions(off, b_start, counts, max_len, rng) -> np.ndarray:
-    """Ascending positions per row, chosen uniformly among the non-[CLS]/[SEP] positions:
-    the `count` smallest of one uniform key per candidate position."""
-    lengths = np.diff(off)
-    col = np.arange(max_len)
-    top = int(counts.max()) if len(counts) else 0
-    out = []
-    for lo in range(0, len(lengths), MASK_BLOCK_ROWS):
-        hi = min(lo + MASK_BLOCK_ROWS, len(lengths))
-        keys = rng.random((hi - lo, max_len), dtype=np.float32)
-        length, b = lengths[lo:hi, None], b_start[lo:hi, None]
-        keys[(col == 0) | (col >= length - 1) | (col == b - 1)] = 2.0
-        if top < max_len:
-            best = np.argpartition(keys, top - 1, axis=1)[:, :top]
-        else:
-            best = np.broadcast_to(col, keys.shape)
-        order = np.take_along_axis(best, np.argsort(np.take_along_axis(keys, best, 1), 1), 1)
-        chosen = np.where(np.arange(order.shape[1]) < counts[lo:hi, None], order, max_len)
-        chosen.sort(axis=1)
-        out.append(chosen[chosen < max_len])
-    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
-
-
-def _whole_word_positions(tokens, b_start, n, cont, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Positions (ascending) and word index per position; words that do not fit are skipped."""
-    candidates = np.r_[np.arange(1, b_start - 1), np.arange(b_start, len(tokens) - 1)]
-    starts = ~cont[tokens[candidates]]
-    starts[0] = True
-    starts[1:] |= np.diff(candidates) != 1
-    words = np.split(candidates, np.flatnonzero(starts)[1:])
-    picked, count = [], 0
-    for w in rng.permutation(len(words)):
-        if count >= n:
-            break
-        if count + len(words[w]) <= n:
-            picked.append(words[w])
-            count += len(words[w])
-    word_of = np.concatenate([np.full(len(p), k) for k, p in enumerate(picked)] or [[]])
-    positions = np.concatenate(picked or [[]]).astype(np.int64)
-    order = np.argsort(positions, kind="stable")
-    return positions[order], word_of[order].astype(np.int64)
-
-
-def _mask(ids, off, rows: _Rows, cfg: SyntheticConfig, vocab: Vocab, rng):
-    """Select positions and apply 80/10/10 (per word with whole-word masking), in place;
-    returns positions, labels and mask offsets."""
-    counts = num_to_predict(rows.lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
-    if cfg.whole_word_mask:
-        cont = vocab.continuation_mask()
-        pos_rows, u_rows = [], []
-        for i in range(len(counts)):
-            tokens = ids[off[i] : off[i + 1]]
-            p, word = _whole_word_positions(tokens, int(rows.b_start[i]), int(counts[i]), cont, rng)
-            pos_rows.append(p)
-            u_rows.append(rng.random(int(word.max()) + 1 if len(word) else 0)[word])
-        positions = np.concatenate(pos_rows)
-        u = np.concatenate(u_rows)
-        counts = np.array([len(p) for p in pos_rows], dtype=np.int64)
-    else:
-        positions = _choose_positions(off, rows.b_start, counts, cfg.max_seq_length, rng)
-        u = rng.random(len(positions))
-    moff = np.r_[0, np.cumsum(counts)].astype(np.int64)
-    flat = np.repeat(off[:-1], counts) + positions
-    labels = ids[flat].copy()
-    replacements = np.flatnonzero(~vocab.special_mask())
-    ids[flat[u < 0.8]] = vocab.special_ids.mask
-    rand = flat[u >= 0.9]
-    ids[rand] = replacements[rng.integers(len(replacements), size=len(rand))]
-    return positions, labels, moff
-
-
 def shard_columns(
     rows: _Rows, cfg: SyntheticConfig, vocab: Vocab, rng: np.random.Generator
 ) -> ShardColumns:
-    """Pieces and masks for planned rows (in their order)."""
+    """Pieces and masks for planned rows (in their order); masked by `schemas.masking`, the
+    rule the pipeline and the loader apply."""
     off = np.r_[0, np.cumsum(rows.lengths)].astype(np.int64)
     ids = _pieces(rows.lengths, vocab, rng)
     _frame(ids, off, rows.b_start, vocab, rng)
-    positions, labels, moff = _mask(ids, off, rows, cfg, vocab, rng)
+    masked = mask_flat(
+        ids, off, rows.b_start, MaskingRule.from_vocab(vocab, cfg.build_config()), rng
+    )
     return ShardColumns(
-        ids,
+        masked.ids,
         off,
         rows.b_start.astype(np.uint16),
-        positions.astype(np.uint16),
-        labels,
-        moff,
+        masked.positions.astype(np.uint16),
+        masked.labels,
+        masked.offsets,
         rows.random_next,
     )
 

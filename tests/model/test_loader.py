@@ -12,8 +12,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.data import LoaderConfig, MaskingRule, PretrainingData, batches, open_shards, remask
+from model.data import LoaderConfig, PretrainingData, batches, open_shards
 from schemas import ShardSet, read_shard
+from schemas.masking import MaskingRule, mask_padded
 
 
 def oracle_rows(directory: str) -> dict[tuple[int, int], dict]:
@@ -146,23 +147,24 @@ def _rule(whole_word: bool = False, vocab: int = 40) -> MaskingRule:
     )
 
 
-def _rows(rng: np.random.Generator, b: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+def _rows(rng: np.random.Generator, b: int, t: int) -> tuple[np.ndarray, ...]:
+    """Padded rows: ids, lengths, B starts."""
     lengths = rng.integers(5, t + 1, size=b)
     ids = rng.integers(7, 40, size=(b, t))
     ids[np.arange(t) >= lengths[:, None]] = 0
     ids[:, 0] = 2
     ids[np.arange(b), lengths - 1] = 3
     ids[np.arange(b), lengths // 2] = 3
-    return ids, lengths
+    return ids, lengths, lengths // 2 + 1
 
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), b=st.integers(1, 6), t=st.integers(5, 90))
 def test_remask_invariants(seed, b, t):
     rng = np.random.default_rng(seed)
-    ids, lengths = _rows(rng, b, t)
+    ids, lengths, b_start = _rows(rng, b, t)
     rule = _rule()
-    out, labels = remask(ids, lengths, rule, rng)
+    out, labels = mask_padded(ids, lengths, b_start, rule, rng)
     chosen = labels >= 0
     budget = np.minimum(20, np.maximum(1, np.round(lengths * 0.15)))
     assert np.array_equal(chosen.sum(1), budget)  # enough candidates in every row
@@ -175,8 +177,8 @@ def test_remask_invariants(seed, b, t):
 
 def test_remask_is_80_10_10():
     rng = np.random.default_rng(0)
-    ids, lengths = _rows(rng, 3000, 64)
-    out, labels = remask(ids, lengths, _rule(), rng)
+    ids, lengths, b_start = _rows(rng, 3000, 64)
+    out, labels = mask_padded(ids, lengths, b_start, _rule(), rng)
     chosen = labels >= 0
     masked = (out[chosen] == 4).mean()
     kept = (out[chosen] == ids[chosen]).mean()
@@ -199,8 +201,8 @@ def _words(ids: np.ndarray, length: int) -> list[list[int]]:
 
 def test_whole_word_remask_takes_whole_words_greedily():
     rng = np.random.default_rng(1)
-    ids, lengths = _rows(rng, 400, 48)
-    out, labels = remask(ids, lengths, _rule(whole_word=True), rng)
+    ids, lengths, b_start = _rows(rng, 400, 48)
+    out, labels = mask_padded(ids, lengths, b_start, _rule(whole_word=True), rng)
     chosen = labels >= 0
     budget = np.minimum(20, np.maximum(1, np.round(lengths * 0.15))).astype(int)
     assert (chosen.sum(1) <= budget).all()
