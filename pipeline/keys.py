@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 
 import numpy as np
 
@@ -18,3 +19,9 @@ def generator(*parts: object) -> np.random.Generator:
     text = "\x1f".join(str(p) for p in parts).encode("utf-8")
     words = np.frombuffer(hashlib.blake2b(text, digest_size=16).digest(), dtype=np.uint32)
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words.tolist())))
+
+
+def scalar_generator(*parts: object) -> random.Random:
+    """A `random.Random` seeded from stable keys: for long runs of dependent scalar draws."""
+    text = "\x1f".join(str(p) for p in parts).encode("utf-8")
+    return random.Random(int.from_bytes(hashlib.blake2b(text, digest_size=16).digest(), "little"))

@@ -17,7 +17,7 @@ from pipeline.instances import (
     plan_document,
     unit_tables,
 )
-from pipeline.keys import generator, stable_hash
+from pipeline.keys import generator, scalar_generator, stable_hash
 from pipeline.sentences import split_paragraphs
 from pipeline.shards import rows_to_columns
 from pipeline.tokenize import encode_documents, token_spec, train_vocab
@@ -186,7 +186,7 @@ def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
     can_pick_other = len(set(ids)) > 1
     pairs = []
     for i, (p, doc) in enumerate(units):
-        rng = generator(cfg.seed, "instances", p, doc.id)
+        rng = scalar_generator(cfg.seed, "instances", p, doc.id)
         pairs.extend(plan_document(offsets, ids, i, cfg, rng, can_pick_other))
     if not pairs:
         return None
