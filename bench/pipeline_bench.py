@@ -21,6 +21,9 @@ import time
 
 from bench.procmem import run_measured
 
+# Per-core figures: the tokenizer's Rust thread pool gets one thread; it reads this variable
+# when it starts, and nothing here imports `tokenizers` before this line runs.
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
 DATA = os.environ.get("DATA", "data")
 CORPUS = f"{DATA}/corpora/kernel-docs-200mb"
 REFERENCE_MB_S_PER_CORE = (
@@ -123,6 +126,34 @@ def row(metric: str, value, unit: str, note: str = "") -> dict:
     return {"area": "pipeline", "metric": metric, "value": value, "unit": unit, "note": note}
 
 
+def memory_fit(series: list[tuple[float, float]], machine_gib: float = 24.0) -> list[dict]:
+    """Least-squares line through (MB, GiB) and the corpus that fills 90% of the machine."""
+    if len(series) < 2:
+        return []
+    import numpy as np
+
+    mb, gib = np.array(series).T
+    slope, base = np.polyfit(mb, gib, 1)
+    out = [
+        row(
+            "peak memory growth (DirectRunner)",
+            round(slope * 1000, 2),
+            "GiB per GB",
+            f"fit over {len(series)} sizes; {base:.2f} GiB at zero",
+        )
+    ]
+    if slope > 0:
+        out.append(
+            row(
+                "largest corpus for 24 GiB (DirectRunner)",
+                round((0.9 * machine_gib - base) / slope / 1000, 1),
+                "GB of text",
+                "90% of memory; beyond that, Dataflow",
+            )
+        )
+    return out
+
+
 def run(
     mb: float = 25, sizes: tuple[float, ...] = (), workers: tuple[int, ...] = (1, 2)
 ) -> list[dict]:
@@ -188,9 +219,11 @@ def run(
             f"{book_size / 1e6:.0f} MB, {wall:.0f} s wall",
         )
     )
+    series = []
     for size_mb in sizes:
         dirs, size = corpus_files("text", size_mb)
         wall, peak, _ = build("text", dirs, f"{tmp}/mem-{size_mb}", vocab, w)
+        series.append((size / 1e6, peak / 2**30))
         rows.append(
             row(
                 f"peak memory, {size / 1e6:.0f} MB text, {w} workers",
@@ -199,6 +232,7 @@ def run(
                 f"{wall:.0f} s wall",
             )
         )
+    rows += memory_fit(series)
     return rows
 
 
