@@ -95,21 +95,3 @@ def prepare_output(out: str) -> None:
     building = FileSystems.join(out, "shards", BUILDING_DIR)
     if FileSystems.exists(building + "/"):
         FileSystems.delete([building])
-
-
-def remove_stale_shards(out: str, keep: set[str]) -> int:
-    """Shards of an earlier build that this one did not write (a different shard count)."""
-    pattern = FileSystems.join(out, "shards", "train-*.arrow")
-    stale = [
-        m.path
-        for r in FileSystems.match([pattern])
-        for m in r.metadata_list
-        if m.path.split("/shards/")[-1] not in keep
-    ]
-    if stale:
-        FileSystems.delete(stale)
-    return len(stale)
-
-
-def config_summary(cfg: BuildConfig) -> dict:
-    return {"inputs": [asdict(s) for s in cfg.inputs], "out": cfg.out, **cfg.shard_config()}

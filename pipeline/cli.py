@@ -180,7 +180,7 @@ def build_config(args):
 
 
 def run_build(args, beam_args: list[str]) -> int:
-    from pipeline.build import build, prepare_output, remove_stale_shards
+    from pipeline.build import build, prepare_output
     from pipeline.runner import make_pipeline, pipeline_options
     from schemas.manifest import Manifest
 
@@ -198,7 +198,6 @@ def run_build(args, beam_args: list[str]) -> int:
 
     with FileSystems.open(FileSystems.join(cfg.out, "manifest.json")) as f:
         manifest = Manifest.from_json(f.read().decode("utf-8"))
-    remove_stale_shards(cfg.out, {s.path.split("shards/")[-1] for s in manifest.shards})
     report(manifest, cfg.out, time.time() - started)
     if manifest.rows == 0:
         print(

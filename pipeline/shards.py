@@ -1,6 +1,6 @@
 """Writing: instances -> Arrow shard files under temporary names -> published dataset.
 
-Shards are written to `OUT/shards/.building/` and renamed into place by `PublishDataset`,
+Shards are written to `OUT/shards/.building/` and renamed into place by `publish`,
 which writes `vocab.txt`, `tokenizer.json` and, last, `manifest.json`. A crashed run never
 leaves a manifest, so it never leaves a directory that validates.
 """
@@ -91,6 +91,7 @@ def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, 
         rel = shard_path(i, len(entries))
         FileSystems.rename([e.path], [FileSystems.join(out, rel)])
         final.append(ShardEntry(**{**e.__dict__, "path": rel}))
+    remove_stale_shards(out, {e.path for e in final})
     write_text(FileSystems.join(out, VOCAB_NAME), vocab.to_text())
     write_text(FileSystems.join(out, TOKENIZER_NAME), tokenizer_json)
     manifest = Manifest(
@@ -111,6 +112,16 @@ def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, 
     if FileSystems.exists(building + "/"):
         FileSystems.delete([building])
     return manifest
+
+
+def remove_stale_shards(out: str, keep: set[str]) -> None:
+    """Shards of an earlier build into the same directory that this one did not write (another
+    shard count): removed before the manifest appears, so it never lists fewer files than exist."""
+    pattern = FileSystems.join(out, "shards", "train-*.arrow")
+    found = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+    stale = [path for path in found if "shards/" + path.split("/shards/")[-1] not in keep]
+    if stale:
+        FileSystems.delete(stale)
 
 
 class WriteShards(beam.PTransform):

@@ -187,3 +187,17 @@ def test_vocab_command_writes_the_same_vocab_as_build(sample_shards, tmp_path):
     assert main(["vocab", "--input", SAMPLE_INPUT, "--out", out, "--workers", "1"]) == 0
     assert open(f"{out}/vocab.txt").read() == open(f"{sample_shards}/vocab.txt").read()
     assert os.path.exists(f"{out}/tokenizer.json")
+
+
+def test_a_rebuild_with_fewer_shards_leaves_no_stale_shard(copy_shards):
+    out = copy_shards()
+    assert len(glob.glob(f"{out}/shards/*.arrow")) == 4
+    assert build_shards(out, "--num-shards", "2") == 0
+    assert sorted(os.path.basename(p) for p in glob.glob(f"{out}/shards/*.arrow")) == [
+        "train-00000-of-00002.arrow",
+        "train-00001-of-00002.arrow",
+    ]
+    assert [e.path for e in ShardSet.open(out).manifest.shards] == [
+        "shards/train-00000-of-00002.arrow",
+        "shards/train-00001-of-00002.arrow",
+    ]
