@@ -201,3 +201,18 @@ def test_a_rebuild_with_fewer_shards_leaves_no_stale_shard(copy_shards):
         "shards/train-00000-of-00002.arrow",
         "shards/train-00001-of-00002.arrow",
     ]
+
+
+def test_a_failed_rebuild_leaves_no_directory_that_validates(copy_shards, tmp_path):
+    import gzip
+
+    out = copy_shards()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    whole = gzip.compress(b"".join(b"Sentence number %d here.\n" % i for i in range(5000)))
+    (bad / "cut.txt.gz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(Exception, match="cut.txt.gz"):
+        build_shards(out, inputs=f"text:{bad}")
+    assert not os.path.exists(f"{out}/manifest.json")
+    with pytest.raises(FileNotFoundError, match="not a finished shard set"):
+        ShardSet.open(out)
