@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 
 import apache_beam as beam
@@ -35,6 +36,7 @@ class BuildConfig:
     max_paragraph_chars: int = 1_000_000  # longer paragraphs are dropped and counted
     skip_bad_input: bool = False  # skip and count unreadable files instead of failing
     dedup: DedupConfig | None = None  # exact de-duplication of documents and paragraphs
+    punkt_json: str | None = None  # Punkt parameters (`bert-shards punkt`); None: English
 
     def __post_init__(self):
         if not self.inputs:
@@ -52,6 +54,9 @@ class BuildConfig:
             "num_shards": self.num_shards,
             "bucket_tokens": None if self.num_shards else self.bucket_tokens,
             "max_paragraph_chars": self.max_paragraph_chars,
+            "punkt": "english"
+            if self.punkt_json is None
+            else "sha256:" + hashlib.sha256(self.punkt_json.encode()).hexdigest(),
             "dedup": asdict(self.dedup) if self.dedup else None,
             "inputs": sorted({s.format for s in self.inputs}),
         }
@@ -72,7 +77,9 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
         docs, dedup_counts = docs | "Deduplicate" >> Deduplicate(cfg.dedup)
         read_counts = (read_counts, dedup_counts) | "ReadAndDedupCounts" >> beam.Flatten()
     batches = docs | "Batch" >> BatchDocuments()
-    sentences, split_counts = batches | "SplitSentences" >> SplitSentences(cfg.max_paragraph_chars)
+    sentences, split_counts = batches | "SplitSentences" >> SplitSentences(
+        cfg.max_paragraph_chars, cfg.punkt_json
+    )
     if cfg.vocab_path:
         vocab = p | "LoadVocab" >> beam.Create([load_vocab(cfg.vocab_path)])
     else:

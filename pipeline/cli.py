@@ -3,6 +3,7 @@
     bert-shards build --input sample/books --format books --out out/sample
     bert-shards build --input 'dumps/*.txt' --format text --out out/x --vocab vocab.txt
     bert-shards vocab --input sample/books --format books --out out/vocab
+    bert-shards punkt --input sample/books --format books --out out/punkt   (other languages)
     bert-shards validate OUT / inspect OUT     (the shard-set checks of `bert-schemas`)
 
 Unknown flags are Beam pipeline options (for example `--runner DataflowRunner --project p`).
@@ -84,6 +85,11 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         type=int,
         default=1_000_000,
         help="longer paragraphs are dropped and counted",
+    )
+    ap.add_argument(
+        "--punkt",
+        metavar="FILE",
+        help="Punkt parameters from `bert-shards punkt` (other languages; default: English)",
     )
 
 
@@ -176,7 +182,20 @@ def build_config(args):
         dedup=DedupConfig(min_paragraph_chars=args.dedup_min_paragraph_chars)
         if args.dedup
         else None,
+        punkt_json=punkt_json(args.punkt) if args.punkt else None,
     )
+
+
+def punkt_json(path: str) -> str:
+    """The parameters file's text, checked to be Punkt parameters before any work starts."""
+    from pipeline.sentences import params_from_json
+
+    text = read_text_file(path)
+    try:
+        params_from_json(text, where=path)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    return text
 
 
 def run_build(args, beam_args: list[str]) -> int:
@@ -237,10 +256,40 @@ def run_vocab(args, beam_args: list[str]) -> int:
 
     with make_pipeline(pipeline_options(beam_args, args.runner, args.workers)) as p:
         docs, _ = p | ReadDocuments(list(cfg.inputs), cfg.skip_bad_input)
-        sentences, _ = docs | BatchDocuments() | SplitSentences(cfg.max_paragraph_chars)
+        batches = docs | BatchDocuments()
+        sentences, _ = batches | SplitSentences(cfg.max_paragraph_chars, cfg.punkt_json)
         _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save)
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     return 0
+
+
+def run_punkt(args, beam_args: list[str]) -> int:
+    import apache_beam as beam
+
+    from pipeline.runner import make_pipeline, pipeline_options
+    from pipeline.shards import write_text
+    from pipeline.sources import ReadDocuments
+    from pipeline.transforms import BatchDocuments, TrainPunkt
+
+    cfg = build_config(args)
+    check_inputs(cfg.inputs)
+    path = f"{cfg.out}/punkt.json"
+    with make_pipeline(pipeline_options(beam_args, args.runner, args.workers)) as p:
+        docs, _ = p | ReadDocuments(list(cfg.inputs), cfg.skip_bad_input)
+        params = docs | BatchDocuments() | TrainPunkt(args.sample_paragraphs, args.seed)
+        _ = params | beam.Map(lambda text: write_text(path, text))
+    print(f"wrote {path}; use it with `bert-shards build --punkt {path}`")
+    return 0
+
+
+def read_text_file(path: str) -> str:
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        with FileSystems.open(path) as f:
+            return f.read().decode("utf-8")
+    except OSError as e:
+        raise SystemExit(f"error: cannot read {path}: {e}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,6 +304,16 @@ def main(argv: list[str] | None = None) -> int:
     add_instance_args(b)
     v = sub.add_parser("vocab", help="train a WordPiece vocab only")
     add_input_args(v)
+    t = sub.add_parser(
+        "punkt", help="train Punkt sentence-splitting parameters on the corpus (OUT/punkt.json)"
+    )
+    add_input_args(t)
+    t.add_argument(
+        "--sample-paragraphs",
+        type=int,
+        default=200_000,
+        help="bound on the paragraphs Punkt learns from (deterministic sample)",
+    )
     for name in ("validate", "inspect"):
         sub.add_parser(
             name, help=f"{name} a shard set (see `bert-schemas {name} --help`)", add_help=False
@@ -264,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.cli import main as schemas_main
 
         return schemas_main([args.command, *rest])
-    runner = run_build if args.command == "build" else run_vocab
+    runner = {"build": run_build, "vocab": run_vocab, "punkt": run_punkt}[args.command]
     return runner(args, rest)
 
 

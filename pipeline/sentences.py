@@ -9,6 +9,7 @@ needs no download. Other languages: train Punkt parameters on the corpus itself
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable
 
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
@@ -40,6 +41,44 @@ def nltk_english_parameters() -> PunktParameters | None:
 @functools.lru_cache(maxsize=4)
 def english_tokenizer() -> PunktSentenceTokenizer:
     return PunktSentenceTokenizer(nltk_english_parameters() or packaged_english_parameters())
+
+
+def params_to_json(params: PunktParameters) -> str:
+    """Punkt parameters as JSON (sorted, so equal parameters give equal text)."""
+    return json.dumps(
+        {
+            "abbrev_types": sorted(params.abbrev_types),
+            "collocations": sorted(list(c) for c in params.collocations),
+            "sent_starters": sorted(params.sent_starters),
+            "ortho_context": dict(sorted(params.ortho_context.items())),
+        },
+        ensure_ascii=False,
+        indent=0,
+    )
+
+
+def params_from_json(text: str, where: str = "Punkt parameters") -> PunktParameters:
+    try:
+        d = json.loads(text)
+        params = PunktParameters()
+        params.abbrev_types = set(d["abbrev_types"])
+        params.collocations = {tuple(c) for c in d["collocations"]}
+        params.sent_starters = set(d["sent_starters"])
+        for word, flags in d["ortho_context"].items():
+            params.ortho_context[word] = int(flags)
+        return params
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(
+            f"{where}: not Punkt parameters as `bert-shards punkt` writes them ({e})"
+        ) from None
+
+
+@functools.lru_cache(maxsize=4)
+def sentence_tokenizer(params_json: str | None = None) -> PunktSentenceTokenizer:
+    """English by default; the given parameters (from `train_parameters`) otherwise."""
+    if params_json is None:
+        return english_tokenizer()
+    return PunktSentenceTokenizer(params_from_json(params_json))
 
 
 def train_parameters(texts: Iterable[str]) -> PunktParameters:

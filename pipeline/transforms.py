@@ -18,7 +18,12 @@ from pipeline.instances import (
     unit_tables,
 )
 from pipeline.keys import generator, scalar_generator, stable_hash
-from pipeline.sentences import split_paragraphs
+from pipeline.sentences import (
+    params_to_json,
+    sentence_tokenizer,
+    split_paragraphs,
+    train_parameters,
+)
 from pipeline.shards import rows_to_columns
 from pipeline.tokenize import encode_documents, token_spec, train_vocab
 from schemas.vocab import Vocab
@@ -35,8 +40,12 @@ class BatchDocuments(beam.PTransform):
 class SplitDocuments(CountingDoFn):
     """A list of documents -> a list of (id, source, sentences)."""
 
-    def __init__(self, max_paragraph_chars: int):
+    def __init__(self, max_paragraph_chars: int, punkt_json: str | None = None):
         self.max_paragraph_chars = max_paragraph_chars
+        self.punkt_json = punkt_json
+
+    def setup(self):
+        self.tokenizer = sentence_tokenizer(self.punkt_json)
 
     def process(self, docs: list[Document]):
         out = [s for s in map(self.split, docs) if s is not None]
@@ -46,7 +55,7 @@ class SplitDocuments(CountingDoFn):
     def split(self, doc: Document):
         paragraphs = [p for p in doc.paragraphs if len(p) <= self.max_paragraph_chars]
         self.count(doc.source, "paragraphs_dropped.too_long", len(doc.paragraphs) - len(paragraphs))
-        sentences = paragraphs if doc.presplit else split_paragraphs(paragraphs)
+        sentences = paragraphs if doc.presplit else split_paragraphs(paragraphs, self.tokenizer)
         if not sentences:
             self.count(doc.source, "documents_dropped.no_sentences")
             return None
@@ -58,14 +67,54 @@ class SplitSentences(beam.PTransform):
     """Lists of documents -> lists of (id, source, sentences); Punkt on prose, nothing on
     pre-split input."""
 
-    def __init__(self, max_paragraph_chars: int):
+    def __init__(self, max_paragraph_chars: int, punkt_json: str | None = None):
         super().__init__()
         self.max_paragraph_chars = max_paragraph_chars
+        self.punkt_json = punkt_json  # None: English parameters
 
     def expand(self, docs):
-        split = beam.ParDo(SplitDocuments(self.max_paragraph_chars))
+        split = beam.ParDo(SplitDocuments(self.max_paragraph_chars, self.punkt_json))
         out = docs | "Split" >> split.with_outputs(COUNTS, main="main")
         return out.main, out[COUNTS]
+
+
+def sample_paragraphs(batch: list[Document], total: int, bound: int, seed: int):
+    """Paragraphs kept with probability bound / total by a stable hash (see sample_sentences)."""
+    limit = min(1.0, bound / max(total, 1)) * 2.0**64
+    out = []
+    for doc in batch:
+        for i, p in enumerate(doc.paragraphs):
+            key = stable_hash(seed, "punkt-sample", doc.id, i)
+            if key < limit:
+                out.append((key, p))
+    return out
+
+
+class TrainPunkt(beam.PTransform):
+    """A deterministic sample of about `bound` paragraphs -> Punkt parameters as JSON, for
+    languages other than English (`bert-shards punkt`, then `build --punkt FILE`)."""
+
+    def __init__(self, bound: int, seed: int):
+        super().__init__()
+        self.bound = bound
+        self.seed = seed
+
+    def expand(self, batches):
+        total = (
+            batches
+            | "CountParagraphs" >> beam.Map(lambda b: sum(len(d.paragraphs) for d in b))
+            | "Total" >> beam.CombineGlobally(sum)
+        )
+        return (
+            batches
+            | "Sample"
+            >> beam.Map(sample_paragraphs, beam.pvalue.AsSingleton(total), self.bound, self.seed)
+            | "Gather" >> beam.CombineGlobally(concat)
+            | "Train"
+            >> beam.Map(
+                lambda sample: params_to_json(train_parameters(p for _, p in sorted(sample)))
+            )
+        )
 
 
 def sample_sentences(batch, total: int, cfg: VocabConfig) -> list[tuple[int, str]]:

@@ -216,3 +216,32 @@ def test_a_failed_rebuild_leaves_no_directory_that_validates(copy_shards, tmp_pa
     assert not os.path.exists(f"{out}/manifest.json")
     with pytest.raises(FileNotFoundError, match="not a finished shard set"):
         ShardSet.open(out)
+
+
+def test_punkt_parameters_trained_on_the_corpus_drive_the_build(tmp_path):
+    from pipeline.cli import main
+    from pipeline.sentences import params_from_json, sentence_tokenizer, split_paragraphs
+
+    out = str(tmp_path / "punkt")
+    books = f"books:{SAMPLE}/books"
+    assert main(["punkt", "--input", books, "--out", out, "--workers", "1"]) == 0
+    text = open(f"{out}/punkt.json", encoding="utf-8").read()
+    params = params_from_json(text)
+    assert params.ortho_context, "orthographic context learned from the corpus"
+    again = str(tmp_path / "again")
+    assert main(["punkt", "--input", books, "--out", again, "--workers", "1"]) == 0
+    assert open(f"{again}/punkt.json", encoding="utf-8").read() == text, "deterministic"
+    assert split_paragraphs(["One thing. Another thing."], sentence_tokenizer(text)) == [
+        "One thing.",
+        "Another thing.",
+    ]
+    shards = str(tmp_path / "shards")
+    assert build_shards(shards, "--punkt", f"{out}/punkt.json", inputs=books) == 0
+    assert ShardSet.open(shards).config["punkt"].startswith("sha256:")
+
+
+def test_bad_punkt_file_is_refused_before_the_run(tmp_path):
+    bad = tmp_path / "p.json"
+    bad.write_text("{}", encoding="utf-8")
+    with pytest.raises(SystemExit, match="not Punkt parameters"):
+        build_shards(str(tmp_path / "o"), "--punkt", str(bad))
