@@ -76,6 +76,10 @@ class Pair(NamedTuple):
     b_hi: int
     is_random_next: bool
     short: bool
+    forced: int = 0  # COIN: the random_next_prob coin chose the label; else FORCED_*
+
+
+COIN, FORCED_RANDOM, FORCED_ACTUAL = 0, 1, 2  # how a pair's is_random_next was decided
 
 
 @dataclass(frozen=True)
@@ -169,10 +173,11 @@ def chunk_pair(offsets, ids, index, start, stop, target, cfg, rng, can_pick_othe
     a_end = start + (1 if k < 2 else randint(rng, 1, k - 1))
     a_lo, a_hi = offs[start], offs[a_end]
     random_next = k == 1 or rng.random() < cfg.random_next_prob
-    if random_next and not can_pick_other:
+    forced = FORCED_RANDOM if k == 1 else COIN  # a lone sentence needs another document for B
+    if not can_pick_other:
         if k == 1:
-            return 0  # a lone sentence needs another document for B
-        random_next = False
+            return 0  # ... and this bucket has none
+        random_next, forced = False, FORCED_ACTUAL
     if random_next:
         b_unit = other_unit(ids, index, rng)
         b_lo, b_hi = random_span(offsets[b_unit], target - (a_hi - a_lo), rng)
@@ -181,7 +186,10 @@ def chunk_pair(offsets, ids, index, start, stop, target, cfg, rng, can_pick_othe
         b_unit, b_lo, b_hi, unused = index, a_hi, offs[stop], 0
     af, ab, bf, bb = truncation_plan(a_hi - a_lo, b_hi - b_lo, cfg.max_num_tokens, rng)
     out.append(
-        Pair(index, a_lo + af, a_hi - ab, b_unit, b_lo + bf, b_hi - bb, bool(random_next), short)
+        Pair(
+            index, a_lo + af, a_hi - ab, b_unit, b_lo + bf, b_hi - bb, bool(random_next), short,
+            forced,
+        )
     )
     return unused
 
@@ -215,7 +223,7 @@ def assemble_rows(units: Sequence[TokenizedDoc], pairs: Sequence[Pair], spec: To
     flat = np.concatenate([u.ids for u in units])
     base = np.zeros(len(units), dtype=np.int64)
     np.cumsum([len(u.ids) for u in units[:-1]], out=base[1:])
-    p = np.array(pairs, dtype=np.int64).reshape(-1, 8)
+    p = np.array(pairs, dtype=np.int64).reshape(-1, len(Pair._fields))
     a_start, la = base[p[:, 0]] + p[:, 1], p[:, 2] - p[:, 1]
     b_start, lb = base[p[:, 3]] + p[:, 4], p[:, 5] - p[:, 4]
     lengths = la + lb + 3

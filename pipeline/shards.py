@@ -43,14 +43,14 @@ def shard_path(index: int, total: int) -> str:
 
 
 class WriteShard(beam.DoFn):
-    """(bucket, (columns, short_rows)) -> the shard's bytes in a temporary file, and its entry."""
+    """(bucket, (columns, pair counts)) -> the shard's bytes in a temporary file, and its entry."""
 
     def __init__(self, out: str, build_config: dict):
         self.out = out
         self.build_config = build_config
 
     def process(self, element, vocab: Vocab):
-        bucket, (columns, n_short) = element
+        bucket, (columns, pair_counts) = element
         metadata = shard_metadata(
             vocab.sha256, len(vocab), vocab.special_ids.to_dict(), self.build_config
         )
@@ -68,7 +68,7 @@ class WriteShard(beam.DoFn):
                 tokens=int(len(columns.input_ids)),
                 masked_tokens=int(len(columns.masked_positions)),
                 random_next=int(np.count_nonzero(columns.is_random_next)),
-                short_rows=int(n_short),
+                **pair_counts,
             ),
         )
 

@@ -11,6 +11,8 @@ from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import COUNTS, CountingDoFn
 from pipeline.documents import Document
 from pipeline.instances import (
+    FORCED_ACTUAL,
+    FORCED_RANDOM,
     TokenizedDoc,
     assemble_rows,
     mask_rows,
@@ -224,7 +226,7 @@ class BuildBucket(CountingDoFn):
 
 
 def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
-    """A bucket's (pass, document) units -> (ShardColumns, short rows, instances per source).
+    """A bucket's (pass, document) units -> (ShardColumns, pair counts, instances per source).
 
     Units are sorted by (pass, document id); each is planned with its own generator
     (seed, pass, document id); the pairs are shuffled and the bucket masked with (seed, bucket).
@@ -245,11 +247,21 @@ def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
         assemble_rows(docs, pairs, spec), cfg, spec, generator(cfg.seed, "mask", bucket)
     )
     sources = Counter(docs[pair.a_unit].source for pair in pairs)
-    return rows_to_columns(rows, pairs), sum(pair.short for pair in pairs), sources
+    return rows_to_columns(rows, pairs), pair_counts(pairs), sources
+
+
+def pair_counts(pairs) -> dict[str, int]:
+    """What the manifest records per shard beside the rows: short targets and forced labels."""
+    forced = Counter(pair.forced for pair in pairs)
+    return {
+        "short_rows": sum(pair.short for pair in pairs),
+        "forced_random_next": forced[FORCED_RANDOM],
+        "forced_actual_next": forced[FORCED_ACTUAL],
+    }
 
 
 class CreateInstances(beam.PTransform):
-    """Tokenized documents -> (bucket, (ShardColumns, short rows)).
+    """Tokenized documents -> (bucket, (ShardColumns, pair counts)).
 
     Dupe passes are keyed by a seeded hash into buckets; each bucket's documents are sorted,
     then the reference algorithm runs per document pass."""

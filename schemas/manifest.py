@@ -26,6 +26,10 @@ class ShardEntry:
     masked_tokens: int  # sum of masked positions
     random_next: int  # rows with is_random_next
     short_rows: int = 0  # rows whose target length was drawn short (short_seq_prob)
+    # Rows whose is_random_next was not drawn with random_next_prob: a one-sentence chunk always
+    # takes B from another document; a bucket holding one document never can.
+    forced_random_next: int = 0
+    forced_actual_next: int = 0
 
 
 @dataclass(frozen=True)

@@ -93,25 +93,6 @@ def _solve_kl(p: float, edge: float, budget: float) -> float:
     return inside
 
 
-def g_test_z(k1: int, n1: int, k2: int, n2: int) -> float:
-    """Signed z-equivalent of the G-test that groups 1 and 2 share one rate.
-
-    sqrt(G) has the null distribution of |Z| (chi-square with one degree of freedom); the sign
-    is that of k1/n1 - k2/n2. Zero when either group is empty or the pooled rate is 0 or 1.
-    """
-    if n1 <= 0 or n2 <= 0:
-        return 0.0
-    pooled = (k1 + k2) / (n1 + n2)
-    if pooled in (0.0, 1.0):
-        return 0.0
-    g = 0.0
-    for observed, n in ((k1, n1), (k2, n2)):
-        for count, share in ((observed, pooled), (n - observed, 1.0 - pooled)):
-            if count > 0:
-                g += 2.0 * count * math.log(count / (n * share))
-    return math.copysign(math.sqrt(max(g, 0.0)), k1 / n1 - k2 / n2)
-
-
 def bonferroni_z(z: float, tests: int) -> float:
     """The per-test level that keeps the family-wise false-alarm rate of `tests` two-sided tests
     at that of one test at level z."""

@@ -9,7 +9,6 @@ import pytest
 from schemas.stats import (
     binomial_tolerance,
     bonferroni_z,
-    g_test_z,
     kl_bernoulli,
     normal_quantile,
     normal_tail,
@@ -56,18 +55,6 @@ def test_tolerance_narrows_with_the_sample_and_handles_edges():
     assert 0.8 in binomial_tolerance(0.8, 1000)
     with pytest.raises(ValueError):
         binomial_tolerance(1.5, 10)
-
-
-def test_g_test_z_sign_and_size():
-    assert g_test_z(50, 100, 500, 1000) == pytest.approx(0.0, abs=1e-9)
-    assert g_test_z(70, 100, 500, 1000) > 3.5
-    assert g_test_z(30, 100, 500, 1000) < -3.5
-    # Close to the two-proportion z-test on large samples.
-    k1, n1, k2, n2 = 5200, 10000, 5000, 10000
-    pooled = (k1 + k2) / (n1 + n2)
-    z2 = (k1 / n1 - k2 / n2) / math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
-    assert g_test_z(k1, n1, k2, n2) == pytest.approx(z2, rel=0.01)
-    assert g_test_z(0, 0, 5, 10) == 0.0
 
 
 def test_bonferroni_keeps_the_family_level():
