@@ -23,9 +23,12 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from model.bert import BertModel, init_weights
+from model.checkpoint import load_checkpoint
 from model.config import BertConfig
 from model.data import PAD_MULTIPLE
+from model.distributed import resolve_device
 from model.metrics import accuracy, binary_f1, entity_f1, squad_scores
+from model.optim import WarmupLinear
 from model.tasks import (
     GLUE_TASKS,
     IGNORE,
@@ -39,7 +42,6 @@ from model.tasks import (
     task_kind,
     token_features,
 )
-from model.train import WarmupLinear, load_checkpoint, resolve_device
 from schemas.manifest import atomic_write_text
 
 

@@ -1,0 +1,67 @@
+"""Rendered article text -> paragraphs of prose: markup leftovers cleaned, residue dropped.
+
+The renderer (`pipeline.wiki_render`) keeps the text of the constructs it understands; what
+it leaves is cleaned here line by line. A line that still holds markup is dropped and counted
+(`wiki_lines_dropped.markup_residue`), as is a paragraph that is a caption or label rather than
+prose (`wiki_paragraphs_dropped.fragment`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.documents import Tally
+
+MIN_WORDS = 4  # shorter paragraphs are kept only when they end like a sentence
+SENTENCE_ENDS = tuple(".!?\"'”’…)")
+RESIDUE = ("[[", "]]", "{{", "}}", "{|", "|}", "|-", "<ref", "thumb|", "&amp;", "&lt;", "&gt;")
+RESIDUE += ("colspan=", "rowspan=", "bgcolor=", 'style="', "class=")
+
+_MAGIC_WORD = re.compile(r"__[A-Z]{3,}__")
+_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
+_APOSTROPHES = re.compile(r"'{2,}")
+_EMPTY_PARENS = re.compile(r"\(\s*(?:[,;:]\s*)*\)")
+_OPEN_PAREN_PUNCT = re.compile(r"\(\s*(?:[,;:]\s*)+")
+_PUNCT_CLOSE_PAREN = re.compile(r"(?:\s*[,;:])+\s*\)")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?)])")
+_SPACES = re.compile(r"\s+")
+
+
+def clean_line(line: str) -> str:
+    """Rendered text of one line -> prose: leftover tags, quote marks, empty brackets, spaces."""
+    line = _MAGIC_WORD.sub("", line)
+    line = _HTML_TAG.sub("", line)
+    line = _APOSTROPHES.sub("", line)
+    line = _EMPTY_PARENS.sub("", line)
+    line = _OPEN_PAREN_PUNCT.sub("(", line)
+    line = _PUNCT_CLOSE_PAREN.sub(")", line)
+    line = _SPACES.sub(" ", line).strip()
+    return _SPACE_BEFORE_PUNCT.sub(r"\1", line)
+
+
+def prose_paragraphs(text: str, tally: Tally) -> list[str]:
+    """Blank-line separated blocks, their lines joined (a single newline is a soft break)."""
+    paragraphs: list[str] = []
+    current: list[str] = []
+    for raw in text.split("\n"):
+        line = clean_line(raw)
+        if line and (line.startswith(("|", "!")) or any(token in line for token in RESIDUE)):
+            tally.inc("wiki_lines_dropped.markup_residue")
+            line = ""
+        if line:
+            current.append(line)
+        elif current:
+            paragraphs.append(" ".join(current))
+            current = []
+    if current:
+        paragraphs.append(" ".join(current))
+    kept = [p for p in paragraphs if _is_prose(p)]
+    tally.inc("wiki_paragraphs_dropped.fragment", len(paragraphs) - len(kept))
+    return kept
+
+
+def _is_prose(paragraph: str) -> bool:
+    """Not a caption, label or leftover: a few words, or a sentence's end."""
+    if not any(c.isalpha() for c in paragraph):
+        return False
+    return paragraph.count(" ") >= MIN_WORDS - 1 or paragraph.endswith(SENTENCE_ENDS)

@@ -1,0 +1,166 @@
+"""The checks of the shard files: every listed shard present and none extra, sizes and sha256
+as listed, a readable Arrow IPC file with the contract's columns and metadata, and the figures
+of its rows as the manifest lists them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+
+import pyarrow as pa
+
+from schemas.manifest import ShardEntry
+from schemas.rows import BatchStats
+from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, arrow_schema, schema_metadata
+from schemas.validate_rows import check_batches
+from schemas.validate_state import Context
+
+SHARDS_DIR = "shards"
+
+
+def check_files(ctx: Context) -> set[str]:
+    """Listed shards present, none extra, none listed twice; returns the present ones."""
+    t = ctx.checks["files"]
+    t.ran = True
+    listed = [e.path for e in ctx.manifest.shards]
+    for rel in sorted({p for p in listed if listed.count(p) > 1}):
+        t.fail(f"{rel}: listed {listed.count(rel)} times in the manifest")
+    present = {p for p in listed if os.path.isfile(os.path.join(ctx.directory, p))}
+    for rel in listed:
+        if rel not in present:
+            t.fail(f"{rel}: listed in the manifest but missing; the set is incomplete: rebuild it")
+    folder = os.path.join(ctx.directory, SHARDS_DIR)
+    found = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    extra = [f"{SHARDS_DIR}/{n}" for n in found if n.endswith(".arrow")]
+    for rel in [r for r in extra if r not in set(listed)]:
+        t.fail(
+            f"{rel}: not listed in the manifest; a leftover of another build? remove it or "
+            "rebuild the set"
+        )
+    t.summary = f"{len(present)} of {len(listed)} listed shards present, {len(found)} files found"
+    return present
+
+
+def sha256_file(path: str) -> str:
+    """A file's sha256, read through a memory map (no copy into Python)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return hashlib.sha256(b"").hexdigest()
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return hashlib.sha256(mm).hexdigest()
+
+
+def check_shard(ctx: Context, entry: ShardEntry) -> None:
+    """One shard: bytes, hash, structure, metadata, then every row batch by batch."""
+    path = os.path.join(ctx.directory, entry.path)
+    rel = entry.path
+    _check_integrity(ctx, entry, path)
+    reader = _open_shard(ctx, rel, path)
+    if reader is None:
+        return
+    _check_metadata(ctx, rel, reader.schema)
+    stats = check_batches(ctx, rel, reader)
+    if stats is not None:
+        ctx.shard_stats[rel] = stats
+        _check_counts(ctx, entry, stats)
+
+
+def _check_integrity(ctx: Context, entry: ShardEntry, path: str) -> None:
+    """Size as listed, and sha256 as listed when it was computed (`ctx.digests`)."""
+    rel, integrity = entry.path, ctx.checks["integrity"]
+    integrity.ran = True
+    size = os.path.getsize(path)
+    if size != entry.bytes:
+        integrity.fail(
+            f"{rel}: {size:,} bytes, the manifest says {entry.bytes:,}; the file was "
+            "truncated or changed after the build"
+        )
+    if rel not in ctx.digests:
+        return
+    try:
+        digest = ctx.digests[rel].result()
+    except OSError as e:
+        digest = f"unreadable ({e})"
+    if digest != entry.sha256:
+        integrity.fail(
+            f"{rel}: sha256 {digest[:12]}... differs from the manifest's "
+            f"{entry.sha256[:12]}...; the file changed after it was written"
+        )
+
+
+def _open_shard(ctx: Context, rel: str, path: str) -> pa.ipc.RecordBatchFileReader | None:
+    t = ctx.checks["arrow"]
+    t.ran = True
+    try:
+        reader = pa.ipc.open_file(pa.memory_map(path, "r"))
+    except (pa.ArrowException, OSError, ValueError) as e:
+        t.fail(
+            f"{rel}: not a readable Arrow IPC file ({e}); the shard is truncated or corrupt: "
+            "rebuild it (the other shards are still checked)"
+        )
+        return None
+    size = ctx.vocab and len(ctx.vocab) or ctx.manifest.vocab_size
+    want = arrow_schema("uint16" if size <= 65536 else "uint32")
+    got = reader.schema.remove_metadata()
+    if not got.equals(want):
+        t.fail(
+            f"{rel}: columns ({_columns(got)}) are not the contract's ({_columns(want)}); "
+            "rebuild it with this version"
+        )
+        return None
+    return reader
+
+
+def _columns(schema: pa.Schema) -> str:
+    return ", ".join(f"{f.name}: {f.type}" for f in schema)
+
+
+def _check_metadata(ctx: Context, rel: str, schema: pa.Schema) -> None:
+    md, m = schema_metadata(schema), ctx.manifest
+    if md["schema_name"] != SCHEMA_NAME or md["schema_version"] != SCHEMA_VERSION:
+        ctx.checks["schema"].fail(
+            f"{rel}: schema metadata says {md['schema_name']!r} version {md['schema_version']}, "
+            f"this code reads {SCHEMA_NAME!r} version {SCHEMA_VERSION}"
+        )
+    if md["vocab_sha256"] != m.vocab_sha256 or md["vocab_size"] != m.vocab_size:
+        ctx.checks["vocab"].fail(
+            f"{rel}: built with vocab sha256 {str(md['vocab_sha256'])[:12]}... "
+            f"({md['vocab_size']} pieces), the manifest's is {m.vocab_sha256[:12]}... "
+            f"({m.vocab_size} pieces)"
+        )
+    elif md["special_ids"] != m.special_ids:
+        ctx.checks["vocab"].fail(
+            f"{rel}: special ids {md['special_ids']} differ from the manifest's {m.special_ids}"
+        )
+    if md["config"] != m.config:
+        diff = sorted(set(_flat(md["config"])) ^ set(_flat(m.config)))
+        keys = sorted({k for k, _ in diff})
+        ctx.checks["config"].fail(
+            f"{rel}: build config differs from the manifest's in {', '.join(keys) or 'its form'}"
+        )
+
+
+def _flat(config) -> list[tuple[str, str]]:
+    if not isinstance(config, dict):
+        return [("(missing)", "")]
+    return [(k, json.dumps(v, sort_keys=True)) for k, v in config.items()]
+
+
+def _check_counts(ctx: Context, entry: ShardEntry, s: BatchStats) -> None:
+    t = ctx.checks["counts"]
+    t.ran = True
+    rel = entry.path
+    for what, found, listed in (
+        ("rows", s.rows, entry.rows),
+        ("tokens", s.tokens, entry.tokens),
+        ("masked tokens", s.masked, entry.masked_tokens),
+        ("random-next rows", s.random_next, entry.random_next),
+    ):
+        if ctx.rules is None and what != "rows":
+            continue
+        if found != listed:
+            t.fail(f"{rel}: holds {found:,} {what}, the manifest says {listed:,}")
+    if not 0 <= entry.short_rows <= entry.rows:
+        t.fail(f"{rel}: the manifest lists {entry.short_rows:,} short rows of {entry.rows:,}")

@@ -1,0 +1,263 @@
+"""The checks of the whole set against its config, with tolerances from the sample size
+(`schemas.stats`): the mask rate, the 80/10/10 split, the random-next share (set and per
+shard), the share of rows built with a short target, and the rows per shard; then the
+set-wide figures of the checks whose failures carry their own."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from schemas.manifest import MANIFEST_NAME, Manifest
+from schemas.rows import ROW_RULES, BatchStats
+from schemas.stats import binomial_tolerance, bonferroni_z
+from schemas.validate_state import Context, Tally
+
+MASK_SHARE, KEEP_SHARE, RANDOM_SHARE = 0.8, 0.1, 0.1  # the reference's 80/10/10
+SET_CHECKS = ("mask_rate", "split", "random_next", "short_rows", "balance")
+
+
+def set_checks(ctx: Context) -> None:
+    total = _total(ctx.shard_stats.values())
+    _check_instances_count(ctx, total)
+    if ctx.rules is None or total.rows == 0:
+        reason = "not run: no rows could be checked" if ctx.rules else "not run: no usable config"
+        ctx.checks.skip(SET_CHECKS, reason)
+        ctx.checks.skip(ROW_RULES + ("counts",), reason)
+        return
+    _check_mask_rate(ctx, total)
+    _check_split(ctx, total)
+    _check_random_next(ctx, total)
+    _check_short_rows(ctx, total)
+    _check_balance(ctx)
+
+
+def _total(stats: Iterable[BatchStats]) -> BatchStats:
+    total = BatchStats()
+    for s in stats:
+        total.add(s)
+    return total
+
+
+def _check_instances_count(ctx: Context, total: BatchStats) -> None:
+    listed = ctx.manifest.counts.get("total", {}).get("instances")
+    complete = len(ctx.shard_stats) == len(ctx.manifest.shards)
+    if listed is not None and complete and listed != total.rows:
+        ctx.checks["counts"].fail(
+            f"{MANIFEST_NAME}: counts say {listed:,} instances were made, the shards hold "
+            f"{total.rows:,} rows"
+        )
+
+
+def _check_mask_rate(ctx: Context, s: BatchStats) -> None:
+    t, r = ctx.checks["mask_rate"], ctx.rules
+    t.ran = True
+    rate = s.masked / max(s.tokens, 1)
+    implied = s.expected_masked / max(s.tokens, 1)
+    t.figures = {
+        "masked": s.masked,
+        "tokens": s.tokens,
+        "rate": rate,
+        "implied": implied,
+        "masked_lm_prob": r.masked_lm_prob,
+    }
+    t.summary = (
+        f"{rate:.2%} of {s.tokens:,} pieces masked; masked_lm_prob {r.masked_lm_prob}, "
+        f"the count formula implies {implied:.2%} for these lengths"
+    )
+    if r.whole_word_mask:
+        if s.masked > s.expected_masked:
+            t.fail(f"{s.masked:,} masked positions, more than the formula's {s.expected_masked:,}")
+    elif s.masked != s.expected_masked:
+        t.fail(
+            f"{s.masked:,} masked positions, the formula gives {s.expected_masked:,} for "
+            "these row lengths"
+        )
+
+
+def _check_split(ctx: Context, s: BatchStats) -> None:
+    """[MASK] 80%, the label kept 10% (plus replacements that drew the label), random 10%."""
+    t, z = ctx.checks["split"], ctx.options.z
+    t.ran = True
+    hit = 1.0 / max(ctx.rules.replacements, 1)  # a replacement equal to the label
+    unit = "word" if ctx.rules.whole_word_mask else "position"
+    shares = []
+    for name, k, p in (
+        ("[MASK]", s.as_mask, MASK_SHARE),
+        ("kept", s.as_keep, KEEP_SHARE + RANDOM_SHARE * hit),
+        ("random", s.as_random, RANDOM_SHARE * (1 - hit)),
+    ):
+        tol = binomial_tolerance(p, s.units, z)
+        share = k / s.units if s.units else p
+        shares.append(f"{name} {share:.2%}")
+        t.figures[name] = {"count": k, "share": share, "expected": p, "lo": tol.lo, "hi": tol.hi}
+        if share not in tol:
+            t.fail(
+                f"{name} share {share:.4f} of {s.units:,} masked {unit}s is outside "
+                f"[{tol.lo:.4f}, {tol.hi:.4f}] (expected {p:.4f}, z={z:g})"
+            )
+    t.summary = f"{', '.join(shares)} of {s.units:,} {unit}s (80/10/10 within z={z:g})"
+
+
+def _check_random_next(ctx: Context, s: BatchStats) -> None:
+    """The random_next_prob coin, on the rows whose label it drew: the manifest counts the rows
+    whose label was forced (a one-sentence chunk always takes a random B; a bucket of one
+    document never can), so the other rows of the set, and of every shard, are binomial draws
+    with probability random_next_prob. Per shard the level is corrected for the shard count."""
+    t, z = ctx.checks["random_next"], ctx.options.z
+    q = float(ctx.manifest.config["random_next_prob"])
+    t.ran = True
+    coin = {rel: _coin_draws(ctx, t, rel, x) for rel, x in ctx.shard_stats.items() if x.rows}
+    k, n = sum(c[0] for c in coin.values()), sum(c[1] for c in coin.values())
+    share = k / n if n else float("nan")
+    tol = binomial_tolerance(q, max(n, 1), z)
+    t.figures = {
+        "random_next": s.random_next,
+        "rows": s.rows,
+        "coin_rows": n,
+        "coin_random_next": k,
+        "share": share,
+        "expected": q,
+        "lo": tol.lo,
+        "hi": tol.hi,
+    }
+    if n and share not in tol:
+        t.fail(
+            f"random-next share {share:.4f} of the {n:,} rows whose label the coin drew is "
+            f"outside [{tol.lo:.4f}, {tol.hi:.4f}] (random_next_prob {q}, z={z:g})"
+        )
+    zb = bonferroni_z(z, len(coin))
+    for rel, (kk, nn) in coin.items():
+        shard_tol = binomial_tolerance(q, max(nn, 1), zb)
+        if nn and kk / nn not in shard_tol:
+            t.fail(
+                f"{rel}: random-next share {kk / nn:.3f} of the {nn:,} rows whose label the coin "
+                f"drew is outside [{shard_tol.lo:.3f}, {shard_tol.hi:.3f}] "
+                f"(random_next_prob {q}, z={zb:.1f} over {len(coin)} shards)"
+            )
+    forced = s.rows - n
+    t.summary = (
+        f"{share:.2%} of {n:,} coin-drawn rows (random_next_prob {q}, within z={z:g}; each "
+        f"shard within z={zb:.1f}); {forced:,} rows forced, {s.random_next / s.rows:.2%} of all"
+    )
+
+
+def _coin_draws(ctx: Context, t: Tally, rel: str, x: BatchStats) -> tuple[int, int]:
+    """(random-next rows, rows) of a shard whose label the coin drew."""
+    entry = next((e for e in ctx.manifest.shards if e.path == rel), None)
+    fr = getattr(entry, "forced_random_next", 0) if entry else 0
+    fa = getattr(entry, "forced_actual_next", 0) if entry else 0
+    k, n = x.random_next - fr, x.rows - fr - fa
+    if k < 0 or n < k:
+        t.fail(
+            f"{rel}: the manifest's forced labels ({fr:,} random, {fa:,} actual) do not fit the "
+            f"shard's {x.rows:,} rows with {x.random_next:,} random-next"
+        )
+        return 0, 0
+    return k, n
+
+
+def _check_short_rows(ctx: Context, s: BatchStats) -> None:
+    """The target length is drawn once per document pass, short with probability p, and a short
+    target never yields fewer rows: the share of short rows is at least p, up to the binomial
+    noise of the number of document passes (documents_used * dupe_factor)."""
+    t, m = ctx.checks["short_rows"], ctx.manifest
+    t.ran = True
+    p = float(m.config["short_seq_prob"])
+    listed = {e.path: e for e in m.shards}
+    short = sum(listed[rel].short_rows for rel in ctx.shard_stats)
+    share = short / s.rows
+    passes = _document_passes(m)
+    t.figures = {
+        "short_rows": short,
+        "rows": s.rows,
+        "share": share,
+        "short_seq_prob": p,
+        "document_passes": passes,
+        "full_length_rows": s.full_length,
+    }
+    full = f"{s.full_length / s.rows:.1%} of rows at max_seq_length"
+    if p == 0.0 and short:
+        t.fail(f"{short:,} rows listed as short, but short_seq_prob is 0")
+    elif p == 1.0 and short != s.rows:
+        t.fail(f"{s.rows - short:,} rows not listed as short, but short_seq_prob is 1")
+    if not passes:
+        t.summary = (
+            f"{share:.2%} of rows short; the bound is not tested: the manifest's counts "
+            f"lack documents_used; {full}"
+        )
+        return
+    _check_short_share(ctx, t, share, p, passes, full)
+
+
+def _document_passes(m: Manifest) -> int:
+    """documents_used * dupe_factor, or 0 when the manifest's counts lack documents_used."""
+    docs = m.counts.get("total", {}).get("documents_used")
+    return int(docs) * int(m.config["dupe_factor"]) if isinstance(docs, int) else 0
+
+
+def _check_short_share(
+    ctx: Context, t: Tally, share: float, p: float, passes: int, full: str
+) -> None:
+    tol = binomial_tolerance(p, passes, ctx.options.z)
+    t.figures["lo"] = tol.lo
+    t.summary = (
+        f"{share:.2%} of rows short (>= {tol.lo:.2%}: short_seq_prob {p} over "
+        f"{passes:,} document passes); {full}"
+    )
+    if share < tol.lo:
+        t.fail(
+            f"short-row share {share:.4f} is below {tol.lo:.4f} (short_seq_prob {p}, "
+            f"{passes:,} document passes); are short_rows recorded?"
+        )
+
+
+def _check_balance(ctx: Context) -> None:
+    """Rows per shard. How many rows a bucket gets depends on how many instances its documents
+    yield, which the shards do not record, so the spread is reported, not tested; an empty
+    shard (the pipeline never writes one) fails."""
+    t = ctx.checks["balance"]
+    t.ran = True
+    rows = np.array([s.rows for s in ctx.shard_stats.values()], dtype=np.int64)
+    for rel, s in ctx.shard_stats.items():
+        if s.rows == 0:
+            t.fail(f"{rel}: holds no rows; an empty bucket should not become a shard")
+    mean = float(rows.mean())
+    cv = float(rows.std() / mean) if mean else math.nan
+    t.figures = {
+        "shards": len(rows),
+        "min": int(rows.min()),
+        "median": float(np.median(rows)),
+        "max": int(rows.max()),
+        "cv": cv,
+    }
+    t.summary = (
+        f"{len(rows)} shards: min {rows.min():,}, median {np.median(rows):,.0f}, "
+        f"max {rows.max():,} rows (coefficient of variation {cv:.2f})"
+    )
+
+
+def summarise(ctx: Context) -> None:
+    """Figures for the checks whose failures carry their own."""
+    checks, stats = ctx.checks, list(ctx.shard_stats.values())
+    rows = sum(s.rows for s in stats)
+    hashed = "sizes and sha256" if ctx.options.hashes else "sizes (sha256 not verified)"
+    if checks["integrity"].ran:
+        checks["integrity"].summary = f"{hashed} of {len(ctx.manifest.shards)} shards compared"
+    if checks["arrow"].ran:
+        checks["arrow"].summary = f"{len(stats)} of {len(ctx.manifest.shards)} shards readable"
+    if checks["counts"].ran:
+        total = _total(stats)
+        checks["counts"].summary = (
+            f"{total.rows:,} rows, {total.tokens:,} pieces, {total.masked:,} masked, "
+            f"{total.random_next:,} random-next"
+        )
+    for key in ROW_RULES:
+        t = checks[key]
+        if t.ran:
+            t.figures = {"rows": rows, "failing_rows": t.failing}
+            t.summary = (
+                f"{t.failing:,} of {rows:,} rows break it" if t.failing else f"{rows:,} rows"
+            )
