@@ -8,7 +8,6 @@ leaves a manifest, so it never leaves a directory that validates.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import platform
 from collections.abc import Sequence
 
@@ -58,19 +57,7 @@ class WriteShard(beam.DoFn):
         path = FileSystems.join(self.out, "shards", BUILDING_DIR, f"bucket-{bucket:06d}.arrow")
         with FileSystems.create(path) as f:
             f.write(data)
-        yield (
-            bucket,
-            ShardEntry(
-                path=path,
-                rows=columns.num_rows,
-                bytes=len(data),
-                sha256=hashlib.sha256(data).hexdigest(),
-                tokens=int(len(columns.input_ids)),
-                masked_tokens=int(len(columns.masked_positions)),
-                random_next=int(np.count_nonzero(columns.is_random_next)),
-                **pair_counts,
-            ),
-        )
+        yield bucket, ShardEntry.describe(path, data, columns, **pair_counts)
 
 
 def write_text(path: str, text: str) -> None:

@@ -5,12 +5,15 @@ It is written last and atomically: its presence means the dataset is complete.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 
-from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION
+import numpy as np
+
+from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, ShardColumns
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -30,6 +33,21 @@ class ShardEntry:
     # takes B from another document; a bucket holding one document never can.
     forced_random_next: int = 0
     forced_actual_next: int = 0
+
+    @classmethod
+    def describe(cls, path: str, data: bytes, columns: ShardColumns, **counts: int) -> ShardEntry:
+        """The entry of a shard from its bytes and columns; `counts` are the figures only the
+        writer knows (short_rows, forced_random_next, forced_actual_next)."""
+        return cls(
+            path=path,
+            rows=columns.num_rows,
+            bytes=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            tokens=int(len(columns.input_ids)),
+            masked_tokens=int(len(columns.masked_positions)),
+            random_next=int(np.count_nonzero(columns.is_random_next)),
+            **{k: int(v) for k, v in counts.items()},
+        )
 
 
 @dataclass(frozen=True)

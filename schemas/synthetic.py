@@ -10,7 +10,6 @@ Use it to exercise the validator, the inspector and loaders without running the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -266,16 +265,7 @@ def write_shard_file(
     with open(path + ".tmp", "wb") as f:
         f.write(data)
     os.replace(path + ".tmp", path)
-    return ShardEntry(
-        path=rel,
-        rows=cols.num_rows,
-        bytes=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
-        tokens=int(len(cols.input_ids)),
-        masked_tokens=int(len(cols.masked_positions)),
-        random_next=int(np.count_nonzero(cols.is_random_next)),
-        short_rows=int(short_rows),
-    )
+    return ShardEntry.describe(rel, data, cols, short_rows=short_rows)
 
 
 def write_synthetic_set(directory: str, cfg: SyntheticConfig) -> Manifest:

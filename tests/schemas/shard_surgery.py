@@ -9,7 +9,6 @@ can tell.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import shutil
 from collections.abc import Callable
@@ -52,15 +51,13 @@ def rewrite_shard(directory: str, index: int, mutate: Callable[[ShardColumns], S
         lambda m: _replace_entry(
             m,
             index,
-            ShardEntry(
-                path=m.shards[index].path,
-                rows=cols.num_rows,
-                bytes=len(data),
-                sha256=hashlib.sha256(data).hexdigest(),
-                tokens=int(len(cols.input_ids)),
-                masked_tokens=int(len(cols.masked_positions)),
-                random_next=int(np.count_nonzero(cols.is_random_next)),
+            ShardEntry.describe(
+                m.shards[index].path,
+                data,
+                cols,
                 short_rows=min(m.shards[index].short_rows, cols.num_rows),
+                forced_random_next=m.shards[index].forced_random_next,
+                forced_actual_next=m.shards[index].forced_actual_next,
             ),
         ),
     )
