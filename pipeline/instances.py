@@ -105,24 +105,30 @@ def num_to_predict(length: int, cfg: InstanceConfig) -> int:
     return int(n[0])
 
 
+_ALTERNATE = int("01" * 2048, 2)  # bits 0, 2, 4, ... set: every other drop (4,096 drops)
+
+
 def truncation_plan(len_a: int, len_b: int, max_tokens: int, rng: random.Random):
     """Pieces to drop as (a_front, a_back, b_front, b_back).
 
     Same outcome as the reference's loop, which drops one piece at a time from the longer
-    side (B on a tie), from the front or the back with probability 0.5 each: one coin per drop.
+    side (B on a tie), from the front or the back with probability 0.5 each: one coin per drop,
+    here the n bits of one `getrandbits(n)` (bit k set: drop k is from the front).
     """
     n = len_a + len_b - max_tokens
     if n <= 0:
         return 0, 0, 0, 0
-    front = [rng.random() < 0.5 for _ in range(n)]
+    front = rng.getrandbits(n)
     first = min(n, abs(len_a - len_b))  # drops from the longer side until the lengths meet
     # then B, A, B, A ... (B on a tie): A's drops are the odd offsets after `first`
-    a_front = sum(front[first + 1 :: 2])
+    alternate = _ALTERNATE if n <= 4096 else int("01" * (n // 2 + 1), 2)
+    from_a = (alternate << (first + 1)) & ((1 << n) - 1)
     n_a = (n - first) // 2
     if len_a > len_b:
-        a_front += sum(front[:first])
+        from_a |= (1 << first) - 1
         n_a += first
-    b_front = sum(front) - a_front
+    a_front = (front & from_a).bit_count()
+    b_front = front.bit_count() - a_front
     return a_front, n_a - a_front, b_front, (n - n_a) - b_front
 
 
@@ -187,7 +193,14 @@ def chunk_pair(offsets, ids, index, start, stop, target, cfg, rng, can_pick_othe
     af, ab, bf, bb = truncation_plan(a_hi - a_lo, b_hi - b_lo, cfg.max_num_tokens, rng)
     out.append(
         Pair(
-            index, a_lo + af, a_hi - ab, b_unit, b_lo + bf, b_hi - bb, bool(random_next), short,
+            index,
+            a_lo + af,
+            a_hi - ab,
+            b_unit,
+            b_lo + bf,
+            b_hi - bb,
+            bool(random_next),
+            short,
             forced,
         )
     )

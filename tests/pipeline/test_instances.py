@@ -65,6 +65,10 @@ class FixedCoins:
     def random(self):
         return next(self.values)
 
+    def getrandbits(self, n):
+        """n coins as bits: bit k set when coin k is below 0.5 (drop k from the front)."""
+        return sum(1 << k for k in range(n) if next(self.values) < 0.5)
+
 
 def test_max_predictions_defaults_follow_the_reference_advice():
     assert default_max_predictions(128, 0.15) == 20
@@ -112,6 +116,15 @@ def test_truncation_matches_the_reference_loop(la, lb, max_tokens, seed):
     a, b = truncate_pair(np.arange(la), np.arange(100, 100 + lb), max_tokens, FixedCoins(coins))
     ra, rb = reference_truncate(range(la), range(100, 100 + lb), max_tokens, coins)
     assert a.tolist() == ra and b.tolist() == rb
+
+
+def test_truncation_of_very_long_pairs_matches_the_reference_loop():
+    rng = np.random.default_rng(0)
+    for la, lb in [(9000, 10), (5000, 4990), (20, 7000)]:
+        coins = rng.random(la + lb)
+        a, b = truncate_pair(np.arange(la), np.arange(la, la + lb), 125, FixedCoins(coins))
+        ra, rb = reference_truncate(range(la), range(la, la + lb), 125, coins)
+        assert a.tolist() == ra and b.tolist() == rb
 
 
 def pair(la: int, lb: int, rng) -> tuple[np.ndarray, int]:
