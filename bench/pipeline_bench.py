@@ -133,7 +133,7 @@ def memory_fit(series: list[tuple[float, float]], machine_gib: float = 24.0) -> 
     import numpy as np
 
     mb, gib = np.array(series).T
-    slope, base = np.polyfit(mb, gib, 1)
+    slope, base = (float(x) for x in np.polyfit(mb, gib, 1))
     out = [
         row(
             "peak memory growth (DirectRunner)",
@@ -157,32 +157,39 @@ def memory_fit(series: list[tuple[float, float]], machine_gib: float = 24.0) -> 
 def run(
     mb: float = 25, sizes: tuple[float, ...] = (), workers: tuple[int, ...] = (1, 2)
 ) -> list[dict]:
-    rows = []
     tmp = tempfile.mkdtemp(prefix="bench-pipeline-")
     text_dirs, text_size = corpus_files("text", mb)
     vocab, vocab_s = train_vocab(text_dirs[:1], f"{tmp}/vocab")
-    rows.append(
+    rows = [
         row(
             "vocab training (30k, kernel docs)",
             round(vocab_s, 1),
             "s",
             f"{text_size / len(text_dirs) / 1e6:.1f} MB sample, whole run incl. reading",
         )
-    )
-    floor = tokenizer_floor(vocab, text_dirs, text_size)
-    rows.append(row("floor: encode_batch_fast, 1 thread", round(floor, 2), "MB/s/core", "text"))
+    ]
+    rows += text_rows(text_dirs, text_size, vocab, workers, tmp)
+    rows += books_rows(mb, vocab, max(workers), tmp)
+    rows += memory_rows(sizes, vocab, max(workers), tmp)
+    return rows
+
+
+def text_rows(dirs, size: int, vocab: str, workers, tmp: str) -> list[dict]:
+    """The tokenizer floor, then builds of the reference format with each worker count."""
+    floor = tokenizer_floor(vocab, dirs, size)
+    rows = [row("floor: encode_batch_fast, 1 thread", round(floor, 2), "MB/s/core", "text")]
     walls = {}
     for w in workers:
-        wall, peak, m = build("text", text_dirs, f"{tmp}/text-{w}", vocab, w)
+        wall, peak, m = build("text", dirs, f"{tmp}/text-{w}", vocab, w)
         walls[w] = wall
         inst = sum(s["rows"] for s in m["shards"])
-        per_core = text_size / 1e6 / wall / w
+        per_core = size / 1e6 / wall / w
         rows += [
             row(
                 f"text format, {w} worker(s): throughput",
                 round(per_core, 3),
                 "MB/s/core",
-                f"{text_size / 1e6:.0f} MB, {wall:.0f} s wall, "
+                f"{size / 1e6:.0f} MB, {wall:.0f} s wall, "
                 f"{per_core / REFERENCE_MB_S_PER_CORE:.1f}x the reference per core",
             ),
             row(
@@ -200,26 +207,28 @@ def run(
         ]
     if 1 in walls and 2 in walls:
         rows.append(row("speed-up 2 workers vs 1", round(walls[1] / walls[2], 2), "x", "text"))
-    book_dirs, book_size = corpus_files("books", mb)
-    rows.append(
-        row(
-            "floor: Punkt + encode_batch_fast, 1 thread",
-            round(raw_floor(vocab, book_dirs, book_size), 2),
-            "MB/s/core",
-            "books",
-        )
-    )
-    w = max(workers)
-    wall, peak, m = build("books", book_dirs, f"{tmp}/books", vocab, w)
-    rows.append(
+    return rows
+
+
+def books_rows(mb: float, vocab: str, w: int, tmp: str) -> list[dict]:
+    """The raw-format floor (Punkt + tokenizer), then a build of the books layout."""
+    dirs, size = corpus_files("books", mb)
+    floor = raw_floor(vocab, dirs, size)
+    wall, _, _ = build("books", dirs, f"{tmp}/books", vocab, w)
+    return [
+        row("floor: Punkt + encode_batch_fast, 1 thread", round(floor, 2), "MB/s/core", "books"),
         row(
             f"books format, {w} worker(s): throughput",
-            round(book_size / 1e6 / wall / w, 3),
+            round(size / 1e6 / wall / w, 3),
             "MB/s/core",
-            f"{book_size / 1e6:.0f} MB, {wall:.0f} s wall",
-        )
-    )
-    series = []
+            f"{size / 1e6:.0f} MB, {wall:.0f} s wall",
+        ),
+    ]
+
+
+def memory_rows(sizes, vocab: str, w: int, tmp: str) -> list[dict]:
+    """Peak memory of builds of several corpus sizes, and the line through them."""
+    rows, series = [], []
     for size_mb in sizes:
         dirs, size = corpus_files("text", size_mb)
         wall, peak, _ = build("text", dirs, f"{tmp}/mem-{size_mb}", vocab, w)
@@ -232,8 +241,7 @@ def run(
                 f"{wall:.0f} s wall",
             )
         )
-    rows += memory_fit(series)
-    return rows
+    return rows + memory_fit(series)
 
 
 def main(argv=None) -> int:
