@@ -27,7 +27,7 @@ from model.checkpoint import load_checkpoint
 from model.config import BertConfig
 from model.data import PAD_MULTIPLE
 from model.distributed import resolve_device
-from model.metrics import accuracy, binary_f1, entity_f1, squad_scores
+from model.metrics import accuracy, binary_f1, entity_f1, normalize_answer, squad_f1
 from model.optim import WarmupLinear
 from model.tasks import (
     GLUE_TASKS,
@@ -139,6 +139,7 @@ class TaskData:
     labels: list[str]  # class or tag names by index (span tasks: none)
     gold: object  # what the dev metrics compare against
     notes: list[str]
+    predictions: dict | None = None  # squad: the last evaluation's answers by question id
 
 
 def load_task(cfg: FinetuneConfig, tok) -> TaskData:
@@ -226,10 +227,25 @@ def evaluate(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_
                     tags[word] = data.labels[int(x[pos].argmax())]
             pred.append(tags)
         return entity_f1(pred, data.gold)
-    return squad_scores(
-        span_predictions(data.dev, logits, data.gold, cfg.max_answer_length),
-        {ex.qid: list(ex.answers) for ex in data.gold},
-    )
+    predictions = span_predictions(data.dev, logits, data.gold, cfg.max_answer_length)
+    data.predictions = predictions
+    return squad_v1_scores(predictions, {ex.qid: list(ex.answers) for ex in data.gold})
+
+
+def squad_v1_scores(predictions: dict[str, str], answers: dict[str, list[str]]) -> dict[str, float]:
+    """Exact match and F1 in percent as the official SQuAD v1.1 `evaluate-v1.1.py` computes
+    them: each the best over a question's gold answers, averaged over every gold question; a
+    question with no prediction counts 0 (it is not scored as the empty string, which would
+    match a gold answer that normalises to empty, such as "The")."""
+    em = f1 = 0.0
+    for qid, golds in answers.items():
+        if qid not in predictions:
+            continue
+        pred = predictions[qid]
+        em += max(float(normalize_answer(pred) == normalize_answer(g)) for g in golds)
+        f1 += max(squad_f1(pred, g) for g in golds)
+    n = max(len(answers), 1)
+    return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}
 
 
 def span_predictions(features, logits, examples, max_answer: int, top: int = 20) -> dict[str, str]:
