@@ -19,19 +19,29 @@ TEMP    ?=
 ARGS    ?=
 DATA    ?= data
 # training
-RUN     ?= runs/$(MODEL)
 MODEL   ?= tiny
+RUN     ?= runs/$(MODEL)-$(call basename_of,$(OUT))
 STEPS   ?= 300
 DEVICE  ?= cpu
 TASK    ?= sst2
 CKPT    ?= $(RUN)/last.pt
 EXPORT  ?= $(RUN)/export
 
-SHARD_FLAGS := --input '$(INPUT)' --format $(FORMAT) --out $(OUT) --max-seq-length $(SEQ_LEN) \
+# The sample: `make pretrain` builds it on the way only into its own OUT, from its own INPUT.
+SAMPLE_INPUT := books:sample/books,text:sample/text
+SAMPLE_OUT   := out/sample
+
+# Paths may hold spaces: every path is passed single-quoted. basename_of gives a path's last
+# part, spaces kept (make's own notdir splits on them): "out/my corpus/" -> "my corpus".
+empty :=
+space := $(empty) $(empty)
+basename_of = $(subst |,$(space),$(notdir $(patsubst %/,%,$(subst $(space),|,$(strip $(1))))))
+
+SHARD_FLAGS := --input '$(INPUT)' --format $(FORMAT) --out '$(OUT)' --max-seq-length $(SEQ_LEN) \
 	--dupe-factor $(DUPE) --seed $(SEED) --workers $(WORKERS) --runner $(RUNNER) \
-	$(if $(VOCAB),--vocab $(VOCAB)) \
+	$(if $(VOCAB),--vocab '$(VOCAB)') \
 	$(if $(filter DataflowRunner,$(RUNNER)),--project $(PROJECT) --region $(REGION) \
-	  --temp_location $(TEMP) --setup_file ./setup.py)
+	  --temp_location '$(TEMP)' --setup_file ./setup.py)
 
 .PHONY: venv shards vocab validate inspect pretrain finetune export test lint bench corpora clean
 
@@ -47,25 +57,31 @@ shards: $(STAMP)
 	$(PY) -m pipeline.cli build $(SHARD_FLAGS) $(ARGS)
 
 vocab: $(STAMP)
-	$(PY) -m pipeline.cli vocab --input '$(INPUT)' --format $(FORMAT) --out $(OUT) --seed $(SEED) \
+	$(PY) -m pipeline.cli vocab --input '$(INPUT)' --format $(FORMAT) --out '$(OUT)' --seed $(SEED) \
 		--workers $(WORKERS) --runner $(RUNNER) $(ARGS)
 
 validate: $(STAMP)
-	$(PY) -m schemas.cli validate $(OUT) $(ARGS)
+	$(PY) -m schemas.cli validate '$(OUT)' $(ARGS)
 
 inspect: $(STAMP)
-	$(PY) -m schemas.cli inspect $(OUT) $(ARGS)
+	$(PY) -m schemas.cli inspect '$(OUT)' $(ARGS)
 
 pretrain: $(STAMP)
-	@test -f $(OUT)/manifest.json || $(MAKE) shards OUT=$(OUT)
-	$(PY) -m model.cli pretrain --shards $(OUT) --run $(RUN) --model $(MODEL) --steps $(STEPS) \
+ifeq ($(OUT)|$(INPUT),$(SAMPLE_OUT)|$(SAMPLE_INPUT))
+	@test -f '$(OUT)/manifest.json' || $(MAKE) shards OUT='$(OUT)'
+else
+	@test -f '$(OUT)/manifest.json' || { echo "make pretrain: no shard set in OUT='$(OUT)' \
+	(no manifest.json); build one from your corpus first: make shards INPUT=... FORMAT=... \
+	OUT='$(OUT)' (only the default OUT=$(SAMPLE_OUT) builds the sample on the way)" >&2; exit 2; }
+endif
+	$(PY) -m model.cli pretrain --shards '$(OUT)' --run '$(RUN)' --model $(MODEL) --steps $(STEPS) \
 		--device $(DEVICE) $(ARGS)
 
 finetune: $(STAMP)
-	$(PY) -m model.cli finetune --task $(TASK) --data $(DATA) --ckpt $(CKPT) $(ARGS)
+	$(PY) -m model.cli finetune --task $(TASK) --data '$(DATA)' --ckpt '$(CKPT)' $(ARGS)
 
 export: $(STAMP)
-	$(PY) -m model.cli export --ckpt $(CKPT) --out $(EXPORT) $(ARGS)
+	$(PY) -m model.cli export --ckpt '$(CKPT)' --out '$(EXPORT)' $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest tests $(ARGS)
@@ -75,14 +91,14 @@ lint: $(STAMP)
 
 KERNEL_DOCS := $(DATA)/debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation
 corpora: $(STAMP)
-	PYTHON=$(PY) bash bench/fetch_corpora.sh $(DATA)
-	$(PY) -m bench.corpora --input $(KERNEL_DOCS) --out $(DATA)/corpora/kernel-docs
-	$(PY) -m bench.corpora --input $(KERNEL_DOCS) --out $(DATA)/corpora/kernel-docs-200mb \
+	PYTHON=$(PY) bash bench/fetch_corpora.sh '$(DATA)'
+	$(PY) -m bench.corpora --input '$(KERNEL_DOCS)' --out '$(DATA)/corpora/kernel-docs'
+	$(PY) -m bench.corpora --input '$(KERNEL_DOCS)' --out '$(DATA)/corpora/kernel-docs-200mb' \
 		--repeat-to-mb 200
 
 bench: $(STAMP)
-	@test -d $(DATA)/corpora/kernel-docs-200mb || $(MAKE) corpora DATA=$(DATA)
-	DATA=$(DATA) $(PY) -m bench.run $(ARGS)
+	@test -d '$(DATA)/corpora/kernel-docs-200mb' || $(MAKE) corpora DATA='$(DATA)'
+	DATA='$(DATA)' $(PY) -m bench.run $(ARGS)
 
 clean:
 	rm -rf out runs .pytest_cache
