@@ -3,7 +3,8 @@ TSV), token classification (CoNLL-style), span extraction (SQuAD v1.1), as in th
 
 The encoder comes from a pre-training checkpoint; the tokenizer from the `vocab.txt` beside it.
 The run directory receives metrics.jsonl (training loss, then dev metrics after every epoch),
-results.json (the final dev metrics) and model.pt (the fine-tuned weights and label names).
+results.json (the final dev metrics) and model.pt (the fine-tuned weights and label names);
+for SQuAD also predictions.json (question id -> answer text, as the official scorer reads it).
 """
 
 from __future__ import annotations
@@ -309,6 +310,9 @@ def finetune(cfg: FinetuneConfig) -> dict:
         os.path.join(cfg.run, "model.pt"),
     )
     atomic_write_text(os.path.join(cfg.run, "results.json"), json.dumps(scores, indent=2) + "\n")
+    if data.predictions is not None:  # the official format: question id -> answer text
+        text = json.dumps(data.predictions, indent=2, ensure_ascii=False) + "\n"
+        atomic_write_text(os.path.join(cfg.run, "predictions.json"), text)
     return scores
 
 

@@ -185,6 +185,21 @@ def test_span_extraction_runs_squad_and_scores(pretrained_run, tmp_path):
     scores = results(run)
     assert 0 <= scores["exact_match"] <= scores["f1"] <= 100
     assert scores["f1"] > 30  # about 65 here: better than a blind guess of a context word
+    with open(os.path.join(run, "predictions.json")) as f:
+        predictions = json.load(f)
+    with open(os.path.join(data, "dev-v1.1.json")) as f:
+        dev = json.load(f)["data"]
+    ids = {qa["id"]: p["context"] for a in dev for p in a["paragraphs"] for qa in p["qas"]}
+    assert set(predictions) <= set(ids) and len(predictions) >= len(ids) - 1
+    assert all(isinstance(t, str) and t in ids[q] for q, t in predictions.items())
+    # The scores in results.json are those of these predictions under the official rules.
+    gold = {
+        qa["id"]: [x["text"] for x in qa["answers"]]
+        for a in dev
+        for p in a["paragraphs"]
+        for qa in p["qas"]
+    }
+    assert squad_v1_scores(predictions, gold) == pytest.approx(scores)
     with open(os.path.join(run, "metrics.jsonl")) as f:
         losses = [json.loads(line)["loss"] for line in f]
     assert losses[-1] < losses[0]
