@@ -33,6 +33,7 @@ from model.optim import WarmupLinear
 from model.tasks import (
     GLUE_TASKS,
     IGNORE,
+    answer_is_aligned,
     data_files,
     load_tokenizer,
     read_conll,
@@ -150,9 +151,18 @@ def load_task(cfg: FinetuneConfig, tok) -> TaskData:
     if cfg.task == "ner":
         return _conll_data(cfg, tok, train_path, dev_path)
     train, dev = read_squad(train_path), read_squad(dev_path)
+    # As the paper's run_squad.py: a training answer whose answer_start does not point at its
+    # text is skipped (training on it would teach the wrong span), and counted.
+    aligned = [ex for ex in train if answer_is_aligned(ex)]
+    notes = []
+    if len(aligned) < len(train):
+        notes.append(
+            f"{train_path}: skipped {len(train) - len(aligned)} of {len(train)} question(s) "
+            "whose answer_start does not point at the answer text"
+        )
     args = (cfg.max_seq_length, cfg.doc_stride, cfg.max_query_length)
-    train_f = [f for f in span_features(tok, train, *args) if train[f["example"]].answer_start >= 0]
-    return TaskData(train_f, span_features(tok, dev, *args), [], dev, [])
+    train_f = span_features(tok, aligned, *args)
+    return TaskData(train_f, span_features(tok, dev, *args), [], dev, notes)
 
 
 def _glue_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> TaskData:

@@ -127,27 +127,125 @@ class SquadExample:
     answer_start: int  # character offset of the first answer in the context
 
 
-def read_squad(path: str) -> list[SquadExample]:
+def _field(obj, key: str, path: str, where: str):
+    """obj[key], or one line naming the file, the place and the missing key."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: {where} is a {type(obj).__name__}, expected a JSON object")
+    if key not in obj:
+        raise ValueError(f"{path}: {where} has no key {key!r}; not a SQuAD v1.1 file")
+    return obj[key]
+
+
+def _squad_records(path: str) -> tuple[list, str]:
+    """The file's JSON: the official nested layout (an object with `data`), a JSON list of flat
+    records or JSON lines of them (as the `datasets` library exports SQuAD). Returns the
+    articles or records and which layout ("nested" | "flat")."""
     with open(path, encoding="utf-8") as f:
-        try:
-            articles = json.load(f)["data"]
-        except (json.JSONDecodeError, KeyError) as e:
-            raise ValueError(f"{path}: not SQuAD v1.1 JSON ({type(e).__name__}: {e})") from None
+        text = f.read()
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as first_error:
+        doc = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    doc.append(json.loads(line))
+                except json.JSONDecodeError:
+                    raise ValueError(
+                        f"{path}: neither JSON ({first_error}) nor JSON lines (line {lineno} "
+                        "does not parse); expected SQuAD v1.1 JSON"
+                    ) from None
+    if isinstance(doc, dict) and "data" in doc:
+        version = str(doc.get("version", ""))
+        if version.lstrip("v").startswith("2"):
+            raise ValueError(f"{path}: SQuAD {version} (unanswerable questions) is not supported")
+        if not isinstance(doc["data"], list):
+            raise ValueError(f"{path}: 'data' is not a list of articles")
+        return doc["data"], "nested"
+    if isinstance(doc, dict) and ("paragraphs" in doc or "version" in doc):
+        raise ValueError(f"{path}: the top-level object has no key 'data'; not a SQuAD v1.1 file")
+    if isinstance(doc, dict):
+        doc = [doc]  # JSON lines holding a single record
+    if not isinstance(doc, list):
+        raise ValueError(f"{path}: expected SQuAD JSON (an object with 'data', or records)")
+    return doc, "flat"
+
+
+def _squad_example(path: str, where: str, qa: dict, context) -> SquadExample:
+    if not isinstance(context, str):
+        raise ValueError(f"{path}: {where}: the context is not a string")
+    qid = str(_field(qa, "id", path, where))
+    where = f"{where} (id {qid})"
+    question = _field(qa, "question", path, where)
+    if isinstance(qa, dict) and qa.get("is_impossible"):
+        raise ValueError(f"{path}: {where} is_impossible: a SQuAD 2.0 file; only v1.1 is supported")
+    if "answers" not in qa and "answers.text" in qa:  # flattened columns
+        answers = {
+            "text": qa["answers.text"],
+            "answer_start": _field(qa, "answers.answer_start", path, where),
+        }
+    else:
+        answers = _field(qa, "answers", path, where)
+    if isinstance(answers, dict):  # the datasets layout: {"text": [...], "answer_start": [...]}
+        texts = _field(answers, "text", path, f"{where} answers")
+        starts = _field(answers, "answer_start", path, f"{where} answers")
+    elif isinstance(answers, list):
+        texts = [_field(a, "text", path, f"{where} answers[{i}]") for i, a in enumerate(answers)]
+        starts = [
+            _field(a, "answer_start", path, f"{where} answers[{i}]") for i, a in enumerate(answers)
+        ]
+    else:
+        raise ValueError(f"{path}: {where}: 'answers' is neither a list nor an object")
+    if not texts:
+        raise ValueError(
+            f"{path}: {where} has no answers: a SQuAD 2.0 (unanswerable) question; only v1.1 "
+            "is supported"
+        )
+    if len(texts) != len(starts):
+        raise ValueError(f"{path}: {where}: {len(texts)} answer texts but {len(starts)} starts")
+    try:
+        first_start = int(starts[0])
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: {where}: answer_start {starts[0]!r} is not an integer") from None
+    return SquadExample(
+        qid=qid,
+        question=str(question),
+        context=context,
+        answers=tuple(str(t) for t in texts),
+        answer_start=first_start,
+    )
+
+
+def read_squad(path: str) -> list[SquadExample]:
+    """SQuAD v1.1 questions, from the official nested JSON or the flat records the `datasets`
+    library exports (a JSON list or JSON lines; `answers` as {"text": [...], "answer_start":
+    [...]} or flattened `answers.text` / `answers.answer_start`). SQuAD 2.0 is refused, and a
+    malformed file gives one line naming the file, the place and the missing key."""
+    records, layout = _squad_records(path)
     examples = []
-    for article in articles:
-        for para in article["paragraphs"]:
-            for qa in para["qas"]:
-                answers = qa.get("answers") or [{"text": "", "answer_start": -1}]
-                examples.append(
-                    SquadExample(
-                        qid=str(qa["id"]),
-                        question=qa["question"],
-                        context=para["context"],
-                        answers=tuple(a["text"] for a in answers),
-                        answer_start=int(answers[0]["answer_start"]),
-                    )
-                )
+    if layout == "flat":
+        for i, rec in enumerate(records):
+            context = _field(rec, "context", path, f"record {i}")
+            examples.append(_squad_example(path, f"record {i}", rec, context))
+        return examples
+    for a, article in enumerate(records):
+        paragraphs = _field(article, "paragraphs", path, f"data[{a}]")
+        for p, para in enumerate(paragraphs):
+            where = f"data[{a}].paragraphs[{p}]"
+            context = _field(para, "context", path, where)
+            for q, qa in enumerate(_field(para, "qas", path, where)):
+                examples.append(_squad_example(path, f"{where}.qas[{q}]", qa, context))
     return examples
+
+
+def answer_is_aligned(ex: SquadExample) -> bool:
+    """Whether `answer_start` points at the first answer's text in the context (white space
+    compared loosely, as the paper's run_squad.py does)."""
+    text = ex.answers[0]
+    if ex.answer_start < 0 or ex.answer_start + len(text) > len(ex.context):
+        return False
+    found = ex.context[ex.answer_start : ex.answer_start + len(text)]
+    return found == text or " ".join(found.split()) == " ".join(text.split())
 
 
 def load_tokenizer(vocab_path: str, lowercase: bool) -> BertWordPieceTokenizer:
