@@ -71,8 +71,9 @@ ifeq ($(OUT)|$(INPUT),$(SAMPLE_OUT)|$(SAMPLE_INPUT))
 	@test -f '$(OUT)/manifest.json' || $(MAKE) shards OUT='$(OUT)'
 else
 	@test -f '$(OUT)/manifest.json' || { echo "make pretrain: no shard set in OUT='$(OUT)' \
-	(no manifest.json); build one from your corpus first: make shards INPUT=... FORMAT=... \
-	OUT='$(OUT)' (only the default OUT=$(SAMPLE_OUT) builds the sample on the way)" >&2; exit 2; }
+	(no manifest.json); build one from your corpus first: make shards INPUT=... \
+	FORMAT=... OUT='$(OUT)' (only the sample, INPUT and OUT left at their defaults, \
+	is built on the way)" >&2; exit 2; }
 endif
 	$(PY) -m model.cli pretrain --shards '$(OUT)' --run '$(RUN)' --model $(MODEL) --steps $(STEPS) \
 		--device $(DEVICE) $(ARGS)
