@@ -168,13 +168,10 @@ def load_task(cfg: FinetuneConfig, tok) -> TaskData:
 def _glue_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> TaskData:
     spec = GLUE_TASKS[cfg.task]
     columns = (*spec.text_columns, spec.label_column)
-    train, skipped_train = read_tsv(train_path, columns)
-    dev, skipped_dev = read_tsv(dev_path, columns)
-    labels = sorted({row[-1] for row in train})
+    train, skipped_train = read_tsv(train_path, columns, spec.labels)
+    dev, skipped_dev = read_tsv(dev_path, columns, spec.labels)
+    labels = list(spec.labels)
     index = {name: i for i, name in enumerate(labels)}
-    unknown = sorted({row[-1] for row in dev} - set(index))
-    if unknown:
-        raise ValueError(f"{dev_path}: labels {unknown} never occur in {train_path}")
     notes = [
         f"{p}: skipped {n} malformed row(s)"
         for p, n in ((train_path, skipped_train), (dev_path, skipped_dev))

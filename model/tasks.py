@@ -23,17 +23,24 @@ IGNORE = -100
 class GlueTask:
     text_columns: tuple[str, ...]  # one sentence, or a pair
     label_column: str
+    labels: tuple[str, ...] = ("0", "1")  # the task's classes, exactly as the files write them
     dev_file: str = "dev.tsv"
     f1: bool = False  # also report F1 of the positive label "1" (MRPC, QQP)
 
 
+ENTAILMENT = ("entailment", "not_entailment")
 GLUE_TASKS = {
     "sst2": GlueTask(("sentence",), "label"),
     "mrpc": GlueTask(("#1 String", "#2 String"), "Quality", f1=True),
     "qqp": GlueTask(("question1", "question2"), "is_duplicate", f1=True),
-    "qnli": GlueTask(("question", "sentence"), "label"),
-    "rte": GlueTask(("sentence1", "sentence2"), "label"),
-    "mnli": GlueTask(("sentence1", "sentence2"), "gold_label", dev_file="dev_matched.tsv"),
+    "qnli": GlueTask(("question", "sentence"), "label", ENTAILMENT),
+    "rte": GlueTask(("sentence1", "sentence2"), "label", ENTAILMENT),
+    "mnli": GlueTask(
+        ("sentence1", "sentence2"),
+        "gold_label",
+        ("contradiction", "entailment", "neutral"),
+        dev_file="dev_matched.tsv",
+    ),
 }
 TASKS = (*GLUE_TASKS, "ner", "squad")
 
@@ -73,9 +80,12 @@ def data_files(task: str, directory: str) -> tuple[str, str]:
     return paths[0], paths[1]
 
 
-def read_tsv(path: str, columns: tuple[str, ...]) -> tuple[list[tuple[str, ...]], int]:
+def read_tsv(
+    path: str, columns: tuple[str, ...], labels: tuple[str, ...] | None = None
+) -> tuple[list[tuple[str, ...]], int]:
     """The named columns of a TSV with a header row, and how many malformed rows were skipped
-    (GLUE files hold a few rows with stray tabs)."""
+    (GLUE files hold a few rows with stray tabs). With `labels`, the last column must be one of
+    them exactly (`1.0`, ` 1` or `abc` are not `1`): anything else is refused naming the line."""
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
@@ -93,6 +103,11 @@ def read_tsv(path: str, columns: tuple[str, ...]) -> tuple[list[tuple[str, ...]]
             if len(row) != len(header):
                 skipped += 1
                 continue
+            if labels is not None and row[index[-1]] not in labels:
+                raise ValueError(
+                    f"{path}:{reader.line_num}: {columns[-1]} {row[index[-1]]!r} is not one of "
+                    f"the task's labels {', '.join(labels)}"
+                )
             rows.append(tuple(row[i] for i in index))
     return rows, skipped
 

@@ -268,3 +268,20 @@ def test_refusals_name_the_problem(pretrained_run, tmp_path, capsys):
     args = finetune_args("sst2", data, str(other), str(tmp_path / "r"))
     assert main(args) == 2
     assert "has 74 pieces but the checkpoint was trained with 73" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["abc", "1.0", " 1", "2"])
+def test_a_label_outside_the_tasks_labels_is_refused_naming_file_and_line(
+    pretrained_run, tmp_path, capsys, bad
+):
+    data = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(7))
+    path = os.path.join(data, "train.tsv")
+    with open(path) as f:
+        lines = f.read().splitlines()
+    lines[5] = lines[5].rsplit("\t", 1)[0] + "\t" + bad
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    assert main(finetune_args("sst2", data, pretrained_run, str(tmp_path / "r"))) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:6: label {bad!r} is not one of the task's labels 0, 1" in err
+    assert "Traceback" not in err
