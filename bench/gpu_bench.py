@@ -1,0 +1,308 @@
+"""Pre-training throughput on a GPU (issue 14): bf16 sequences/s, tokens/s, MFU, peak memory and
+the share of step time spent waiting for the loader, through the package's own training step.
+
+Runs `model.trainer.Trainer` (the step `model.train.pretrain` runs: autocast, fused AdamW,
+clipping, schedule, `torch.compile` when asked) on batches from `model.data` over a synthetic
+shard set made by `schemas.synthetic`. Each case runs `--warmup` steps, then `--steps` timed
+steps. On CUDA the cases are base at seq 128 and 512 and large at seq 128, each without and with
+`--compile`. Without CUDA it is a CPU fallback: the tiny preset for a few fp32 steps, to check the
+script itself; it reports no MFU.
+
+FLOPs per step: 6 x N x tokens (N: parameters without the embedding tables) plus the attention
+scores, 12 x layers x hidden x length per token; the padded tokens count, as the GPU computes
+them. The loader share is the host time spent in `next()` on the batch stream over the timed wall
+time; the host runs ahead of the GPU, so it is an upper bound on GPU idle time.
+
+    PYTHONPATH=. python -m bench.gpu_bench --out DIR [--steps 30] [--warmup 10] [--only base-128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import tempfile
+import time
+from dataclasses import dataclass
+
+import torch
+
+from model.bert import count_parameters, training_flops
+from model.config import TrainConfig
+from model.data import LoaderConfig, PretrainingData, batches, open_shards
+from model.distributed import Dist
+from model.holdout import split_holdout
+from model.meter import PEAK_BF16_TFLOPS
+from model.train import model_config
+from model.trainer import Trainer, to_device
+from schemas.synthetic import SyntheticConfig, write_synthetic_set
+
+RESULT_NAME = "gpu_bench.json"
+
+
+@dataclass(frozen=True)
+class Case:
+    model: str
+    seq: int
+    batch: int
+    compile: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-{self.seq}{'-compile' if self.compile else ''}"
+
+
+# Per-GPU batches: the paper's 256 at seq 128; at seq 512 a quarter of that (same tokens).
+GPU_CASES = [
+    Case(m, s, b, c)
+    for m, s, b in (("base", 128, 256), ("base", 512, 64), ("large", 128, 256))
+    for c in (False, True)
+]
+CPU_CASES = [Case("tiny", 128, 8, False)]
+
+
+def peak_tflops(device: torch.device) -> tuple[str, float]:
+    """The device's name and dense bf16 peak (TFLOP/s; 0 when unknown or on a CPU)."""
+    if device.type != "cuda":
+        return f"cpu ({platform.machine()})", 0.0
+    name = torch.cuda.get_device_name(device)
+    return name, next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), 0.0)
+
+
+def flops_per_step(n_params: int, layers: int, hidden: int, tokens: int, length: int) -> float:
+    """6 N per token for the weights plus the attention scores (12 x layers x hidden x length)."""
+    return float(6 * n_params * tokens + 12 * layers * hidden * length * tokens)
+
+
+def make_shards(directory: str, seq: int, rows: int, vocab: int) -> str:
+    cfg = SyntheticConfig(
+        rows=rows,
+        shards=4,
+        max_seq_length=seq,
+        max_predictions_per_seq=max(20, round(0.15 * seq)),
+        vocab_size=vocab,
+        seed=1,
+    )
+    write_synthetic_set(directory, cfg)
+    return directory
+
+
+def _compiled_graphs() -> int | None:
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"].get("unique_graphs", 0))
+    except Exception:
+        return None
+
+
+def run_case(
+    case: Case, shards_dir: str, device: torch.device, warmup: int, steps: int, workers: int
+) -> dict:
+    """Warm up, then time `steps` optimizer steps of the package's Trainer on real batches."""
+    cuda = device.type == "cuda"
+    cfg = TrainConfig(
+        shards=shards_dir,
+        model=case.model,
+        steps=warmup + steps,
+        batch_size=case.batch,
+        warmup=max(1, warmup),
+        device=device.type,
+        precision="bf16" if cuda else "fp32",
+        compile=case.compile,
+        workers=workers,
+        holdout=0,
+    )
+    shards = open_shards(shards_dir)
+    parts, _ = split_holdout(shards, 0)
+    data = PretrainingData(shards, parts, LoaderConfig(case.batch, seed=0))
+    if cuda:
+        torch.cuda.empty_cache()
+    if case.compile:
+        torch._dynamo.reset()
+    trainer = Trainer(cfg, model_config(case.model, shards), Dist(0, 1, device))
+    mcfg = trainer.model_cfg
+    n_params = count_parameters(trainer.raw, embeddings=False)
+    stream = batches(data, 0, workers=workers, pin_memory=cuda)
+
+    def one_step() -> tuple[float, dict]:
+        t0 = time.perf_counter()
+        b = next(stream)
+        waited = time.perf_counter() - t0
+        trainer.step([to_device(b, device)])
+        return waited, b
+
+    t = time.perf_counter()
+    for _ in range(warmup):
+        one_step()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
+    warmup_s = time.perf_counter() - t
+    graphs_after_warmup = _compiled_graphs() if case.compile else None
+
+    seqs = tokens = real_tokens = 0
+    flops = model_flops = waited = 0.0
+    start = time.perf_counter()
+    for _ in range(steps):
+        w, b = one_step()
+        ids = b["input_ids"]
+        waited += w
+        seqs += ids.size(0)
+        tokens += ids.numel()
+        real_tokens += int(b["attention_mask"].sum())
+        flops += flops_per_step(
+            n_params, mcfg.num_layers, mcfg.hidden_size, ids.numel(), ids.size(1)
+        )
+        model_flops += training_flops(mcfg, ids.numel(), ids.size(1), len(b["mlm_labels"]))
+    if cuda:
+        torch.cuda.synchronize()
+    wall = max(time.perf_counter() - start, 1e-9)
+
+    name, peak = peak_tflops(device)
+    graphs = _compiled_graphs() if case.compile else None
+    row = {
+        "case": case.name,
+        "model": case.model,
+        "seq": case.seq,
+        "batch": case.batch,
+        "compile": case.compile,
+        "precision": "bf16" if trainer.autocast else "fp32",
+        "device": name,
+        "parameters": count_parameters(trainer.raw),
+        "non_embedding_parameters": n_params,
+        "warmup_steps": warmup,
+        "steps": steps,
+        "warmup_s": round(warmup_s, 3),
+        "step_ms": round(1e3 * wall / steps, 3),
+        "seq_per_s": seqs / wall,
+        "tokens_per_s": tokens / wall,  # padded tokens, as computed
+        "real_tokens_per_s": real_tokens / wall,
+        "padding_share": 1 - real_tokens / max(tokens, 1),
+        "tflops_per_s": flops / wall / 1e12,
+        "peak_tflops": peak or None,
+        "mfu": flops / wall / (peak * 1e12) if peak else None,
+        "mfu_model_formula": model_flops / wall / (peak * 1e12) if peak else None,
+        "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None,
+        "loader_wait_share": waited / wall,
+        "compiled_graphs": graphs,
+        "graphs_added_while_timed": (
+            graphs - graphs_after_warmup
+            if graphs is not None and graphs_after_warmup is not None
+            else None
+        ),
+    }
+    stream.close()  # drops the DataLoader and its workers before the next case
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    head = (
+        f"{'case':<18} {'prec':<5} {'batch':>5} {'step ms':>9} {'seq/s':>9} {'tok/s':>11} "
+        f"{'TFLOP/s':>8} {'MFU':>6} {'mem GiB':>8} {'loader':>7}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "-"
+        mem = f"{r['peak_mem_gib']:.1f}" if r["peak_mem_gib"] is not None else "-"
+        lines.append(
+            f"{r['case']:<18} {r['precision']:<5} {r['batch']:>5} {r['step_ms']:>9.1f} "
+            f"{r['seq_per_s']:>9.1f} {r['tokens_per_s']:>11.0f} {r['tflops_per_s']:>8.3f} "
+            f"{mfu:>6} {mem:>8} {100 * r['loader_wait_share']:>6.1f}%"
+        )
+    return "\n".join(lines)
+
+
+def run(
+    out: str,
+    steps: int | None = None,
+    warmup: int | None = None,
+    only: list[str] | None = None,
+    workers: int | None = None,
+    force_cpu: bool = False,
+) -> dict:
+    cuda = torch.cuda.is_available() and not force_cpu
+    device = torch.device("cuda" if cuda else "cpu")
+    cases = GPU_CASES if cuda else CPU_CASES
+    if only:
+        cases = [c for c in cases if c.name in only]
+        if not cases:
+            raise SystemExit(f"--only {only}: no such case on {device.type}")
+    steps = steps if steps is not None else (30 if cuda else 3)
+    warmup = warmup if warmup is not None else (10 if cuda else 2)
+    workers = workers if workers is not None else (2 if cuda else 0)
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    vocab = 30522 if cuda else 2000
+    rows_needed = max(c.batch for c in cases) * (steps + warmup)
+    results, started = [], time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        sets: dict[int, str] = {}
+        for case in cases:
+            if case.seq not in sets:
+                t = time.perf_counter()
+                sets[case.seq] = make_shards(
+                    os.path.join(tmp, f"seq{case.seq}"), case.seq, max(rows_needed, 400), vocab
+                )
+                print(f"synthetic shards, seq {case.seq}: {time.perf_counter() - t:.1f} s")
+            try:
+                row = run_case(case, sets[case.seq], device, warmup, steps, workers)
+            except Exception as e:  # one failing case must not lose the others' figures
+                row = {"case": case.name, "error": f"{type(e).__name__}: {e}"}
+                print(f"{case.name}: FAILED {row['error']}")
+            else:
+                print(
+                    f"{case.name}: {row['seq_per_s']:.1f} seq/s (warm-up {row['warmup_s']:.1f} s)",
+                    flush=True,
+                )
+            results.append(row)
+    name, peak = peak_tflops(device)
+    report = {
+        "cpu_fallback": not cuda,
+        "device": name,
+        "peak_bf16_tflops": peak or None,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "steps": steps,
+        "warmup": warmup,
+        "workers": workers,
+        "total_s": round(time.perf_counter() - started, 1),
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "results": results,
+    }
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, RESULT_NAME), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help=f"directory for {RESULT_NAME}")
+    parser.add_argument("--steps", type=int, help="timed steps per case (30 on GPU, 3 on CPU)")
+    parser.add_argument("--warmup", type=int, help="untimed steps first (10 on GPU, 2 on CPU)")
+    parser.add_argument("--workers", type=int, help="loader processes (2 on GPU, 0 on CPU)")
+    parser.add_argument("--only", nargs="+", help="case names, e.g. base-128 base-128-compile")
+    parser.add_argument("--cpu", action="store_true", help="the CPU fallback even with CUDA")
+    args = parser.parse_args(argv)
+    report = run(args.out, args.steps, args.warmup, args.only, args.workers, args.cpu)
+    if report["cpu_fallback"]:
+        print("CPU fallback (no CUDA): tiny preset, fp32, a few steps; no MFU; no GPU figures.")
+    ok = [r for r in report["results"] if "error" not in r]
+    print(
+        f"{report['device']} | torch {report['torch']} | {report['steps']} timed steps after "
+        f"{report['warmup']} warm-up | loader workers {report['workers']}"
+    )
+    print(table(ok))
+    for r in report["results"]:
+        if "error" in r:
+            print(f"{r['case']}: FAILED {r['error']}")
+    print(f"wrote {os.path.join(args.out, RESULT_NAME)} ({report['total_s']} s)")
+    return 0 if len(ok) == len(report["results"]) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
