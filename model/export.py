@@ -1,8 +1,9 @@
 """Export a checkpoint as a Hugging Face directory: `BertForPreTraining.from_pretrained(dir)`
 loads it and gives the same outputs, and `BertTokenizer.from_pretrained(dir)` the same ids.
 
-Written: config.json, pytorch_model.bin (a plain state dict, loadable with weights_only),
-vocab.txt and tokenizer_config.json. Needs torch only, not transformers.
+Written: config.json, model.safetensors (what `transformers` writes and prefers: unlike a
+pickle, loading it cannot run code), vocab.txt and tokenizer_config.json. Needs torch and
+safetensors, not transformers.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import shutil
 
 import torch
+from safetensors.torch import save_file
 
 from model.config import BertConfig
 from model.train import load_checkpoint
@@ -100,7 +102,9 @@ def export(ckpt_path: str, out_dir: str) -> str:
             "beside its checkpoint; copy the shard set's vocab.txt there"
         )
     os.makedirs(out_dir, exist_ok=True)
-    torch.save(hf_state_dict(ckpt["model"], cfg), os.path.join(out_dir, "pytorch_model.bin"))
+    weights = os.path.join(out_dir, "model.safetensors")
+    save_file(hf_state_dict(ckpt["model"], cfg), weights + ".tmp", metadata={"format": "pt"})
+    os.replace(weights + ".tmp", weights)
     atomic_write_text(os.path.join(out_dir, "config.json"), _json(hf_config(cfg)))
     shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
     tokenizer = {

@@ -8,11 +8,13 @@ import shutil
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from model.bert import BertForPreTraining
 from model.cli import main
 from model.config import BertConfig
 from model.data import LoaderConfig, PretrainingData, open_shards
+from model.export import hf_state_dict
 from model.tasks import load_tokenizer
 from model.train import load_checkpoint
 
@@ -25,6 +27,13 @@ def test_transformers_loads_the_export_with_the_same_outputs(pretrained_run, sha
     ckpt = load_checkpoint(os.path.join(pretrained_run, "last.pt"))
     ours = BertForPreTraining(BertConfig(**ckpt["model_config"]))
     ours.load_state_dict(ckpt["model"])
+    # The weights are a safetensors file (no pickle to run code), the tensors those of the run.
+    assert os.path.exists(os.path.join(out, "model.safetensors"))
+    assert not os.path.exists(os.path.join(out, "pytorch_model.bin"))
+    written = load_file(os.path.join(out, "model.safetensors"))
+    want = hf_state_dict(ckpt["model"], BertConfig(**ckpt["model_config"]))
+    assert written.keys() == want.keys()
+    assert all(torch.equal(written[k], want[k]) for k in want)
     theirs = transformers.BertForPreTraining.from_pretrained(out)
     ours.eval(), theirs.eval()
     batch = PretrainingData(open_shards(shards_dir), [0], LoaderConfig(batch_size=8)).batch(0)
