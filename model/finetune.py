@@ -97,7 +97,9 @@ class TaskModel(nn.Module):
         super().__init__()
         self.kind = kind
         self.bert = BertModel(cfg)
-        self.dropout = nn.Dropout(cfg.dropout)
+        # No dropout before the span head: neither the paper's run_squad.py nor transformers'
+        # BertForQuestionAnswering has one.
+        self.dropout = nn.Identity() if kind == "span" else nn.Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.hidden_size, num_labels)
         init_weights(self.head, cfg.initializer_range, generator)
 

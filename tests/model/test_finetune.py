@@ -285,3 +285,23 @@ def test_a_label_outside_the_tasks_labels_is_refused_naming_file_and_line(
     err = capsys.readouterr().err
     assert f"{path}:6: label {bad!r} is not one of the task's labels 0, 1" in err
     assert "Traceback" not in err
+
+
+def test_no_dropout_between_the_encoder_and_the_span_head():
+    import torch
+
+    from model.config import BertConfig
+    from model.finetune import TaskModel
+
+    cfg = BertConfig(
+        vocab_size=32,
+        hidden_size=16,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=32,
+        max_position=16,
+    )
+    span = TaskModel(cfg, "span", 2, torch.Generator().manual_seed(0))
+    assert isinstance(span.dropout, torch.nn.Identity)
+    sequence = TaskModel(cfg, "sequence", 2, torch.Generator().manual_seed(0))
+    assert isinstance(sequence.dropout, torch.nn.Dropout)
