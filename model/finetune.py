@@ -4,7 +4,8 @@ TSV), token classification (CoNLL-style), span extraction (SQuAD v1.1), as in th
 The encoder comes from a pre-training checkpoint; the tokenizer from the `vocab.txt` beside it.
 The run directory receives metrics.jsonl (training loss, then dev metrics after every epoch),
 results.json (the final dev metrics) and model.pt (the fine-tuned weights and label names);
-for SQuAD also predictions.json (question id -> answer text, as the official scorer reads it).
+for SQuAD also predictions.json (question id -> answer text, as the official scorer reads it)
+and nbest_predictions.json (question id -> the 20 best spans with logits and probabilities).
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ class TaskData:
     gold: object  # what the dev metrics compare against
     notes: list[str]
     predictions: dict | None = None  # squad: the last evaluation's answers by question id
+    nbest: dict | None = None  # squad: the last evaluation's n best spans by question id
 
 
 def load_task(cfg: FinetuneConfig, tok) -> TaskData:
@@ -237,7 +239,8 @@ def evaluate(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_
                     tags[word] = data.labels[int(x[pos].argmax())]
             pred.append(tags)
         return entity_f1(pred, data.gold)
-    predictions = span_predictions(data.dev, logits, data.gold, cfg.max_answer_length)
+    data.nbest = span_nbest(data.dev, logits, data.gold, cfg.max_answer_length)
+    predictions = {qid: spans[0]["text"] for qid, spans in data.nbest.items()}
     data.predictions = predictions
     return squad_v1_scores(predictions, {ex.qid: list(ex.answers) for ex in data.gold})
 
@@ -258,23 +261,49 @@ def squad_v1_scores(predictions: dict[str, str], answers: dict[str, list[str]]) 
     return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}
 
 
-def span_predictions(features, logits, examples, max_answer: int, top: int = 20) -> dict[str, str]:
-    """Per question: the best-scoring valid span (start <= end, at most `max_answer` tokens,
-    inside the context) over all its windows, as text cut from the context."""
-    best: dict[int, tuple[float, str]] = {}
+def span_nbest(
+    features, logits, examples, max_answer: int, top: int = 20, n_best: int = 20
+) -> dict[str, list[dict]]:
+    """Per question: its `n_best` valid spans (start <= end, at most `max_answer` tokens,
+    inside the context) over all its windows, best first, one per distinct text, each with its
+    text cut from the context, start and end logits and probability (a softmax over the n best
+    scores, as the paper's run_squad.py writes nbest_predictions.json)."""
+    found: dict[int, list[tuple[float, str, float, float]]] = {}
     for f, x in zip(features, logits, strict=True):
         lo, hi = f["context_start"], f["context_start"] + len(f["offsets"])
         starts = [i for i in np.argsort(-x[:, 0])[:top] if lo <= i < hi]
         ends = [i for i in np.argsort(-x[:, 1])[:top] if lo <= i < hi]
+        ctx = examples[f["example"]].context
         for s in starts:
             for e in ends:
                 if s <= e < s + max_answer:
-                    score = float(x[s, 0] + x[e, 1])
-                    if f["example"] not in best or score > best[f["example"]][0]:
-                        ctx = examples[f["example"]].context
-                        text = ctx[f["offsets"][s - lo][0] : f["offsets"][e - lo][1]]
-                        best[f["example"]] = (score, text)
-    return {examples[n].qid: text for n, (_, text) in best.items()}
+                    text = ctx[f["offsets"][s - lo][0] : f["offsets"][e - lo][1]]
+                    a, b = float(x[s, 0]), float(x[e, 1])
+                    found.setdefault(f["example"], []).append((a + b, text, a, b))
+    out = {}
+    for n, candidates in found.items():
+        candidates.sort(key=lambda c: -c[0])  # stable: among equal scores the first found wins
+        kept, seen = [], set()
+        for c in candidates:
+            if c[1] not in seen:
+                seen.add(c[1])
+                kept.append(c)
+            if len(kept) == n_best:
+                break
+        scores = np.array([c[0] for c in kept])
+        probs = np.exp(scores - scores.max())
+        probs /= probs.sum()
+        out[examples[n].qid] = [
+            {"text": t, "probability": float(p), "start_logit": a, "end_logit": b}
+            for (_, t, a, b), p in zip(kept, probs, strict=True)
+        ]
+    return out
+
+
+def span_predictions(features, logits, examples, max_answer: int, top: int = 20) -> dict[str, str]:
+    """Per question: the text of the best-scoring valid span over all its windows."""
+    nbest = span_nbest(features, logits, examples, max_answer, top, n_best=1)
+    return {qid: spans[0]["text"] for qid, spans in nbest.items()}
 
 
 def build_model(ckpt: dict, num_labels: int, kind: str, seed: int) -> TaskModel:
@@ -322,6 +351,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
     if data.predictions is not None:  # the official format: question id -> answer text
         text = json.dumps(data.predictions, indent=2, ensure_ascii=False) + "\n"
         atomic_write_text(os.path.join(cfg.run, "predictions.json"), text)
+        text = json.dumps(data.nbest, indent=2, ensure_ascii=False) + "\n"
+        atomic_write_text(os.path.join(cfg.run, "nbest_predictions.json"), text)
     return scores
 
 

@@ -200,6 +200,15 @@ def test_span_extraction_runs_squad_and_scores(pretrained_run, tmp_path):
         for qa in p["qas"]
     }
     assert squad_v1_scores(predictions, gold) == pytest.approx(scores)
+    with open(os.path.join(run, "nbest_predictions.json")) as f:
+        nbest = json.load(f)
+    assert set(nbest) == set(predictions)
+    for qid, spans in nbest.items():
+        assert spans[0]["text"] == predictions[qid] and 1 <= len(spans) <= 20
+        assert len({s["text"] for s in spans}) == len(spans)
+        assert sum(s["probability"] for s in spans) == pytest.approx(1.0)
+        totals = [s["start_logit"] + s["end_logit"] for s in spans]
+        assert totals == sorted(totals, reverse=True)
     with open(os.path.join(run, "metrics.jsonl")) as f:
         losses = [json.loads(line)["loss"] for line in f]
     assert losses[-1] < losses[0]
