@@ -63,9 +63,24 @@ class BuildConfig:
 
 
 def load_vocab(path: str) -> Vocab:
+    """A `--vocab` file, refused in one line when it is missing, unreadable or lists a piece
+    twice (the shards would then disagree with `vocab.txt` on the vocab's size)."""
     try:
         with FileSystems.open(path) as f:
-            return Vocab.from_text(f.read().decode("utf-8"))
+            text = f.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--vocab {path}: cannot be read ({type(e).__name__}): {e}") from None
+    pieces = text.splitlines()
+    seen: dict[str, int] = {}
+    for line, piece in enumerate(pieces, 1):
+        if piece in seen and piece.strip():
+            raise ValueError(
+                f"--vocab {path}: line {line} repeats the piece {piece!r} of line {seen[piece]}; "
+                "a vocab lists each piece once: remove the repeat"
+            )
+        seen.setdefault(piece, line)
+    try:
+        return Vocab.from_text(text)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
 

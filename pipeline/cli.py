@@ -21,6 +21,22 @@ from pipeline.documents import READERS
 from pipeline.sources import InputSpec, expand_pattern
 
 
+def positive(text: str) -> int:
+    """An argparse type: an integer >= 1 (a nonsensical value is refused, never defaulted)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (got {text})")
+    return value
+
+
+def non_negative(text: str) -> int:
+    """An argparse type: an integer >= 0 (0 meaning automatic where the help says so)."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0 (got {text})")
+    return value
+
+
 def add_input_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--input",
@@ -38,10 +54,10 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         "reference format: one sentence per line, blank line between documents)",
     )
     ap.add_argument("--out", required=True, help="output directory (local or gs://...)")
-    ap.add_argument("--vocab-size", type=int, default=30000, help="pieces in a trained vocab")
+    ap.add_argument("--vocab-size", type=positive, default=30000, help="pieces in a trained vocab")
     ap.add_argument(
         "--vocab-sample-sentences",
-        type=int,
+        type=positive,
         default=1_000_000,
         help="bound on the sentences the vocab trainer sees (deterministic sample)",
     )
@@ -57,7 +73,9 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         "--cased", dest="lowercase", action="store_false", help="keep case and accents"
     )
     ap.add_argument("--seed", type=int, default=12345, help="seed for every random draw")
-    ap.add_argument("--workers", type=int, default=0, help="local worker processes (0: all cores)")
+    ap.add_argument(
+        "--workers", type=non_negative, default=0, help="local worker processes (0: all cores)"
+    )
     ap.add_argument(
         "--runner",
         default="DirectRunner",
@@ -76,13 +94,13 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument(
         "--dedup-min-paragraph-chars",
-        type=int,
+        type=positive,
         default=64,
         help="with --dedup: shorter paragraphs are never treated as duplicates",
     )
     ap.add_argument(
         "--max-paragraph-chars",
-        type=int,
+        type=positive,
         default=1_000_000,
         help="longer paragraphs are dropped and counted",
     )
@@ -95,32 +113,63 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
 
 def add_instance_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--vocab", help="reuse this vocab.txt (self-trained or Google's layout)")
-    ap.add_argument("--max-seq-length", type=int, default=128)
+    ap.add_argument(
+        "--max-seq-length",
+        type=int,
+        default=128,
+        help="pieces per instance, [CLS] A [SEP] B [SEP] included (default: 128)",
+    )
     ap.add_argument(
         "--max-predictions-per-seq",
-        type=int,
+        type=positive,
         default=None,
         help="default: max_seq_length x masked_lm_prob rounded up to a multiple of 5 "
         "(20 at 128, 80 at 512)",
     )
-    ap.add_argument("--masked-lm-prob", type=float, default=0.15)
-    ap.add_argument("--short-seq-prob", type=float, default=0.1)
-    ap.add_argument("--dupe-factor", type=int, default=5)
-    ap.add_argument("--random-next-prob", type=float, default=0.5)
+    ap.add_argument(
+        "--masked-lm-prob",
+        type=float,
+        default=0.15,
+        help="share of pieces selected for prediction, 80/10/10 (default: 0.15)",
+    )
+    ap.add_argument(
+        "--short-seq-prob",
+        type=float,
+        default=0.1,
+        help="chance a document pass aims at a shorter, uniformly drawn length (default: 0.1)",
+    )
+    ap.add_argument(
+        "--dupe-factor",
+        type=positive,
+        default=5,
+        help="passes over the corpus, each with fresh randomness (default: 5)",
+    )
+    ap.add_argument(
+        "--random-next-prob",
+        type=float,
+        default=0.5,
+        help="chance B comes from another document (default: 0.5)",
+    )
     ap.add_argument(
         "--whole-word-mask",
         action="store_true",
         help="mask all pieces of a word together (80/10/10 chosen per word)",
     )
     ap.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="build into an OUT that holds files this build did not write, replacing them "
+        "(default: refuse; an empty OUT, a shard set or an unfinished build is always fine)",
+    )
+    ap.add_argument(
         "--num-shards",
-        type=int,
+        type=non_negative,
         default=0,
         help="number of buckets/shards (0: one per --bucket-tokens of tokens)",
     )
     ap.add_argument(
         "--bucket-tokens",
-        type=int,
+        type=positive,
         default=4_000_000,
         help="target tokens per bucket (dupe passes included) when --num-shards is 0",
     )
@@ -150,9 +199,9 @@ def build_config(args):
 
     instances = InstanceConfig(seed=args.seed)
     if hasattr(args, "max_seq_length"):  # `vocab` has no instance flags
-        max_pred = args.max_predictions_per_seq or default_max_predictions(
-            args.max_seq_length, args.masked_lm_prob
-        )
+        max_pred = args.max_predictions_per_seq
+        if max_pred is None:
+            max_pred = default_max_predictions(args.max_seq_length, args.masked_lm_prob)
         instances = InstanceConfig(
             max_seq_length=args.max_seq_length,
             max_predictions_per_seq=max_pred,
@@ -199,20 +248,31 @@ def punkt_json(path: str) -> str:
 
 
 def run_build(args, beam_args: list[str]) -> int:
-    from pipeline.build import build, prepare_output
+    from pipeline.build import build, load_vocab, prepare_output
+    from pipeline.outdir import OutputError, OutputLock, check_output
     from pipeline.runner import make_pipeline, pipeline_options
     from schemas.manifest import Manifest
 
     try:
         cfg = build_config(args)
+        if cfg.vocab_path:
+            load_vocab(cfg.vocab_path)  # refused here, before any work starts
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     check_inputs(cfg.inputs)
-    prepare_output(cfg.out)
-    started = time.time()
-    options = pipeline_options(beam_args, args.runner, args.workers)
-    with make_pipeline(options) as p:
-        build(p, cfg)
+    try:
+        check_output(cfg.out, args.overwrite)
+        lock = OutputLock(cfg.out).__enter__()
+    except OutputError as e:
+        raise SystemExit(f"error: {e}") from None
+    try:
+        prepare_output(cfg.out)
+        started = time.time()
+        options = pipeline_options(beam_args, args.runner, args.workers)
+        with make_pipeline(options) as p:
+            build(p, cfg)
+    finally:
+        lock.__exit__(None, None, None)
     from apache_beam.io.filesystems import FileSystems
 
     with FileSystems.open(FileSystems.join(cfg.out, "manifest.json")) as f:
@@ -310,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     add_input_args(t)
     t.add_argument(
         "--sample-paragraphs",
-        type=int,
+        type=positive,
         default=200_000,
         help="bound on the paragraphs Punkt learns from (deterministic sample)",
     )
@@ -323,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.cli import main as schemas_main
 
         return schemas_main([args.command, *rest])
+    from pipeline.options import unknown_args
+
+    problem = unknown_args(rest, {"build": b, "vocab": v, "punkt": t}[args.command])
+    if problem:
+        raise SystemExit(f"error: {problem}")
     runner = {"build": run_build, "vocab": run_vocab, "punkt": run_punkt}[args.command]
     return runner(args, rest)
 

@@ -8,7 +8,9 @@ leaves a manifest, so it never leaves a directory that validates.
 from __future__ import annotations
 
 import datetime
+import json
 import platform
+import posixpath
 from collections.abc import Sequence
 
 import apache_beam as beam
@@ -81,6 +83,8 @@ def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, 
     remove_stale_shards(out, {e.path for e in final})
     write_text(FileSystems.join(out, VOCAB_NAME), vocab.to_text())
     write_text(FileSystems.join(out, TOKENIZER_NAME), tokenizer_json)
+    for name, text in tokenizer_config_files(config).items():
+        write_text(FileSystems.join(out, name), text)
     manifest = Manifest(
         shards=tuple(final),
         config=config,
@@ -101,12 +105,39 @@ def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, 
     return manifest
 
 
+def tokenizer_config_files(config: dict) -> dict[str, str]:
+    """`tokenizer_config.json` and `special_tokens_map.json`, so that OUT is a complete
+    tokenizer directory: `AutoTokenizer.from_pretrained(OUT)` keeps the set's casing (without
+    `do_lower_case` a fast BERT tokenizer lowercases a cased set) and knows its special pieces."""
+    specials = {
+        "unk_token": "[UNK]",
+        "sep_token": "[SEP]",
+        "pad_token": "[PAD]",
+        "cls_token": "[CLS]",
+        "mask_token": "[MASK]",
+    }
+    tokenizer = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": bool(config["lowercase"]),
+        "strip_accents": None,  # follows do_lower_case, as BERT's own tokenizer does
+        "tokenize_chinese_chars": True,
+        "model_max_length": int(config["max_seq_length"]),
+        **specials,
+    }
+    return {
+        "tokenizer_config.json": json.dumps(tokenizer, indent=2, sort_keys=True) + "\n",
+        "special_tokens_map.json": json.dumps(specials, indent=2, sort_keys=True) + "\n",
+    }
+
+
 def remove_stale_shards(out: str, keep: set[str]) -> None:
     """Shards of an earlier build into the same directory that this one did not write (another
     shard count): removed before the manifest appears, so it never lists fewer files than exist."""
-    pattern = FileSystems.join(out, "shards", "train-*.arrow")
+    shards_dir = FileSystems.join(out, "shards")
+    pattern = FileSystems.join(shards_dir, "train-*.arrow")
     found = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
-    stale = [path for path in found if "shards/" + path.split("/shards/")[-1] not in keep]
+    # The name inside OUT/shards/, never a split on "/shards/": OUT itself may contain it.
+    stale = [path for path in found if "shards/" + posixpath.basename(path) not in keep]
     if stale:
         FileSystems.delete(stale)
 

@@ -1,0 +1,50 @@
+"""Refusing unknown flags: every argument is one of ours or an option Beam's registered option
+classes know. Beam itself only warns ("Discarding unparseable args") and goes on, so a
+misspelled `--dupe-factr 2` would build with the default silently."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+
+
+def _option_classes(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _option_classes(sub)
+
+
+def beam_parser() -> argparse.ArgumentParser:
+    """A parser holding every option of every registered Beam `PipelineOptions` class."""
+    from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+
+    parser = _BeamArgumentParser(allow_abbrev=False, add_help=False)
+    for cls in dict.fromkeys(_option_classes(PipelineOptions)):
+        try:
+            cls._add_argparse_args(parser)
+        except argparse.ArgumentError:  # an option two classes register
+            pass
+    return parser
+
+
+def unknown_args(beam_args: list[str], ours: argparse.ArgumentParser) -> str | None:
+    """None when Beam knows every argument left over by our parser; else a one-line message
+    naming the first unknown flag and the closest valid one."""
+    if not beam_args:
+        return None
+    beam = beam_parser()
+    _, unknown = beam.parse_known_args(beam_args)
+    if not unknown:
+        return None
+    flag = next((a for a in unknown if a.startswith("-")), unknown[0])
+    if not flag.startswith("-"):
+        return f"unexpected argument {flag!r}: every value belongs to a --flag"
+    name = flag.split("=", 1)[0]
+    known = [*_flags(ours), *beam._option_string_actions]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else "; see --help for the build's flags"
+    return f"unknown flag {name}{hint} (neither a build flag nor a Beam pipeline option)"
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [s for a in parser._actions for s in a.option_strings if s.startswith("--")]

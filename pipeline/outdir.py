@@ -1,0 +1,125 @@
+"""The output directory before a build: what may be replaced, and one build at a time.
+
+A build replaces only what it would itself write: an empty directory, a shard set of this
+schema (its manifest says so) or an unfinished build of ours. Anything else is refused before
+any work starts, naming what is there, unless the user passes `--overwrite`. A local build
+holds an exclusive lock on OUT for its whole run; a second build into the same OUT is refused
+at once, naming the first. The lock is `flock`, so a killed build never leaves it held.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import re
+
+from pipeline.shards import BUILDING_DIR
+from schemas.manifest import MANIFEST_NAME
+from schemas.shard import SCHEMA_NAME
+
+LOCK_NAME = ".bert-shards.lock"
+OUR_FILES = {
+    MANIFEST_NAME,
+    "vocab.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    LOCK_NAME,
+}
+OUR_SHARD = re.compile(r"train-\d{5}-of-\d{5}\.arrow")
+
+
+class OutputError(ValueError):
+    """OUT cannot or may not be built into; the message says what is there and what to do."""
+
+
+def is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def foreign_entries(out: str) -> list[str]:
+    """What in `out` this build did not write and may not replace (relative paths)."""
+    foreign = []
+    for name in sorted(os.listdir(out)):
+        path = os.path.join(out, name)
+        if name == "shards" and os.path.isdir(path) and not os.path.islink(path):
+            foreign += [
+                f"shards/{n}"
+                for n in sorted(os.listdir(path))
+                if not (OUR_SHARD.fullmatch(n) or n == BUILDING_DIR)
+            ]
+        elif name not in OUR_FILES or os.path.isdir(path) or os.path.islink(path):
+            foreign.append(name)
+    manifest = os.path.join(out, MANIFEST_NAME)
+    if os.path.isfile(manifest) and not _our_manifest(manifest):
+        foreign.insert(0, f"{MANIFEST_NAME} (not a {SCHEMA_NAME} manifest)")
+    return foreign
+
+
+def _our_manifest(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(64 * 1024 * 1024))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("schema_name") == SCHEMA_NAME
+
+
+def check_output(out: str, overwrite: bool) -> None:
+    """Refuse, before any work, an OUT that is not a directory, not writable, or holds files
+    this build did not write (unless `overwrite`)."""
+    if not is_local(out):
+        return
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise OutputError(f"--out {out}: exists and is not a directory; choose another OUT")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise OutputError(
+            f"--out {out}: cannot be created ({e.strerror}); choose another OUT"
+        ) from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise OutputError(f"--out {out}: is not writable; choose another OUT or fix its rights")
+    foreign = [] if overwrite else foreign_entries(out)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        raise OutputError(
+            f"--out {out}: holds files this build did not write ({shown}); choose an empty "
+            "directory, or pass --overwrite to replace them"
+        )
+
+
+class OutputLock:
+    """An exclusive lock on a local OUT for the whole build (no-op on remote filesystems)."""
+
+    def __init__(self, out: str):
+        self.out = out
+        self.fd: int | None = None
+
+    def __enter__(self) -> OutputLock:
+        if not is_local(self.out):
+            return self
+        path = os.path.join(self.out, LOCK_NAME)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another build"
+            os.close(fd)
+            raise OutputError(
+                f"--out {self.out}: {holder} is building into it now; wait for it to finish "
+                "or choose another OUT"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"build pid {os.getpid()} on {platform.node()}".encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock; the empty file stays (it is ours)
+            self.fd = None

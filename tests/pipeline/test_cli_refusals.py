@@ -1,0 +1,82 @@
+"""Mistakes on the command line stop the build before any work starts, in one line."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.options import unknown_args
+
+TEXT = os.path.join(os.path.dirname(__file__), "..", "..", "sample", "text")
+
+
+def refusal(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as e:
+        main(["build", "--input", TEXT, *argv])
+    assert e.value.code not in (0, None)
+    message = str(e.value.code) if isinstance(e.value.code, str) else capsys.readouterr().err
+    return message.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "flag, closest",
+    [
+        ("--whole-word-masking", "--whole-word-mask"),
+        ("--dupe-factr", "--dupe-factor"),
+        ("--temp_locaton", "--temp_location"),
+        ("--projekt", "--project"),
+    ],
+)
+def test_a_misspelled_flag_is_refused_naming_the_closest(tmp_path, capsys, flag, closest):
+    out = tmp_path / "out"
+    message = refusal(capsys, "--out", str(out), flag, "2")
+    assert f"unknown flag {flag}" in message and closest in message
+    assert not out.exists()
+
+
+def test_beam_options_pass():
+    argv = ["--project", "p", "--temp_location", "gs://b/t", "--runner", "DataflowRunner"]
+    assert unknown_args(argv, _parser()) is None
+    assert unknown_args(["--region=europe-west1", "--setup_file", "./setup.py"], _parser()) is None
+
+
+def _parser():
+    import argparse
+
+    from pipeline.cli import add_input_args, add_instance_args
+
+    ap = argparse.ArgumentParser()
+    add_input_args(ap)
+    add_instance_args(ap)
+    return ap
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--workers", "-1"], "--workers"),
+        (["--max-predictions-per-seq", "0"], "--max-predictions-per-seq"),
+        (["--dupe-factor", "0"], "--dupe-factor"),
+        (["--bucket-tokens", "0"], "--bucket-tokens"),
+        (["--num-shards", "-3"], "--num-shards"),
+    ],
+)
+def test_nonsensical_values_are_refused(tmp_path, capsys, argv, named):
+    message = refusal(capsys, "--out", str(tmp_path / "out"), *argv)
+    assert named in message and "must be an integer" in message
+
+
+def test_a_vocab_with_a_repeated_piece_is_refused(tmp_path, capsys):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nof\nthe\n")
+    out = tmp_path / "out"
+    message = refusal(capsys, "--out", str(out), "--vocab", str(vocab))
+    assert "line 8 repeats the piece 'the' of line 6" in message
+    assert not out.exists()
+
+
+def test_a_missing_vocab_is_one_line(tmp_path, capsys):
+    message = refusal(capsys, "--out", str(tmp_path / "out"), "--vocab", str(tmp_path / "no.txt"))
+    assert message.startswith("error: --vocab") and "cannot be read" in message

@@ -1,0 +1,79 @@
+"""A build never replaces what it did not write, and one build at a time per OUT."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.outdir import OutputLock
+from tests.conftest import build_shards
+
+TEXT = "text:" + os.path.join(os.path.dirname(__file__), "..", "..", "sample", "text")
+
+
+def someone_elses(out) -> dict[str, bytes]:
+    (out / "shards").mkdir(parents=True)
+    files = {
+        "manifest.json": b'{"model": "mine"}',
+        "vocab.txt": b"[PAD]\nmine\n",
+        "shards/train-final-model.arrow": b"weights",
+    }
+    for rel, data in files.items():
+        (out / rel).write_bytes(data)
+    return files
+
+
+def build_error(out, *extra) -> str:
+    with pytest.raises(SystemExit) as e:
+        main(["build", "--input", TEXT, "--out", str(out), "--workers", "1", *extra])
+    return str(e.value.code)
+
+
+def test_a_directory_of_someone_elses_files_is_refused_and_left_alone(tmp_path):
+    out = tmp_path / "out"
+    files = someone_elses(out)
+    message = build_error(out)
+    assert "holds files this build did not write" in message
+    assert "shards/train-final-model.arrow" in message and "--overwrite" in message
+    for rel, data in files.items():
+        assert (out / rel).read_bytes() == data
+
+
+def test_overwrite_replaces_them(tmp_path):
+    out = tmp_path / "out"
+    someone_elses(out)
+    assert build_shards(str(out), "--num-shards", "1", "--overwrite", inputs=TEXT) == 0
+    assert b"schema_name" in (out / "manifest.json").read_bytes()
+
+
+def test_a_shard_set_of_ours_is_rebuilt_without_overwrite(tmp_path):
+    out = str(tmp_path / "out")
+    assert build_shards(out, "--num-shards", "2", inputs=TEXT) == 0
+    assert build_shards(out, "--num-shards", "1", inputs=TEXT) == 0
+
+
+def test_a_file_as_out_is_refused_before_work(tmp_path):
+    out = tmp_path / "file"
+    out.write_text("mine")
+    assert "is not a directory" in build_error(out)
+    assert out.read_text() == "mine"
+
+
+def test_an_unwritable_out_is_refused_before_work(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere")
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o500)
+    assert "not writable" in build_error(out)
+
+
+def test_a_second_build_into_the_same_out_is_refused_naming_the_first(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with OutputLock(str(out)):
+        message = build_error(out)
+    assert f"build pid {os.getpid()}" in message and "is building into it now" in message
+    assert not (out / "manifest.json").exists()
