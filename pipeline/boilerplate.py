@@ -19,6 +19,7 @@ itself cannot take the story with it.
 
 from __future__ import annotations
 
+import codecs
 import re
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -82,22 +83,72 @@ class PrefixedReader:
         return out + self._f.read(n - len(out)) if len(out) < n else out
 
 
+_BOMS = (  # UTF-32 before UTF-16: their byte-order marks start alike
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),
+    (b"PK\x03\x04", "zip"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"(\xb5/\xfd", "zstd"),
+    (b"%PDF-", "PDF"),
+)
+MAX_BAD_SHARE = 0.01  # NUL bytes or undecodable UTF-8 in the sniffed bytes: a binary file
+
+
 def looks_binary(head: bytes) -> bool:
-    """NUL bytes, or more control characters than text ever holds."""
+    """Many NUL bytes, more control characters than text ever holds, or bytes that are not
+    UTF-8 (the last few may be a character cut by the sniff)."""
     if not head:
         return False
-    if b"\0" in head:
+    if head.count(b"\0") > max(3, MAX_BAD_SHARE * len(head)):
         return True
     controls = len(head) - len(head.translate(None, _CONTROL))
-    return controls / len(head) > MAX_CONTROL_SHARE
+    if controls / len(head) > MAX_CONTROL_SHARE:
+        return True
+    undecodable = head.decode("utf-8", errors="replace").count("\ufffd") - head.count(
+        b"\xef\xbf\xbd"
+    )
+    return undecodable > max(3, MAX_BAD_SHARE * len(head))
+
+
+class TranscodingReader:
+    """A UTF-16 or UTF-32 stream (found by its byte-order mark) read as UTF-8 bytes."""
+
+    def __init__(self, head: bytes, f: BinaryIO, encoding: str):
+        self._head, self._f = head, f
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+
+    def read(self, n: int = -1) -> bytes:
+        raw, self._head = (self._head or self._f.read(n)), b""
+        return self._decoder.decode(raw, final=not raw).encode("utf-8")
 
 
 def text_stream(f: BinaryIO, rel: str, tally: Tally) -> BinaryIO | None:
-    """The stream to read as text, or None when it is binary (a bad record, see `Tally.bad`)."""
+    """The stream to read as UTF-8 text, or None when it is binary (a bad record, see
+    `Tally.bad`). A UTF-8 byte-order mark is dropped; UTF-16/32 with one is decoded."""
     head = f.read(SNIFF_BYTES)
+    if head.startswith(b"\xef\xbb\xbf"):
+        return PrefixedReader(head[3:], f)
+    for bom, encoding in _BOMS:
+        if head.startswith(bom):
+            tally.inc(f"files_decoded.{encoding}")
+            return TranscodingReader(head[len(bom) :], f, encoding)
+    kind = next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+    if kind is not None:
+        tally.bad(
+            "binary_file",
+            rel,
+            f"a {kind} file, not text (compressed inputs are read by their extension: "
+            "name it .gz or .bz2, or decompress it)",
+        )
+        return None
     if looks_binary(head):
-        hint = " (UTF-16? convert to UTF-8)" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
-        tally.bad("binary_file", rel, f"a binary file, not text{hint}")
+        tally.bad("binary_file", rel, "a binary file, not UTF-8 text")
         return None
     return PrefixedReader(head, f)
 

@@ -94,6 +94,9 @@ def iter_lines(
 
 
 def decode(raw: bytes, tally: Tally) -> str:
+    if b"\0" in raw:  # never text; dropped and counted
+        tally.inc("nul_bytes_dropped", raw.count(b"\0"))
+        raw = raw.replace(b"\0", b"")
     try:
         return raw.decode("utf-8").rstrip("\r")
     except UnicodeDecodeError:
@@ -103,7 +106,12 @@ def decode(raw: bytes, tally: Tally) -> str:
 
 
 def read_text(f: BinaryIO, rel: str, tally: Tally, source: str = "text") -> Iterator[Document]:
-    """The reference format: one sentence per line, a blank line between documents."""
+    """The reference format: one sentence per line, a blank line between documents. Binary
+    input is a bad record; UTF-16/32 with a byte-order mark is decoded; an empty file is
+    counted as `documents_dropped.empty_file`."""
+    f = text_stream(f, rel, tally)
+    if f is None:
+        return
     block: list[str] = []
     number = 0
     for line in iter_lines(f, tally):
@@ -117,6 +125,8 @@ def read_text(f: BinaryIO, rel: str, tally: Tally, source: str = "text") -> Iter
             block = []
     if block:
         yield Document(f"{source}:{rel}#{number}", source, tuple(block), presplit=True)
+    elif number == 0:
+        tally.drop("empty_file")
 
 
 _SPACE = re.compile(r"\s+")
@@ -131,6 +141,7 @@ def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Ite
         return
     paragraphs: list[str] = []
     current: list[str] = []
+    too_long = tally.counts["lines_dropped.too_long"]
     for line in iter_lines(f, tally):
         if line.strip():
             current.append(line.strip())
@@ -139,8 +150,9 @@ def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Ite
             current = []
     if current:
         paragraphs.append(_SPACE.sub(" ", " ".join(current)))
-    if not paragraphs:
-        tally.drop("empty_file")
+    if not paragraphs:  # a book of overlong lines only is not an empty file
+        overlong = tally.counts["lines_dropped.too_long"] > too_long
+        tally.drop("only_overlong_lines" if overlong else "empty_file")
         return
     paragraphs = strip_boilerplate(paragraphs, tally)
     if not paragraphs:

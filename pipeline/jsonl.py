@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from pipeline.boilerplate import text_stream
 from pipeline.documents import CHUNK_BYTES, Document, Tally, decode
 
 MAX_RECORD_BYTES = 32 << 20  # a longer line is skipped and counted, never held whole
@@ -74,6 +75,9 @@ def parse_record(line: str, where: str, tally: Tally) -> tuple[str | None, str] 
 
 def read_jsonl(f: BinaryIO, rel: str, tally: Tally, source: str = "jsonl") -> Iterator[Document]:
     """Documents of one JSON Lines file (see the module docstring)."""
+    f = text_stream(f, rel, tally)
+    if f is None:
+        return
     seen_any = False
     for number, line in numbered_lines(f, tally):
         where = f"{rel}:{number}"

@@ -231,7 +231,8 @@ def test_the_cli_skips_and_counts_every_kind_of_bad_input(tmp_path) -> None:
     assert wiki["documents_dropped.wiki_malformed_page"] == 1
     assert wiki["documents_used"] == 6  # 5 articles of the gensim export, 1 of bad-page.xml
     assert books["documents_dropped.binary_file"] == 1
-    assert books["documents_dropped.empty_file"] == 2  # empty.txt, and one-line.txt's only line
+    assert books["documents_dropped.empty_file"] == 1  # empty.txt
+    assert books["documents_dropped.only_overlong_lines"] == 1  # one-line.txt
     assert books["lines_dropped.too_long"] == 1
     assert books["undecodable_bytes_replaced"] == 1
     assert books["documents_used"] == 2

@@ -1,0 +1,74 @@
+"""Every format detects binary input and byte-order marks the same way: nothing becomes rows
+of garbage, nothing is silently mangled."""
+
+from __future__ import annotations
+
+import bz2
+import io
+
+import pytest
+
+from pipeline.documents import BadInputError, Tally, read_book, read_text
+from pipeline.jsonl import read_jsonl
+
+PROSE = "Ünïcode läuft gut.\nZweiter Satz hier.\n\nA second document.\nWith two lines.\n"
+
+
+def read(reader, data: bytes, skip: bool = False):
+    tally = Tally(skip_bad_input=skip)
+    return list(reader(io.BytesIO(data), "f.txt", tally)), tally.counts
+
+
+@pytest.mark.parametrize("reader", [read_text, read_book, read_jsonl])
+def test_a_compressed_file_named_as_text_is_refused(reader):
+    data = bz2.compress(PROSE.encode() * 50)
+    with pytest.raises(BadInputError, match="a bzip2 file, not text"):
+        read(reader, data)
+    docs, counts = read(reader, data, skip=True)
+    assert docs == [] and counts["documents_dropped.binary_file"] == 1
+
+
+@pytest.mark.parametrize("reader", [read_text, read_book, read_jsonl])
+def test_random_bytes_are_refused(reader):
+    data = bytes((i * 7919 + 13) % 251 + 5 for i in range(20000))
+    docs, counts = read(reader, data, skip=True)
+    assert docs == [] and counts["documents_dropped.binary_file"] == 1
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-8-sig"])
+def test_text_with_a_byte_order_mark_is_decoded(encoding):
+    docs, counts = read(read_text, PROSE.encode(encoding))
+    assert [d.paragraphs for d in docs] == [
+        ("Ünïcode läuft gut.", "Zweiter Satz hier."),
+        ("A second document.", "With two lines."),
+    ]
+    assert "undecodable_bytes_replaced" not in counts
+
+
+def test_jsonl_in_utf16_is_decoded():
+    docs, _ = read(read_jsonl, '{"id": "a", "text": "Grüße aus Köln."}\n'.encode("utf-16"))
+    assert docs[0].paragraphs == ("Grüße aus Köln.",)
+
+
+def test_nul_bytes_are_dropped_and_counted():
+    docs, counts = read(read_text, b"One sen\0tence.\nTwo.\n")
+    assert docs[0].paragraphs == ("One sentence.", "Two.")
+    assert counts["nul_bytes_dropped"] == 1
+
+
+def test_an_empty_text_file_is_counted_as_such():
+    docs, counts = read(read_text, b"")
+    assert docs == [] and counts["documents_dropped.empty_file"] == 1
+    assert counts["documents_read"] == 1
+
+
+def test_a_book_of_one_overlong_line_is_not_an_empty_file(monkeypatch):
+    import pipeline.documents as documents
+
+    monkeypatch.setattr(documents, "DEFAULT_MAX_LINE_BYTES", 100)
+    original = documents.iter_lines
+    monkeypatch.setattr(documents, "iter_lines", lambda f, t: original(f, t, 100))
+    docs, counts = read(read_book, b"word " * 1000)
+    assert docs == []
+    assert counts["documents_dropped.only_overlong_lines"] == 1
+    assert "documents_dropped.empty_file" not in counts
