@@ -50,7 +50,7 @@ from schemas.manifest import atomic_write_text
 
 @dataclass(frozen=True)
 class FinetuneConfig:
-    task: str  # sst2 | mrpc | qqp | qnli | rte | mnli | ner | squad
+    task: str  # cola | sst2 | mrpc | qqp | qnli | rte | wnli | mnli | ner | squad
     data: str  # the task's directory
     ckpt: str  # pre-training checkpoint, vocab.txt beside it
     run: str  # output directory
@@ -172,8 +172,8 @@ def load_task(cfg: FinetuneConfig, tok) -> TaskData:
 def _glue_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> TaskData:
     spec = GLUE_TASKS[cfg.task]
     columns = (*spec.text_columns, spec.label_column)
-    train, skipped_train = read_tsv(train_path, columns, spec.labels)
-    dev, skipped_dev = read_tsv(dev_path, columns, spec.labels)
+    train, skipped_train = read_tsv(train_path, columns, spec.labels, spec.names)
+    dev, skipped_dev = read_tsv(dev_path, columns, spec.labels, spec.names)
     labels = list(spec.labels)
     index = {name: i for i, name in enumerate(labels)}
     notes = [
@@ -229,6 +229,8 @@ def evaluate(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_
         scores = {"accuracy": accuracy(pred, data.gold)}
         if GLUE_TASKS[cfg.task].f1:
             scores["f1"] = binary_f1(pred, data.gold, positive="1")
+        if GLUE_TASKS[cfg.task].mcc:
+            scores["mcc"] = matthews_corrcoef(pred, data.gold, positive="1")
         return scores
     if model.kind == "token":
         pred = []
@@ -259,6 +261,17 @@ def squad_v1_scores(predictions: dict[str, str], answers: dict[str, list[str]]) 
         f1 += max(squad_f1(pred, g) for g in golds)
     n = max(len(answers), 1)
     return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}
+
+
+def matthews_corrcoef(pred: list[str], gold: list[str], positive: str = "1") -> float:
+    """Matthews correlation of a binary labelling, GLUE's CoLA metric (0 when a margin is
+    empty, as scikit-learn's matthews_corrcoef)."""
+    tp = sum(p == positive and g == positive for p, g in zip(pred, gold, strict=True))
+    tn = sum(p != positive and g != positive for p, g in zip(pred, gold, strict=True))
+    fp = sum(p == positive and g != positive for p, g in zip(pred, gold, strict=True))
+    fn = sum(p != positive and g == positive for p, g in zip(pred, gold, strict=True))
+    denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return (tp * tn - fp * fn) / denominator if denominator else 0.0
 
 
 def span_nbest(

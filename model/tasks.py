@@ -26,15 +26,21 @@ class GlueTask:
     labels: tuple[str, ...] = ("0", "1")  # the task's classes, exactly as the files write them
     dev_file: str = "dev.tsv"
     f1: bool = False  # also report F1 of the positive label "1" (MRPC, QQP)
+    mcc: bool = False  # report Matthews correlation, GLUE's metric for CoLA
+    names: tuple[str, ...] | None = None  # column names of a file with no header row (CoLA)
 
 
 ENTAILMENT = ("entailment", "not_entailment")
 GLUE_TASKS = {
+    "cola": GlueTask(
+        ("sentence",), "label", mcc=True, names=("source", "label", "author_label", "sentence")
+    ),
     "sst2": GlueTask(("sentence",), "label"),
     "mrpc": GlueTask(("#1 String", "#2 String"), "Quality", f1=True),
     "qqp": GlueTask(("question1", "question2"), "is_duplicate", f1=True),
     "qnli": GlueTask(("question", "sentence"), "label", ENTAILMENT),
     "rte": GlueTask(("sentence1", "sentence2"), "label", ENTAILMENT),
+    "wnli": GlueTask(("sentence1", "sentence2"), "label"),
     "mnli": GlueTask(
         ("sentence1", "sentence2"),
         "gold_label",
@@ -81,14 +87,18 @@ def data_files(task: str, directory: str) -> tuple[str, str]:
 
 
 def read_tsv(
-    path: str, columns: tuple[str, ...], labels: tuple[str, ...] | None = None
+    path: str,
+    columns: tuple[str, ...],
+    labels: tuple[str, ...] | None = None,
+    names: tuple[str, ...] | None = None,
 ) -> tuple[list[tuple[str, ...]], int]:
     """The named columns of a TSV with a header row, and how many malformed rows were skipped
-    (GLUE files hold a few rows with stray tabs). With `labels`, the last column must be one of
-    them exactly (`1.0`, ` 1` or `abc` are not `1`): anything else is refused naming the line."""
+    (GLUE files hold a few rows with stray tabs). `names` are the columns of a file with no
+    header row (CoLA's train and dev). With `labels`, the last column must be one of them
+    exactly (`1.0`, ` 1` or `abc` are not `1`): anything else is refused naming the line."""
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader, None)
+        header = list(names) if names else next(reader, None)  # names: no header row
         if not header:
             raise ValueError(f"{path} is empty; expected a header row naming the columns")
         missing = [c for c in columns if c not in header]

@@ -266,8 +266,8 @@ def test_refusals_name_the_problem(pretrained_run, tmp_path, capsys):
     args = finetune_args("sst2", str(tmp_path / "missing"), pretrained_run, str(tmp_path / "r"))
     assert main(args) == 2
     assert "no train.tsv" in capsys.readouterr().err
-    assert main(finetune_args("cola", data, pretrained_run, str(tmp_path / "r"))) == 2
-    assert "unknown task 'cola'" in capsys.readouterr().err
+    assert main(finetune_args("imdb", data, pretrained_run, str(tmp_path / "r"))) == 2
+    assert "unknown task 'imdb'" in capsys.readouterr().err
     # A vocab beside the checkpoint that is not the one it was trained with.
     other = tmp_path / "other"
     other.mkdir()
@@ -314,3 +314,28 @@ def test_no_dropout_between_the_encoder_and_the_span_head():
     assert isinstance(span.dropout, torch.nn.Identity)
     sequence = TaskModel(cfg, "sequence", 2, torch.Generator().manual_seed(0))
     assert isinstance(sequence.dropout, torch.nn.Dropout)
+
+
+def test_matthews_correlation_as_glue_reports_it():
+    from model.finetune import matthews_corrcoef
+
+    # tp 2, tn 1, fp 1, fn 1: (2 - 1) / sqrt(3 * 3 * 2 * 2) = 1/6
+    pred, gold = ["1", "1", "1", "0", "0"], ["1", "1", "0", "1", "0"]
+    assert matthews_corrcoef(pred, gold) == pytest.approx(1 / 6)
+    assert matthews_corrcoef(gold, gold) == pytest.approx(1.0)
+    assert matthews_corrcoef(["1"] * 4, ["1", "0", "1", "0"]) == 0.0  # one class predicted
+
+
+def test_cola_reads_its_headerless_files_and_reports_matthews(pretrained_run, tmp_path):
+    sst2 = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(8))
+    cola = tmp_path / "CoLA"
+    cola.mkdir()
+    for name in ("train.tsv", "dev.tsv"):  # CoLA: source, label, author's label, sentence
+        with open(os.path.join(sst2, name)) as f:
+            rows = [line.rsplit("\t", 1) for line in f.read().splitlines()[1:]]
+        text = "".join(f"gj04\t{y}\t\t{x}\n" for x, y in rows)
+        (cola / name).write_text(text)
+    run = str(tmp_path / "cola")
+    assert main(finetune_args("cola", str(cola), pretrained_run, run, "--epochs", "6")) == 0
+    scores = results(run)
+    assert scores["accuracy"] >= 0.9 and scores["mcc"] >= 0.75
