@@ -16,7 +16,7 @@ import math
 import os
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -146,6 +146,8 @@ class TaskData:
     notes: list[str]
     predictions: dict | None = None  # squad: the last evaluation's answers by question id
     nbest: dict | None = None  # squad: the last evaluation's n best spans by question id
+    # further dev sets scored beside the first (MNLI mismatched): suffix -> (features, gold)
+    extra_dev: dict[str, tuple[list[dict], list]] = field(default_factory=dict)
 
 
 def load_task(cfg: FinetuneConfig, tok) -> TaskData:
@@ -187,7 +189,17 @@ def _glue_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> Task
             tok, [r[:-1] for r in rows], [index[r[-1]] for r in rows], cfg.max_seq_length
         )
 
-    return TaskData(features(train), features(dev), labels, [r[-1] for r in dev], notes)
+    data = TaskData(features(train), features(dev), labels, [r[-1] for r in dev], notes)
+    for suffix, name in spec.extra_dev:
+        path = os.path.join(cfg.data, name)
+        if not os.path.exists(path):
+            notes.append(f"{cfg.data}: no {name}, so no {suffix} dev scores")
+            continue
+        rows, skipped = read_tsv(path, columns, spec.labels, spec.names)
+        if skipped:
+            notes.append(f"{path}: skipped {skipped} malformed row(s)")
+        data.extra_dev[suffix] = (features(rows), [r[-1] for r in rows])
+    return data
 
 
 def _conll_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> TaskData:
@@ -225,12 +237,11 @@ def evaluate(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_
     """The task's standard dev metrics."""
     logits = predict(model, data.dev, cfg, device, pad_id)
     if model.kind == "sequence":
-        pred = [data.labels[int(x.argmax())] for x in logits]
-        scores = {"accuracy": accuracy(pred, data.gold)}
-        if GLUE_TASKS[cfg.task].f1:
-            scores["f1"] = binary_f1(pred, data.gold, positive="1")
-        if GLUE_TASKS[cfg.task].mcc:
-            scores["mcc"] = matthews_corrcoef(pred, data.gold, positive="1")
+        scores = _sequence_scores(cfg.task, data.labels, logits, data.gold)
+        for suffix, (features, gold) in data.extra_dev.items():
+            more = predict(model, features, cfg, device, pad_id)
+            for k, v in _sequence_scores(cfg.task, data.labels, more, gold).items():
+                scores[f"{k}_{suffix}"] = v
         return scores
     if model.kind == "token":
         pred = []
@@ -261,6 +272,16 @@ def squad_v1_scores(predictions: dict[str, str], answers: dict[str, list[str]]) 
         f1 += max(squad_f1(pred, g) for g in golds)
     n = max(len(answers), 1)
     return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}
+
+
+def _sequence_scores(task: str, labels: list[str], logits, gold: list[str]) -> dict:
+    pred = [labels[int(x.argmax())] for x in logits]
+    scores = {"accuracy": accuracy(pred, gold)}
+    if GLUE_TASKS[task].f1:
+        scores["f1"] = binary_f1(pred, gold, positive="1")
+    if GLUE_TASKS[task].mcc:
+        scores["mcc"] = matthews_corrcoef(pred, gold, positive="1")
+    return scores
 
 
 def matthews_corrcoef(pred: list[str], gold: list[str], positive: str = "1") -> float:

@@ -28,6 +28,7 @@ class GlueTask:
     f1: bool = False  # also report F1 of the positive label "1" (MRPC, QQP)
     mcc: bool = False  # report Matthews correlation, GLUE's metric for CoLA
     names: tuple[str, ...] | None = None  # column names of a file with no header row (CoLA)
+    extra_dev: tuple[tuple[str, str], ...] = ()  # (suffix, file): further dev sets, if present
 
 
 ENTAILMENT = ("entailment", "not_entailment")
@@ -46,6 +47,7 @@ GLUE_TASKS = {
         "gold_label",
         ("contradiction", "entailment", "neutral"),
         dev_file="dev_matched.tsv",
+        extra_dev=(("mm", "dev_mismatched.tsv"),),
     ),
 }
 TASKS = (*GLUE_TASKS, "ner", "squad")

@@ -339,3 +339,33 @@ def test_cola_reads_its_headerless_files_and_reports_matthews(pretrained_run, tm
     assert main(finetune_args("cola", str(cola), pretrained_run, run, "--epochs", "6")) == 0
     scores = results(run)
     assert scores["accuracy"] >= 0.9 and scores["mcc"] >= 0.75
+
+
+def write_mnli(directory: str, rng: np.random.Generator, mismatched: bool = True) -> str:
+    os.makedirs(directory, exist_ok=True)
+    names = [("train.tsv", 30), ("dev_matched.tsv", 9)]
+    names += [("dev_mismatched.tsv", 6)] if mismatched else []
+    for name, n in names:
+        lines = ["index\tsentence1\tsentence2\tgold_label"]
+        for i in range(n):
+            a = str(rng.choice(["good", "bad"]))
+            label = ("entailment", "contradiction", "neutral")[i % 3]
+            b = {"entailment": a, "contradiction": "awful" if a == "good" else "great"}
+            lines.append(f"{i}\tthe film was {a} .\tthe film was {b.get(label, 'old')} .\t{label}")
+        with open(os.path.join(directory, name), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return directory
+
+
+def test_mnli_scores_matched_and_mismatched(pretrained_run, tmp_path, capsys):
+    data = write_mnli(str(tmp_path / "MNLI"), np.random.default_rng(9))
+    run = str(tmp_path / "mnli")
+    assert main(finetune_args("mnli", data, pretrained_run, run, "--epochs", "1")) == 0
+    scores = results(run)
+    assert set(scores) == {"accuracy", "accuracy_mm"}
+    assert all(0 <= v <= 1 for v in scores.values())
+    os.remove(os.path.join(data, "dev_mismatched.tsv"))
+    capsys.readouterr()
+    assert main(finetune_args("mnli", data, pretrained_run, run, "--epochs", "1")) == 0
+    assert set(results(run)) == {"accuracy"}
+    assert "no dev_mismatched.tsv, so no mm dev scores" in capsys.readouterr().out
