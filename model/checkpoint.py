@@ -81,7 +81,7 @@ def write_checkpoint(
 
 def load_checkpoint(path: str) -> dict:
     try:
-        ckpt = torch.load(path, map_location="cpu")
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises several types for a damaged file
         raise ValueError(
             f"{path}: not a readable checkpoint ({type(e).__name__}: {e}); it was not written "

@@ -82,7 +82,19 @@ def open_shards(directory: str) -> ShardSet:
             f"{directory}/vocab.txt has {len(shards.vocab)} pieces but the manifest says "
             f"{shards.manifest.vocab_size}; the shard set is inconsistent, rebuild it"
         )
+    max_seq_length(shards)
     return shards
+
+
+def max_seq_length(shards: ShardSet) -> int:
+    """The manifest's max_seq_length: the longest row the loader lets through."""
+    n = shards.config.get("max_seq_length") if isinstance(shards.config, dict) else None
+    if not (isinstance(n, int) and not isinstance(n, bool) and 5 <= n < 65536):
+        raise ValueError(
+            f"{shards.directory}/{MANIFEST_NAME}: config max_seq_length={n!r} is not an integer "
+            "in [5, 65535]; run `make validate` and rebuild the set"
+        )
+    return n
 
 
 def check_shard(shards: ShardSet, index: int, table) -> None:
@@ -94,6 +106,13 @@ def check_shard(shards: ShardSet, index: int, table) -> None:
             f"{path}: shard schema {md['schema_name']!r} version {md['schema_version']} is not "
             f"the one this code reads ({SCHEMA_NAME!r} version {SCHEMA_VERSION}); rebuild the "
             "shards with this version"
+        )
+    size = shards.manifest.vocab_size
+    id_type = table.schema.field("input_ids").type.value_type
+    if md["vocab_size"] != size or size > 2**id_type.bit_width:
+        raise ValueError(
+            f"{path}: schema metadata says {md['vocab_size']} pieces in {id_type} ids, the "
+            f"manifest {size}; the ids cannot address this vocab, rebuild the set"
         )
     if md["vocab_sha256"] != shards.manifest.vocab_sha256:
         raise ValueError(
@@ -126,6 +145,8 @@ class PretrainingData:
         self.first = np.array([p[1] for p in parts], np.int64)
         self.rows = np.array([p[2] - p[1] for p in parts], np.int64)
         self.pad_id = shards.vocab.special_ids.pad
+        self.vocab_size = len(shards.vocab)
+        self.max_length = max_seq_length(shards)
         self.rule = masking_rule(shards) if cfg.remask else None
         self.global_batch = cfg.batch_size * cfg.world_size
         self.total_rows = int(self.rows.sum())
@@ -223,7 +244,9 @@ class PretrainingData:
         if local in self._columns:
             self._columns.move_to_end(local)
         else:
-            self._columns[local] = ShardColumns.from_table(self.shards.table(self.indices[local]))
+            cols = ShardColumns.from_table(self.shards.table(self.indices[local]))
+            _check_offsets(self.shards.paths[self.indices[local]], cols)
+            self._columns[local] = cols
             _trim(self._columns, 2 * self.cfg.shuffle_window)
         return self._columns[local]
 
@@ -237,6 +260,7 @@ class PretrainingData:
             ids, lens = _take(cols.input_ids, cols.input_offsets, r)
             pos, mlens = _take(cols.masked_positions, cols.masked_offsets, r)
             lab, _ = _take(cols.masked_labels, cols.masked_offsets, r)
+            self._check_rows(int(s), r, ids, lens, pos, lab, mlens)
             parts.append((sel, ids, lens, pos, lab, mlens, cols, r))
         lengths = np.zeros(b, np.int64)
         for sel, _, lens, *_ in parts:
@@ -251,6 +275,47 @@ class PretrainingData:
             seg_b[sel] = cols.segment_b_start[r]
             nsp[sel] = cols.is_random_next[r]
         return ids, labels, lengths, seg_b, nsp
+
+    def _check_rows(self, local, r, ids, lens, pos, lab, mlens) -> None:
+        """Refuse rows the model cannot take (a few vectorised comparisons per batch): longer
+        than max_seq_length, ids or labels outside the vocab, masked positions outside the row."""
+        v, n = self.vocab_size, self.max_length
+        bad = lens > n
+        if len(ids):
+            bad |= np.maximum.reduceat(ids, _starts(lens), dtype=np.int64) * (lens > 0) >= v
+        if len(pos):
+            over = (pos.astype(np.int64) >= np.repeat(lens, mlens)) | (lab.astype(np.int64) >= v)
+            bad |= np.add.reduceat(over, _starts(mlens)) * (mlens > 0) > 0
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            path = self.shards.paths[self.indices[local]]
+            raise ValueError(
+                f"{path}: row {int(r[k])} does not fit the model ({int(lens[k])} pieces, at most "
+                f"{n}; ids and labels below the vocab size {v}; masked positions inside the "
+                "row); the set is damaged: run `make validate` and rebuild it"
+            )
+
+
+def _starts(lens: np.ndarray) -> np.ndarray:
+    """Start of each run in values laid end to end, clipped for `reduceat` (empty runs are
+    masked by the caller)."""
+    starts = np.cumsum(lens) - lens
+    return np.minimum(starts, max(int(lens.sum()) - 1, 0))
+
+
+def _check_offsets(path: str, cols: ShardColumns) -> None:
+    """Offsets that start at 0, never decrease and end at their column's length."""
+    for name, off, values in (
+        ("input_ids", cols.input_offsets, cols.input_ids),
+        ("masked_positions", cols.masked_offsets, cols.masked_positions),
+    ):
+        if off[-1] != len(values) or (len(off) > 1 and np.any(np.diff(off) < 0)):
+            raise ValueError(
+                f"{path}: the {name} offsets overrun or run backwards; the shard is damaged: run "
+                "`make validate` and rebuild it"
+            )
+    if len(cols.masked_labels) != len(cols.masked_positions):
+        raise ValueError(f"{path}: masked_labels and masked_positions differ in length; rebuild it")
 
 
 def _take(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -17,6 +17,72 @@ from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, ShardColumns
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
+SHARDS_DIR = "shards"
+
+# What a manifest may be. A real one is a few KB per hundred shards and four levels deep; these
+# bounds keep a hostile or damaged one from exhausting memory, the stack or the validator's time.
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+MAX_MANIFEST_DEPTH = 32  # nesting of JSON objects and arrays, the top level counting as 1
+MAX_SHARDS = 100_000
+
+
+def shard_path_problem(rel: object, directory: str | None = None) -> str:
+    """Why a manifest's shard path is not one a reader may open ("" when it is): it must be a
+    relative path `shards/NAME` inside the set's `shards/` folder, with no `.` or `..` part, no
+    backslash or NUL, and (when `directory` is given) must not resolve, through a symlink,
+    outside `directory/shards/`. The one check every reader of shards calls."""
+    if not isinstance(rel, str) or not rel:
+        return f"path {rel!r} is not a non-empty string"
+    if "\\" in rel or "\x00" in rel:
+        return "path holds a backslash or NUL byte"
+    if rel.startswith("/") or os.path.isabs(rel):
+        return "path is absolute"
+    parts = rel.split("/")
+    if ".." in parts:
+        return "path climbs out with '..'"
+    if parts[0] != SHARDS_DIR or len(parts) < 2 or any(p in ("", ".") for p in parts):
+        return f"path is not of the form {SHARDS_DIR}/NAME"
+    if directory is not None and _links(directory, parts):  # one lstat per part below shards/
+        folder = os.path.realpath(os.path.join(directory, SHARDS_DIR))
+        real = os.path.realpath(os.path.join(directory, rel))
+        if os.path.commonpath([folder, real]) != folder or real == folder:
+            return f"path resolves to {real}, outside {SHARDS_DIR}/ (a symlink out of the set)"
+    return ""
+
+
+def _links(directory: str, parts: list[str]) -> bool:
+    """Whether any of directory/shards/a, directory/shards/a/b, ... is a symlink."""
+    path = os.path.join(directory, parts[0])
+    for part in parts[1:]:
+        path = os.path.join(path, part)
+        if os.path.islink(path):
+            return True
+    return False
+
+
+def shard_path(directory: str, index: int, rel: object) -> str:
+    """`directory/rel` for the manifest's shard entry `index`, or ValueError (one line) when
+    `shard_path_problem` finds the path unsafe."""
+    problem = shard_path_problem(rel, directory)
+    if problem:
+        raise ValueError(
+            f"{os.path.join(directory, MANIFEST_NAME)}: shard entry {index} ({rel!r}): "
+            f"{problem}; shard paths must be relative and inside {SHARDS_DIR}/: rebuild the set"
+        )
+    return os.path.join(directory, rel)
+
+
+def _depth_problem(value: object) -> str:
+    """Iterative (no recursion): the JSON value nests no deeper than MAX_MANIFEST_DEPTH."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list)):
+            if depth > MAX_MANIFEST_DEPTH:
+                return f"nested deeper than {MAX_MANIFEST_DEPTH} levels"
+            children = v.values() if isinstance(v, dict) else v
+            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return ""
 
 
 @dataclass(frozen=True)
@@ -74,11 +140,37 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str, where: str = "manifest.json") -> Manifest:
+        """Parse a manifest, refusing (ValueError, one line) one larger than MAX_MANIFEST_BYTES,
+        nested deeper than MAX_MANIFEST_DEPTH or listing more than MAX_SHARDS shards."""
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise ValueError(
+                f"{where}: {len(text):,} characters, more than a manifest may hold "
+                f"({MAX_MANIFEST_BYTES:,}); it is not one this package wrote: rebuild the set"
+            )
         try:
             d = json.loads(text)
+        except RecursionError:
+            d = None
+            problem = f"nested deeper than {MAX_MANIFEST_DEPTH} levels"
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f"{where}: not a valid manifest ({type(e).__name__}: {e}); rebuild the dataset "
+                "with `make shards`"
+            ) from None
+        else:
+            problem = _depth_problem(d)
+        if problem:
+            raise ValueError(f"{where}: not a valid manifest ({problem}); rebuild the set")
+        shards = d.get("shards") if isinstance(d, dict) else None
+        if isinstance(shards, list) and len(shards) > MAX_SHARDS:
+            raise ValueError(
+                f"{where}: lists {len(shards):,} shards, more than {MAX_SHARDS:,}; rebuild the "
+                "set with fewer, larger shards (--num-shards)"
+            )
+        try:
             d["shards"] = tuple(ShardEntry(**s) for s in d["shards"])
             return cls(**d)
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
+        except (KeyError, TypeError) as e:
             raise ValueError(
                 f"{where}: not a valid manifest ({type(e).__name__}: {e}); rebuild the dataset "
                 "with `make shards`"
@@ -96,8 +188,18 @@ def read_manifest(directory: str) -> Manifest:
             f"{path} does not exist: {directory} is not a finished shard set (the manifest is "
             "written last); run `make shards OUT={directory}` first"
         )
-    with open(path, encoding="utf-8") as f:
-        return Manifest.from_json(f.read(), where=path)
+    size = os.path.getsize(path)
+    if size > MAX_MANIFEST_BYTES:
+        raise ValueError(
+            f"{path}: {size:,} bytes, more than a manifest may hold ({MAX_MANIFEST_BYTES:,}); "
+            "it is not one this package wrote: rebuild the set"
+        )
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e}); rebuild the set") from None
+    return Manifest.from_json(text, where=path)
 
 
 def atomic_write_text(path: str, text: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from schemas.manifest import Manifest, read_manifest
+from schemas.manifest import Manifest, read_manifest, shard_path
 from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, read_shard
 from schemas.vocab import Vocab
 
@@ -39,12 +39,16 @@ class ShardSet:
                 f"version {SCHEMA_VERSION}); rebuild the shards with this version or use the "
                 "matching release"
             )
+        for i, entry in enumerate(manifest.shards):  # refuse any path out of OUT/shards/
+            shard_path(directory, i, entry.path)
         vocab = Vocab.load(os.path.join(directory, VOCAB_NAME))
         return cls(directory, manifest, vocab)
 
     @property
     def paths(self) -> list[str]:
-        return [os.path.join(self.directory, s.path) for s in self.manifest.shards]
+        """The shards' paths, each checked by `shard_path` (also when the set was built by hand
+        rather than by `open`)."""
+        return [shard_path(self.directory, i, s.path) for i, s in enumerate(self.manifest.shards)]
 
     def __len__(self) -> int:
         return len(self.manifest.shards)

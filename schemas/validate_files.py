@@ -8,33 +8,51 @@ import hashlib
 import json
 import mmap
 import os
+from collections import Counter
 
 import pyarrow as pa
 
-from schemas.manifest import ShardEntry
+from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, ShardEntry, shard_path_problem
 from schemas.rows import BatchStats
 from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, arrow_schema, schema_metadata
 from schemas.validate_rows import check_batches
 from schemas.validate_state import Context
 
-SHARDS_DIR = "shards"
+__all__ = ["SHARDS_DIR", "check_files", "check_shard", "sha256_file"]
 
 
 def check_files(ctx: Context) -> set[str]:
-    """Listed shards present, none extra, none listed twice; returns the present ones."""
+    """Shard paths safe (relative, inside `shards/`, no symlink out), listed shards present,
+    none extra, none listed twice; returns the present ones. Linear in the number of shards."""
     t = ctx.checks["files"]
     t.ran = True
+    if not ctx.manifest.shards:
+        t.fail(
+            f"{MANIFEST_NAME}: lists no shards; an empty set has nothing to train on: check the "
+            "input and rebuild it with `make shards`"
+        )
+    safe: list[str] = []
+    for i, e in enumerate(ctx.manifest.shards):
+        problem = shard_path_problem(e.path, ctx.directory)
+        if problem:
+            t.fail(
+                f"{MANIFEST_NAME}: shard entry {i} ({e.path!r}): {problem}; shard paths must be "
+                f"relative and inside {SHARDS_DIR}/: rebuild the set (it is not read)"
+            )
+        else:
+            safe.append(e.path)
     listed = [e.path for e in ctx.manifest.shards]
-    for rel in sorted({p for p in listed if listed.count(p) > 1}):
-        t.fail(f"{rel}: listed {listed.count(rel)} times in the manifest")
-    present = {p for p in listed if os.path.isfile(os.path.join(ctx.directory, p))}
-    for rel in listed:
+    times = Counter(safe)
+    for rel in sorted(p for p, n in times.items() if n > 1):
+        t.fail(f"{rel}: listed {times[rel]} times in the manifest")
+    present = {p for p in times if os.path.isfile(os.path.join(ctx.directory, p))}
+    for rel in times:
         if rel not in present:
             t.fail(f"{rel}: listed in the manifest but missing; the set is incomplete: rebuild it")
     folder = os.path.join(ctx.directory, SHARDS_DIR)
     found = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
     extra = [f"{SHARDS_DIR}/{n}" for n in found if n.endswith(".arrow")]
-    for rel in [r for r in extra if r not in set(listed)]:
+    for rel in [r for r in extra if r not in times]:
         t.fail(
             f"{rel}: not listed in the manifest; a leftover of another build? remove it or "
             "rebuild the set"

@@ -22,6 +22,11 @@ SET_CHECKS = ("mask_rate", "split", "random_next", "short_rows", "balance")
 def set_checks(ctx: Context) -> None:
     total = _total(ctx.shard_stats.values())
     _check_instances_count(ctx, total)
+    if ctx.shard_stats and total.rows == 0:
+        ctx.checks["counts"].fail(
+            f"{len(ctx.shard_stats)} shard(s) read, and they hold no rows; an empty set has "
+            "nothing to train on: check the input and rebuild it"
+        )
     if ctx.rules is None or total.rows == 0:
         reason = "not run: no rows could be checked" if ctx.rules else "not run: no usable config"
         ctx.checks.skip(SET_CHECKS, reason)
@@ -109,7 +114,12 @@ def _check_random_next(ctx: Context, s: BatchStats) -> None:
     t, z = ctx.checks["random_next"], ctx.options.z
     q = float(ctx.manifest.config["random_next_prob"])
     t.ran = True
-    coin = {rel: _coin_draws(ctx, t, rel, x) for rel, x in ctx.shard_stats.items() if x.rows}
+    entries = {e.path: e for e in ctx.manifest.shards}
+    coin = {
+        rel: _coin_draws(t, rel, x, entries.get(rel))
+        for rel, x in ctx.shard_stats.items()
+        if x.rows
+    }
     k, n = sum(c[0] for c in coin.values()), sum(c[1] for c in coin.values())
     share = k / n if n else float("nan")
     tol = binomial_tolerance(q, max(n, 1), z)
@@ -144,9 +154,8 @@ def _check_random_next(ctx: Context, s: BatchStats) -> None:
     )
 
 
-def _coin_draws(ctx: Context, t: Tally, rel: str, x: BatchStats) -> tuple[int, int]:
+def _coin_draws(t: Tally, rel: str, x: BatchStats, entry) -> tuple[int, int]:
     """(random-next rows, rows) of a shard whose label the coin drew."""
-    entry = next((e for e in ctx.manifest.shards if e.path == rel), None)
     fr = getattr(entry, "forced_random_next", 0) if entry else 0
     fa = getattr(entry, "forced_actual_next", 0) if entry else 0
     k, n = x.random_next - fr, x.rows - fr - fa

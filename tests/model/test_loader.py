@@ -257,3 +257,71 @@ def test_a_run_of_rows_stays_within_its_bounds(shards_dir):
         seen |= set(zip(shard.tolist(), row.tolist(), strict=True))
     assert {r for s, r in seen if s == 1} <= set(range(10, 50))
     assert len(seen) == data.batches_per_epoch * 8 and data.total_rows == 40 + 96
+
+
+def _edit_manifest(directory: str, change) -> None:
+    path = os.path.join(directory, "manifest.json")
+    manifest = json.load(open(path))
+    change(manifest)
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../b/shards/train-00000-of-00001.arrow"])
+def test_refuses_a_shard_path_out_of_the_set(tmp_path, make_shards, path):
+    directory = make_shards(str(tmp_path / "a"), num_shards=1)
+    make_shards(str(tmp_path / "b"), num_shards=1)
+    _edit_manifest(directory, lambda m: m["shards"][0].update(path=path))
+    with pytest.raises(ValueError, match=r"shard entry 0 .*inside shards/"):
+        open_shards(directory)
+
+
+def test_checkpoints_load_with_weights_only(tmp_path, monkeypatch):
+    from model import checkpoint
+
+    seen = {}
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return {"format": checkpoint.CHECKPOINT_FORMAT}
+
+    monkeypatch.setattr(checkpoint.torch, "load", spy)
+    checkpoint.load_checkpoint(str(tmp_path / "x.pt"))
+    assert seen.get("weights_only") is True
+
+
+def _rewrite_row_id(directory: str, row: int, value: int) -> None:
+    from tests.schemas.shard_surgery import rewrite_shard
+
+    def mutate(c):
+        c.input_ids[int(c.input_offsets[row]) + 1] = value
+        return c
+
+    rewrite_shard(directory, 0, mutate)
+
+
+def test_refuses_an_id_outside_the_vocab_naming_shard_and_row(tmp_path, make_shards):
+    directory = make_shards(str(tmp_path / "a"), num_shards=1)
+    size = len(ShardSet.open(directory).vocab)
+    _rewrite_row_id(directory, 7, size)
+    data = loader(directory, (0,), batch_size=96, shuffle=False)
+    with pytest.raises(ValueError, match=r"train-00000-of-00001\.arrow: row 7 does not fit"):
+        data.batch(0)
+
+
+def test_refuses_a_row_longer_than_max_seq_length(tmp_path, make_shards):
+    directory = make_shards(str(tmp_path / "a"), num_shards=1)
+    rows = ShardSet.open(directory).table(0).column("input_ids").to_pylist()
+    first_long = next(r for r, ids in enumerate(rows) if len(ids) > 20)
+    _edit_manifest(directory, lambda m: m["config"].update(max_seq_length=20))
+    data = loader(directory, (0,), batch_size=96, shuffle=False)
+    with pytest.raises(ValueError, match=rf"row {first_long} does not fit .* at most 20"):
+        data.batch(0)
+
+
+def test_refuses_a_shard_whose_ids_cannot_address_the_vocab(tmp_path, make_shards):
+    directory = make_shards(str(tmp_path / "a"), num_shards=1)
+    _edit_manifest(directory, lambda m: m.update(vocab_size=70_000))
+    shards = ShardSet.open(directory)  # the shards' metadata still says 11 pieces
+    with pytest.raises(ValueError, match="cannot address this vocab"):
+        PretrainingData(shards, [0], LoaderConfig(batch_size=4))
