@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 
@@ -156,6 +157,11 @@ def add_instance_args(ap: argparse.ArgumentParser) -> None:
         help="mask all pieces of a word together (80/10/10 chosen per word)",
     )
     ap.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Beam's logs and full tracebacks (default: one line per failure)",
+    )
+    ap.add_argument(
         "--overwrite",
         action="store_true",
         help="build into an OUT that holds files this build did not write, replacing them "
@@ -250,7 +256,7 @@ def punkt_json(path: str) -> str:
 def run_build(args, beam_args: list[str]) -> int:
     from pipeline.build import build, load_vocab, prepare_output
     from pipeline.outdir import OutputError, OutputLock, check_output
-    from pipeline.runner import make_pipeline, pipeline_options
+    from pipeline.runner import pipeline_options
     from schemas.manifest import Manifest
 
     try:
@@ -269,8 +275,7 @@ def run_build(args, beam_args: list[str]) -> int:
         prepare_output(cfg.out)
         started = time.time()
         options = pipeline_options(beam_args, args.runner, args.workers)
-        with make_pipeline(options) as p:
-            build(p, cfg)
+        run_pipeline(lambda p: build(p, cfg), options, args.verbose)
     finally:
         lock.__exit__(None, None, None)
     from apache_beam.io.filesystems import FileSystems
@@ -285,6 +290,52 @@ def run_build(args, beam_args: list[str]) -> int:
         )
         return 1
     return 0
+
+
+INPUT_ERROR = re.compile(
+    r"(?:BadInputError|ValueError|FileNotFoundError): (.+?)(?: \[while running '[^']*'\])?$",
+    re.M,
+)
+
+
+WHILE_RUNNING = re.compile(r" \[while running '[^']*'\]$")
+
+
+def run_pipeline(add_steps, options, verbose: bool) -> None:
+    """Run a graph; a failure inside it becomes one line (its own message, once), not the
+    runner's tracebacks from every worker. `--verbose` shows Beam's logs and the traceback."""
+    import logging
+
+    from pipeline.runner import make_pipeline
+
+    beam_logger = logging.getLogger("apache_beam")
+    level = beam_logger.level
+    if not verbose:
+        beam_logger.setLevel(logging.CRITICAL)
+    try:
+        with make_pipeline(options) as p:
+            add_steps(p)
+    except Exception as e:
+        if verbose:
+            raise
+        raise SystemExit(f"error: {failure_line(e)}") from None
+    finally:
+        beam_logger.setLevel(level)
+
+
+def failure_line(e: BaseException) -> str:
+    """The message a build step raised, found in the runner's wrapped exception text."""
+    texts = []
+    while e is not None:
+        if isinstance(e, (ValueError, FileNotFoundError)):  # raised by a step, in-process
+            return WHILE_RUNNING.sub("", str(e).strip().splitlines()[-1])
+        texts.append(str(e))
+        e = e.__cause__ or e.__context__
+    found = [m.group(1) for t in texts for m in INPUT_ERROR.finditer(t)]
+    if found:
+        return found[-1]
+    last = next((ln for t in texts for ln in reversed(t.splitlines()) if ln.strip()), "")
+    return f"the build failed: {last.strip()[:300]} (run again with --verbose for the traceback)"
 
 
 def report(manifest, out: str, seconds: float) -> None:

@@ -217,8 +217,10 @@ def test_the_cli_stops_on_bad_input_naming_the_file(tmp_path) -> None:
     (tmp_path / "w").mkdir()
     cut = bz2.compress(export(page_xml(9, "Z", "Lost article text.")))[:-40]
     (tmp_path / "w" / "cut.xml.bz2").write_bytes(cut)
-    with pytest.raises(BadInputError, match=r"cut\.xml\.bz2: .*truncated"):
+    with pytest.raises(SystemExit, match=r"^error: \S*cut\.xml\.bz2: .*truncated$"):
         build_shards(str(tmp_path / "out"), inputs=f"wikipedia:{tmp_path}/w")
+    with pytest.raises(BadInputError, match=r"cut\.xml\.bz2: .*truncated"):  # --verbose
+        build_shards(str(tmp_path / "out"), "--verbose", inputs=f"wikipedia:{tmp_path}/w")
 
 
 def test_the_cli_skips_and_counts_every_kind_of_bad_input(tmp_path) -> None:

@@ -80,3 +80,12 @@ def test_a_vocab_with_a_repeated_piece_is_refused(tmp_path, capsys):
 def test_a_missing_vocab_is_one_line(tmp_path, capsys):
     message = refusal(capsys, "--out", str(tmp_path / "out"), "--vocab", str(tmp_path / "no.txt"))
     assert message.startswith("error: --vocab") and "cannot be read" in message
+
+
+def test_a_wrong_format_is_one_line_saying_what_to_do(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main(["build", "--input", TEXT, "--format", "wikipedia", "--out", str(tmp_path / "o")])
+    message = str(e.value.code)
+    assert message.startswith("error: ") and "\n" not in message
+    assert "not a MediaWiki XML export" in message
+    assert "FORMAT=text" in message and "--skip-bad-input" in message
