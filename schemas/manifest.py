@@ -186,7 +186,7 @@ def read_manifest(directory: str) -> Manifest:
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"{path} does not exist: {directory} is not a finished shard set (the manifest is "
-            "written last); run `make shards OUT={directory}` first"
+            f"written last); run `make shards OUT={directory}` first"
         )
     size = os.path.getsize(path)
     if size > MAX_MANIFEST_BYTES:

@@ -83,3 +83,10 @@ def test_help_is_complete(argv, options, capsys):
     out = capsys.readouterr().out
     for option in options:
         assert option in out
+
+
+def test_a_missing_set_names_the_directory_to_build(tmp_path):
+    from schemas.manifest import read_manifest
+
+    with pytest.raises(FileNotFoundError, match=r"run `make shards OUT=\S*nowhere` first"):
+        read_manifest(str(tmp_path / "nowhere"))
