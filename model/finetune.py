@@ -50,7 +50,7 @@ from schemas.manifest import atomic_write_text
 
 @dataclass(frozen=True)
 class FinetuneConfig:
-    task: str  # cola | sst2 | mrpc | qqp | qnli | rte | wnli | mnli | ner | squad
+    task: str  # cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli | ner | squad
     data: str  # the task's directory
     ckpt: str  # pre-training checkpoint, vocab.txt beside it
     run: str  # output directory
@@ -106,13 +106,16 @@ class TaskModel(nn.Module):
 
     def forward(self, ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         h, pooled = self.bert(ids, types, mask)
-        return self.head(self.dropout(pooled if self.kind == "sequence" else h))
+        pooled_kinds = ("sequence", "regression")
+        return self.head(self.dropout(pooled if self.kind in pooled_kinds else h))
 
 
 def task_loss(kind: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     logits = logits.float()
     if kind == "sequence":
         return F.cross_entropy(logits, labels)
+    if kind == "regression":
+        return F.mse_loss(logits.squeeze(-1), labels.float())
     if kind == "token":
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
     start, end = logits.unbind(-1)
@@ -132,7 +135,8 @@ def collate(features: list[dict], kind: str, pad_id: int) -> dict[str, torch.Ten
         if labels is not None:
             labels[i, :n] = f["label"]
     if labels is None:
-        labels = np.array([f["label"] for f in features], np.int64)
+        dtype = np.float32 if kind == "regression" else np.int64
+        labels = np.array([f["label"] for f in features], dtype)
     out = {"ids": ids, "types": types, "mask": mask, "labels": labels}
     return {k: torch.from_numpy(v) for k, v in out.items()}
 
@@ -178,6 +182,7 @@ def _glue_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> Task
     dev, skipped_dev = read_tsv(dev_path, columns, spec.labels, spec.names)
     labels = list(spec.labels)
     index = {name: i for i, name in enumerate(labels)}
+    target = float if spec.regression else index.__getitem__  # a score, or a class index
     notes = [
         f"{p}: skipped {n} malformed row(s)"
         for p, n in ((train_path, skipped_train), (dev_path, skipped_dev))
@@ -186,10 +191,11 @@ def _glue_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> Task
 
     def features(rows):
         return sequence_features(
-            tok, [r[:-1] for r in rows], [index[r[-1]] for r in rows], cfg.max_seq_length
+            tok, [r[:-1] for r in rows], [target(r[-1]) for r in rows], cfg.max_seq_length
         )
 
-    data = TaskData(features(train), features(dev), labels, [r[-1] for r in dev], notes)
+    gold = [float(r[-1]) if spec.regression else r[-1] for r in dev]
+    data = TaskData(features(train), features(dev), labels, gold, notes)
     for suffix, name in spec.extra_dev:
         path = os.path.join(cfg.data, name)
         if not os.path.exists(path):
@@ -228,7 +234,8 @@ def predict(model: TaskModel, features: list[dict], cfg: FinetuneConfig, device,
         batch = collate(features[i : i + cfg.batch_size], model.kind, pad_id)
         logits = model(*(batch[k].to(device) for k in ("ids", "types", "mask"))).float().cpu()
         n = [len(f["ids"]) for f in features[i : i + cfg.batch_size]]
-        out += [logits[j] if model.kind == "sequence" else logits[j, : n[j]] for j in range(len(n))]
+        whole = model.kind in ("sequence", "regression")
+        out += [logits[j] if whole else logits[j, : n[j]] for j in range(len(n))]
     model.train()
     return [o.numpy() for o in out]
 
@@ -236,6 +243,9 @@ def predict(model: TaskModel, features: list[dict], cfg: FinetuneConfig, device,
 def evaluate(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_id: int) -> dict:
     """The task's standard dev metrics."""
     logits = predict(model, data.dev, cfg, device, pad_id)
+    if model.kind == "regression":
+        pred = [float(x[0]) for x in logits]
+        return {"pearson": pearson(pred, data.gold), "spearman": spearman(pred, data.gold)}
     if model.kind == "sequence":
         scores = _sequence_scores(cfg.task, data.labels, logits, data.gold)
         for suffix, (features, gold) in data.extra_dev.items():
@@ -282,6 +292,34 @@ def _sequence_scores(task: str, labels: list[str], logits, gold: list[str]) -> d
     if GLUE_TASKS[task].mcc:
         scores["mcc"] = matthews_corrcoef(pred, gold, positive="1")
     return scores
+
+
+def pearson(x: list[float], y: list[float]) -> float:
+    """Pearson correlation (0 when either side is constant)."""
+    a, b = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    a, b = a - a.mean(), b - b.mean()
+    denominator = math.sqrt(float((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum()) / denominator if denominator else 0.0
+
+
+def _ranks(x: list[float]) -> np.ndarray:
+    """1-based ranks, ties sharing their average rank (as scipy.stats.rankdata)."""
+    a = np.asarray(x, np.float64)
+    order = np.argsort(a, kind="stable")
+    ranks = np.empty(len(a))
+    i = 0
+    while i < len(a):
+        j = i
+        while j + 1 < len(a) and a[order[j + 1]] == a[order[i]]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(x: list[float], y: list[float]) -> float:
+    """Spearman rank correlation: Pearson's of the ranks."""
+    return pearson(list(_ranks(x)), list(_ranks(y)))
 
 
 def matthews_corrcoef(pred: list[str], gold: list[str], positive: str = "1") -> float:
@@ -371,7 +409,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
         print(f"note: {note}")
     if not data.train or not data.dev:
         raise ValueError(f"{cfg.data}: the training or dev set is empty")
-    num_labels = 2 if kind == "span" else len(data.labels)
+    num_labels = {"span": 2, "regression": 1}.get(kind, len(data.labels))
     torch.manual_seed(cfg.seed)
     model = build_model(ckpt, num_labels, kind, cfg.seed).to(device)
     os.makedirs(cfg.run, exist_ok=True)

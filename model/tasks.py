@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ class GlueTask:
     mcc: bool = False  # report Matthews correlation, GLUE's metric for CoLA
     names: tuple[str, ...] | None = None  # column names of a file with no header row (CoLA)
     extra_dev: tuple[tuple[str, str], ...] = ()  # (suffix, file): further dev sets, if present
+    regression: bool = False  # a real-valued score on the pooled output (STS-B), not classes
 
 
 ENTAILMENT = ("entailment", "not_entailment")
@@ -42,6 +44,7 @@ GLUE_TASKS = {
     "qnli": GlueTask(("question", "sentence"), "label", ENTAILMENT),
     "rte": GlueTask(("sentence1", "sentence2"), "label", ENTAILMENT),
     "wnli": GlueTask(("sentence1", "sentence2"), "label"),
+    "stsb": GlueTask(("sentence1", "sentence2"), "score", (), regression=True),
     "mnli": GlueTask(
         ("sentence1", "sentence2"),
         "gold_label",
@@ -54,9 +57,9 @@ TASKS = (*GLUE_TASKS, "ner", "squad")
 
 
 def task_kind(task: str) -> str:
-    """sequence | token | span"""
+    """sequence | regression | token | span"""
     if task in GLUE_TASKS:
-        return "sequence"
+        return "regression" if GLUE_TASKS[task].regression else "sequence"
     if task == "ner":
         return "token"
     if task == "squad":
@@ -97,7 +100,8 @@ def read_tsv(
     """The named columns of a TSV with a header row, and how many malformed rows were skipped
     (GLUE files hold a few rows with stray tabs). `names` are the columns of a file with no
     header row (CoLA's train and dev). With `labels`, the last column must be one of them
-    exactly (`1.0`, ` 1` or `abc` are not `1`): anything else is refused naming the line."""
+    exactly (`1.0`, ` 1` or `abc` are not `1`): anything else is refused naming the line;
+    `labels=()` asks for a finite number instead (STS-B's score)."""
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = list(names) if names else next(reader, None)  # names: no header row
@@ -115,7 +119,16 @@ def read_tsv(
             if len(row) != len(header):
                 skipped += 1
                 continue
-            if labels is not None and row[index[-1]] not in labels:
+            if labels == ():  # a real-valued score
+                try:
+                    if not math.isfinite(float(row[index[-1]])):
+                        raise ValueError
+                except ValueError:
+                    raise ValueError(
+                        f"{path}:{reader.line_num}: {columns[-1]} {row[index[-1]]!r} is not a "
+                        "finite number"
+                    ) from None
+            elif labels is not None and row[index[-1]] not in labels:
                 raise ValueError(
                     f"{path}:{reader.line_num}: {columns[-1]} {row[index[-1]]!r} is not one of "
                     f"the task's labels {', '.join(labels)}"

@@ -369,3 +369,51 @@ def test_mnli_scores_matched_and_mismatched(pretrained_run, tmp_path, capsys):
     assert main(finetune_args("mnli", data, pretrained_run, run, "--epochs", "1")) == 0
     assert set(results(run)) == {"accuracy"}
     assert "no dev_mismatched.tsv, so no mm dev scores" in capsys.readouterr().out
+
+
+def test_pearson_and_spearman_as_scipy_computes_them():
+    from model.finetune import pearson, spearman
+
+    x, y = [1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 1.0, 4.0, 3.0, 5.0]
+    assert pearson(x, y) == pytest.approx(0.8)
+    assert spearman(x, y) == pytest.approx(0.8)
+    # ties share their average rank: ranks [1.5, 1.5, 3, 4] against [1, 2, 3, 4]
+    assert spearman([1.0, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0]) == pytest.approx(
+        pearson([1.5, 1.5, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+    )
+    assert spearman([1.0, 4.0, 9.0, 16.0], [1.0, 2.0, 3.0, 4.0]) == pytest.approx(1.0)
+    assert pearson([1.0, 1.0], [1.0, 2.0]) == 0.0
+
+
+def write_stsb(directory: str, rng: np.random.Generator, bad: str | None = None) -> str:
+    os.makedirs(directory, exist_ok=True)
+    for name, n in (("train.tsv", 48), ("dev.tsv", 16)):
+        lines = [
+            "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
+        ]
+        for i in range(n):
+            same = i % 2 == 0  # a learnable score: the second sentence says good or bad
+            a = str(rng.choice(["good", "great", "bad"]))
+            b = str(rng.choice(["good", "great"] if same else ["bad", "awful"]))
+            score = "5.000" if same else "0.000"
+            lines.append(
+                f"{i}\tg\tf\t2012\t{i}\ts\ts\tthe film was {a} .\tthe film was {b} .\t{score}"
+            )
+        if bad is not None and name == "train.tsv":
+            lines[3] = lines[3].rsplit("\t", 1)[0] + "\t" + bad
+        with open(os.path.join(directory, name), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return directory
+
+
+def test_stsb_regresses_the_score_and_reports_pearson_and_spearman(
+    pretrained_run, tmp_path, capsys
+):
+    data = write_stsb(str(tmp_path / "STS-B"), np.random.default_rng(10))
+    run = str(tmp_path / "stsb")
+    assert main(finetune_args("stsb", data, pretrained_run, run, "--epochs", "20")) == 0
+    scores = results(run)
+    assert set(scores) == {"pearson", "spearman"} and scores["pearson"] > 0.8
+    bad = write_stsb(str(tmp_path / "bad"), np.random.default_rng(10), bad="high")
+    assert main(finetune_args("stsb", bad, pretrained_run, str(tmp_path / "r"))) == 2
+    assert "train.tsv:4: score 'high' is not a finite number" in capsys.readouterr().err
