@@ -3,7 +3,9 @@ TSV), token classification (CoNLL-style), span extraction (SQuAD v1.1), as in th
 
 The encoder comes from a pre-training checkpoint; the tokenizer from the `vocab.txt` beside it.
 The run directory receives metrics.jsonl (training loss, then dev metrics after every epoch),
-results.json (the final dev metrics) and model.pt (the fine-tuned weights and label names);
+results.json (the final dev metrics), model.pt (the fine-tuned weights and label names after the
+last step), best.pt (the same at the evaluation with the best dev metric, see `dev_metric`) and
+best.json (that evaluation's step and metrics);
 for SQuAD also predictions.json (question id -> answer text, as the official scorer reads it)
 and nbest_predictions.json (question id -> the 20 best spans with logits and probabilities).
 """
@@ -395,6 +397,18 @@ def _check_vocab(ckpt: dict, tok, vocab_path: str) -> None:
         )
 
 
+def dev_metric(task: str) -> str:
+    """The dev metric that picks the best checkpoint: GLUE's headline one for the task."""
+    return {"cola": "mcc", "stsb": "pearson", "ner": "f1", "squad": "f1"}.get(task, "accuracy")
+
+
+def _save(model: TaskModel, data: TaskData, cfg: FinetuneConfig, name: str) -> None:
+    path = os.path.join(cfg.run, name)
+    state = {"config": asdict(cfg), "labels": data.labels, "model": model.state_dict()}
+    torch.save(state, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
 def finetune(cfg: FinetuneConfig) -> dict:
     """Train on the task's training set, evaluate on its dev set after every epoch; returns the
     final dev metrics."""
@@ -414,11 +428,16 @@ def finetune(cfg: FinetuneConfig) -> dict:
     model = build_model(ckpt, num_labels, kind, cfg.seed).to(device)
     os.makedirs(cfg.run, exist_ok=True)
     pad_id = ckpt["vocab"]["special_ids"]["pad"]
-    scores = _train(model, data, cfg, device, pad_id)
-    torch.save(
-        {"config": asdict(cfg), "labels": data.labels, "model": model.state_dict()},
-        os.path.join(cfg.run, "model.pt"),
-    )
+    metric, best = dev_metric(cfg.task), {}
+
+    def keep_best(step: int, epoch: float, scores: dict) -> None:
+        if not best or scores[metric] > best["scores"][metric]:
+            best.update(metric=metric, step=step, epoch=epoch, scores=scores)
+            _save(model, data, cfg, "best.pt")
+
+    scores = _train(model, data, cfg, device, pad_id, keep_best)
+    _save(model, data, cfg, "model.pt")
+    atomic_write_text(os.path.join(cfg.run, "best.json"), json.dumps(best, indent=2) + "\n")
     atomic_write_text(os.path.join(cfg.run, "results.json"), json.dumps(scores, indent=2) + "\n")
     if data.predictions is not None:  # the official format: question id -> answer text
         text = json.dumps(data.predictions, indent=2, ensure_ascii=False) + "\n"
@@ -450,7 +469,10 @@ def _batches(data: TaskData, cfg: FinetuneConfig, kind: str, pad_id: int, steps:
         yield collate([data.train[i] for i in order[k : k + cfg.batch_size]], kind, pad_id)
 
 
-def _train(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_id: int) -> dict:
+def _train(
+    model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_id: int, on_eval=None
+) -> dict:
+    """Train; after every evaluation `on_eval(step, epoch, scores)` (keeps the best)."""
     per_epoch = math.ceil(len(data.train) / cfg.batch_size)
     steps = max(1, math.ceil(cfg.epochs * per_epoch))
     optimizer, scheduler = _optimizer(model, cfg, steps)
@@ -470,6 +492,8 @@ def _train(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_id
         if step % per_epoch == 0 or step == steps:
             scores = evaluate(model, data, cfg, device, pad_id)
             record["dev"] = scores
+            if on_eval is not None:
+                on_eval(step, step / per_epoch, scores)
             shown = " ".join(f"{k} {v:.4f}" for k, v in scores.items())
             took = time.perf_counter() - started
             print(

@@ -168,6 +168,18 @@ def test_sequence_classification_learns_sst2(pretrained_run, tmp_path):
         records = [json.loads(line) for line in f]
     assert sum("dev" in r for r in records) == 6  # one evaluation per epoch
     assert os.path.exists(os.path.join(run, "model.pt"))
+    # The best checkpoint by dev accuracy beside the last, and which evaluation it was.
+    with open(os.path.join(run, "best.json")) as f:
+        best = json.load(f)
+    dev = [r for r in records if "dev" in r]
+    top = max(r["dev"]["accuracy"] for r in dev)
+    first_top = next(r for r in dev if r["dev"]["accuracy"] == top)
+    assert best["metric"] == "accuracy" and best["scores"]["accuracy"] == top
+    assert best["step"] == first_top["step"]
+    import torch
+
+    saved = torch.load(os.path.join(run, "best.pt"), weights_only=True)
+    assert saved["labels"] == ["0", "1"] and "head.weight" in saved["model"]
 
 
 def test_token_classification_learns_entities(pretrained_run, tmp_path):
