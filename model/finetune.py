@@ -152,6 +152,8 @@ class TaskData:
     notes: list[str]
     predictions: dict | None = None  # squad: the last evaluation's answers by question id
     nbest: dict | None = None  # squad: the last evaluation's n best spans by question id
+    words: list | None = None  # ner: the dev sentences' words
+    outputs: dict[str, str] = field(default_factory=dict)  # file name -> the dev predictions
     # further dev sets scored beside the first (MNLI mismatched): suffix -> (features, gold)
     extra_dev: dict[str, tuple[list[dict], list]] = field(default_factory=dict)
 
@@ -224,7 +226,8 @@ def _conll_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> Tas
             tok, words, [[index[t] for t in tags] for _, tags in sents], cfg.max_seq_length
         )
 
-    return TaskData(features(train), features(dev), labels, [tags for _, tags in dev], [])
+    gold = [tags for _, tags in dev]
+    return TaskData(features(train), features(dev), labels, gold, [], words=[w for w, _ in dev])
 
 
 @torch.no_grad()
@@ -247,11 +250,16 @@ def evaluate(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_
     logits = predict(model, data.dev, cfg, device, pad_id)
     if model.kind == "regression":
         pred = [float(x[0]) for x in logits]
+        data.outputs["dev_predictions.tsv"] = _tsv(pred, data.gold)
         return {"pearson": pearson(pred, data.gold), "spearman": spearman(pred, data.gold)}
     if model.kind == "sequence":
         scores = _sequence_scores(cfg.task, data.labels, logits, data.gold)
+        pred = [data.labels[int(x.argmax())] for x in logits]
+        data.outputs["dev_predictions.tsv"] = _tsv(pred, data.gold)
         for suffix, (features, gold) in data.extra_dev.items():
             more = predict(model, features, cfg, device, pad_id)
+            pred = [data.labels[int(x.argmax())] for x in more]
+            data.outputs[f"dev_predictions_{suffix}.tsv"] = _tsv(pred, gold)
             for k, v in _sequence_scores(cfg.task, data.labels, more, gold).items():
                 scores[f"{k}_{suffix}"] = v
         return scores
@@ -263,11 +271,21 @@ def evaluate(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_
                 if word >= 0:
                     tags[word] = data.labels[int(x[pos].argmax())]
             pred.append(tags)
+        data.outputs["dev_predictions.txt"] = "".join(  # conlleval's layout: word gold predicted
+            "".join(f"{w} {g} {p}\n" for w, g, p in zip(*sent, strict=True)) + "\n"
+            for sent in zip(data.words, data.gold, pred, strict=True)
+        )
         return entity_f1(pred, data.gold)
     data.nbest = span_nbest(data.dev, logits, data.gold, cfg.max_answer_length)
     predictions = {qid: spans[0]["text"] for qid, spans in data.nbest.items()}
     data.predictions = predictions
     return squad_v1_scores(predictions, {ex.qid: list(ex.answers) for ex in data.gold})
+
+
+def _tsv(pred: list, gold: list) -> str:
+    """Dev predictions in the GLUE server's layout (index, prediction), the gold label beside."""
+    rows = [f"{i}\t{p}\t{g}\n" for i, (p, g) in enumerate(zip(pred, gold, strict=True))]
+    return "index\tprediction\tlabel\n" + "".join(rows)
 
 
 def squad_v1_scores(predictions: dict[str, str], answers: dict[str, list[str]]) -> dict[str, float]:
@@ -439,6 +457,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
     _save(model, data, cfg, "model.pt")
     atomic_write_text(os.path.join(cfg.run, "best.json"), json.dumps(best, indent=2) + "\n")
     atomic_write_text(os.path.join(cfg.run, "results.json"), json.dumps(scores, indent=2) + "\n")
+    for name, text in data.outputs.items():
+        atomic_write_text(os.path.join(cfg.run, name), text)
     if data.predictions is not None:  # the official format: question id -> answer text
         text = json.dumps(data.predictions, indent=2, ensure_ascii=False) + "\n"
         atomic_write_text(os.path.join(cfg.run, "predictions.json"), text)

@@ -180,6 +180,15 @@ def test_sequence_classification_learns_sst2(pretrained_run, tmp_path):
 
     saved = torch.load(os.path.join(run, "best.pt"), weights_only=True)
     assert saved["labels"] == ["0", "1"] and "head.weight" in saved["model"]
+    # Dev predictions in the GLUE server's layout, the gold label beside.
+    with open(os.path.join(run, "dev_predictions.tsv")) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    with open(os.path.join(data, "dev.tsv")) as f:
+        gold = [line.rstrip("\n").rsplit("\t", 1)[1] for line in f][1:]
+    assert rows[0] == ["index", "prediction", "label"] and len(rows) == 1 + len(gold)
+    assert [r[2] for r in rows[1:]] == gold and {r[1] for r in rows[1:]} <= {"0", "1"}
+    right = sum(r[1] == r[2] for r in rows[1:]) / len(gold)
+    assert right == pytest.approx(results(run)["accuracy"])
 
 
 def test_token_classification_learns_entities(pretrained_run, tmp_path):
@@ -187,6 +196,9 @@ def test_token_classification_learns_entities(pretrained_run, tmp_path):
     run = str(tmp_path / "ner")
     assert main(finetune_args("ner", data, pretrained_run, run, "--epochs", "6")) == 0
     assert results(run)["f1"] >= 0.8
+    with open(os.path.join(run, "dev_predictions.txt")) as f:
+        sentences = [block.splitlines() for block in f.read().split("\n\n") if block.strip()]
+    assert len(sentences) == 12 and all(len(line.split()) == 3 for s in sentences for line in s)
 
 
 def test_span_extraction_runs_squad_and_scores(pretrained_run, tmp_path):
