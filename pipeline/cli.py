@@ -345,6 +345,13 @@ def report(manifest, out: str, seconds: float) -> None:
         f"in {seconds:.1f}s"
     )
     print(json.dumps(total, indent=1, sort_keys=True))
+    asked = manifest.config.get("num_shards") or 0
+    if len(manifest.shards) < asked:
+        print(
+            f"note: {len(manifest.shards)} shard(s), not the {asked} asked for with --num-shards: "
+            f"{total.get('documents_used', 0)} documents fill at most one bucket per "
+            "20 document passes (fewer would pair documents only with themselves)"
+        )
 
 
 def run_vocab(args, beam_args: list[str]) -> int:

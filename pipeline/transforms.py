@@ -193,10 +193,25 @@ class TokenizeDocuments(beam.PTransform):
         return out.main, out[COUNTS]
 
 
-def num_buckets(total_tokens: int, cfg: InstanceConfig, num_shards: int, bucket_tokens: int) -> int:
-    if num_shards:
-        return num_shards
-    return max(1, math.ceil(total_tokens * cfg.dupe_factor / bucket_tokens))
+MIN_UNITS_PER_BUCKET = 20  # document passes: fewer, and random-next pairs have no other document
+
+
+def num_buckets(totals: tuple[int, int], cfg: InstanceConfig, num_shards: int, bucket_tokens: int):
+    """Buckets from (tokens, documents): `num_shards` when given, else one per `bucket_tokens`;
+    either way capped so that a bucket holds about MIN_UNITS_PER_BUCKET document passes (a
+    --num-shards far above what the corpus fills would leave buckets of one document, whose
+    pairs can only be actual-next). The report says when the cap applied."""
+    tokens, documents = totals
+    wanted = num_shards or math.ceil(tokens * cfg.dupe_factor / bucket_tokens)
+    cap = max(1, documents * cfg.dupe_factor // MIN_UNITS_PER_BUCKET)
+    return max(1, min(wanted, cap))
+
+
+def sum_pairs(pairs) -> tuple[int, int]:
+    tokens = documents = 0
+    for t, d in pairs:
+        tokens, documents = tokens + t, documents + d
+    return tokens, documents
 
 
 def assign_buckets(batch: list[TokenizedDoc], buckets: int, cfg: InstanceConfig):
@@ -277,8 +292,8 @@ class CreateInstances(beam.PTransform):
         cfg, shards, per_bucket = self.cfg, self.num_shards, self.bucket_tokens
         buckets = (
             docs
-            | "CountTokens" >> beam.Map(lambda batch: sum(len(d.ids) for d in batch))
-            | "Total" >> beam.CombineGlobally(sum)
+            | "CountTokens" >> beam.Map(lambda batch: (sum(len(d.ids) for d in batch), len(batch)))
+            | "Total" >> beam.CombineGlobally(sum_pairs)
             | "NumBuckets" >> beam.Map(num_buckets, cfg, shards, per_bucket)
         )
         out = (

@@ -89,3 +89,17 @@ def test_a_wrong_format_is_one_line_saying_what_to_do(tmp_path):
     assert message.startswith("error: ") and "\n" not in message
     assert "not a MediaWiki XML export" in message
     assert "FORMAT=text" in message and "--skip-bad-input" in message
+
+
+def test_num_shards_far_above_the_corpus_is_capped_and_said(tmp_path, capsys):
+    from schemas import ShardSet
+    from tests.conftest import build_shards
+
+    out = str(tmp_path / "out")
+    assert build_shards(out, "--num-shards", "1000", inputs=f"text:{TEXT}") == 0
+    s = ShardSet.open(out)
+    used = s.manifest.counts["total"]["documents_used"]
+    assert 1 <= len(s) <= max(1, used * 5 // 20)
+    assert "not the 1000 asked for with --num-shards" in capsys.readouterr().out
+    random_next = sum(e.random_next for e in s.manifest.shards)
+    assert random_next > 0.3 * s.manifest.rows

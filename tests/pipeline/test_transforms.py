@@ -104,7 +104,7 @@ def tokenized(doc_id: str, n_sentences: int) -> TokenizedDoc:
 
 
 def test_create_instances_equals_the_plain_function_whatever_the_batching():
-    docs = [tokenized(f"d{i}", 3 + i) for i in range(6)]
+    docs = [tokenized(f"d{i}", 3 + i % 6) for i in range(20)]  # 40 passes: 2 buckets
     cfg = InstanceConfig(max_seq_length=16, dupe_factor=2)
     expected = []
     for b in range(2):
