@@ -79,6 +79,7 @@ def read_jsonl(f: BinaryIO, rel: str, tally: Tally, source: str = "jsonl") -> It
     if f is None:
         return
     seen_any = False
+    first_line: dict[str, int] = {}  # id -> line: two records with one id are one document
     for number, line in numbered_lines(f, tally):
         where = f"{rel}:{number}"
         if line is not None and not line.strip():
@@ -91,6 +92,16 @@ def read_jsonl(f: BinaryIO, rel: str, tally: Tally, source: str = "jsonl") -> It
         if parsed is None:
             continue
         ident, text = parsed
+        if ident is not None:
+            if ident in first_line:
+                tally.bad(
+                    "jsonl_duplicate_id",
+                    where,
+                    f"id {ident!r} was already used on line {first_line[ident]}; ids name one "
+                    "document each",
+                )
+                continue
+            first_line[ident] = number
         paragraphs = text_paragraphs(text)
         if not paragraphs:
             tally.drop("jsonl_empty_text")

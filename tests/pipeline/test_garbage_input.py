@@ -72,3 +72,14 @@ def test_a_book_of_one_overlong_line_is_not_an_empty_file(monkeypatch):
     assert docs == []
     assert counts["documents_dropped.only_overlong_lines"] == 1
     assert "documents_dropped.empty_file" not in counts
+
+
+def test_a_repeated_jsonl_id_is_refused_naming_both_lines():
+    data = (
+        b'{"id": "a", "text": "One."}\n{"id": "b", "text": "Two."}\n{"id": "a", "text": "Three."}\n'
+    )
+    with pytest.raises(BadInputError, match=r"f\.txt:3: id 'a' was already used on line 1"):
+        read(read_jsonl, data)
+    docs, counts = read(read_jsonl, data, skip=True)
+    assert [d.id for d in docs] == ["jsonl:a", "jsonl:b"]
+    assert counts["documents_dropped.jsonl_duplicate_id"] == 1
