@@ -440,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("validate", "inspect"):
         from schemas.cli import main as schemas_main
 
-        return schemas_main([args.command, *rest])
+        return schemas_main([args.command, *rest], prog="bert-shards")
     from pipeline.options import unknown_args
 
     problem = unknown_args(rest, {"build": b, "vocab": v, "punkt": t}[args.command])

@@ -41,9 +41,9 @@ the sequence length and of the masked positions per row. --plot writes the histo
 PNG (needs matplotlib)."""
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "bert-schemas") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="bert-schemas",
+        prog=prog,
         description="Validate or inspect a BERT pre-training shard set (a directory holding "
         "manifest.json, vocab.txt, tokenizer.json and shards/*.arrow).",
     )
@@ -165,8 +165,9 @@ def _inspect(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "bert-schemas") -> int:
+    """`prog` names the command in help and errors (`bert-shards` forwards validate|inspect)."""
+    args = _parser(prog).parse_args(argv)
     try:
         return _validate(args) if args.command == "validate" else _inspect(args)
     except BrokenPipeError:  # output piped into `head` and the like

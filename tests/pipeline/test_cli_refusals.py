@@ -103,3 +103,11 @@ def test_num_shards_far_above_the_corpus_is_capped_and_said(tmp_path, capsys):
     assert "not the 1000 asked for with --num-shards" in capsys.readouterr().out
     random_next = sum(e.random_next for e in s.manifest.shards)
     assert random_next > 0.3 * s.manifest.rows
+
+
+@pytest.mark.parametrize("command", ["validate", "inspect"])
+def test_forwarded_commands_name_themselves_in_help(capsys, command):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: bert-shards {command}")
