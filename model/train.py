@@ -13,6 +13,7 @@ devices), `model.optim` (AdamW, schedule), `model.trainer` (one optimizer step),
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -82,7 +83,13 @@ def pretrain(cfg: TrainConfig) -> dict:
     """Train as configured; returns {"step", "last" (the last metrics record), "eval"}."""
     d = init_distributed(cfg.device)
     try:
-        return _pretrain(cfg, d)
+        result = _pretrain(cfg, d)
+        if d.world > 1:
+            # Every rank done with every collective, and the DDP model (which holds the
+            # process group) freed, before the group goes: else gloo can abort at exit.
+            gc.collect()
+            dist.barrier()
+        return result
     finally:
         if d.world > 1 and dist.is_initialized():
             dist.destroy_process_group()
