@@ -13,29 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 
 from pipeline.config import InstanceConfig, VocabConfig, default_max_predictions
 from pipeline.documents import READERS
+from pipeline.options import at_least
 from pipeline.sources import InputSpec, expand_pattern
-
-
-def positive(text: str) -> int:
-    """An argparse type: an integer >= 1 (a nonsensical value is refused, never defaulted)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (got {text})")
-    return value
-
-
-def non_negative(text: str) -> int:
-    """An argparse type: an integer >= 0 (0 meaning automatic where the help says so)."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0 (got {text})")
-    return value
 
 
 def add_input_args(ap: argparse.ArgumentParser) -> None:
@@ -55,10 +39,12 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         "reference format: one sentence per line, blank line between documents)",
     )
     ap.add_argument("--out", required=True, help="output directory (local or gs://...)")
-    ap.add_argument("--vocab-size", type=positive, default=30000, help="pieces in a trained vocab")
+    ap.add_argument(
+        "--vocab-size", type=at_least(1), default=30000, help="pieces in a trained vocab"
+    )
     ap.add_argument(
         "--vocab-sample-sentences",
-        type=positive,
+        type=at_least(1),
         default=1_000_000,
         help="bound on the sentences the vocab trainer sees (deterministic sample)",
     )
@@ -75,7 +61,7 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument("--seed", type=int, default=12345, help="seed for every random draw")
     ap.add_argument(
-        "--workers", type=non_negative, default=0, help="local worker processes (0: all cores)"
+        "--workers", type=at_least(0), default=0, help="local worker processes (0: all cores)"
     )
     ap.add_argument(
         "--runner",
@@ -95,13 +81,13 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument(
         "--dedup-min-paragraph-chars",
-        type=positive,
+        type=at_least(1),
         default=64,
         help="with --dedup: shorter paragraphs are never treated as duplicates",
     )
     ap.add_argument(
         "--max-paragraph-chars",
-        type=positive,
+        type=at_least(1),
         default=1_000_000,
         help="longer paragraphs are dropped and counted",
     )
@@ -122,7 +108,7 @@ def add_instance_args(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument(
         "--max-predictions-per-seq",
-        type=positive,
+        type=at_least(1),
         default=None,
         help="default: max_seq_length x masked_lm_prob rounded up to a multiple of 5 "
         "(20 at 128, 80 at 512)",
@@ -141,7 +127,7 @@ def add_instance_args(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument(
         "--dupe-factor",
-        type=positive,
+        type=at_least(1),
         default=5,
         help="passes over the corpus, each with fresh randomness (default: 5)",
     )
@@ -169,13 +155,13 @@ def add_instance_args(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument(
         "--num-shards",
-        type=non_negative,
+        type=at_least(0),
         default=0,
         help="number of buckets/shards (0: one per --bucket-tokens of tokens)",
     )
     ap.add_argument(
         "--bucket-tokens",
-        type=positive,
+        type=at_least(1),
         default=4_000_000,
         help="target tokens per bucket (dupe passes included) when --num-shards is 0",
     )
@@ -256,7 +242,7 @@ def punkt_json(path: str) -> str:
 def run_build(args, beam_args: list[str]) -> int:
     from pipeline.build import build, load_vocab, prepare_output
     from pipeline.outdir import OutputError, OutputLock, check_output
-    from pipeline.runner import pipeline_options
+    from pipeline.runner import pipeline_options, run_pipeline
     from schemas.manifest import Manifest
 
     try:
@@ -268,16 +254,13 @@ def run_build(args, beam_args: list[str]) -> int:
     check_inputs(cfg.inputs)
     try:
         check_output(cfg.out, args.overwrite)
-        lock = OutputLock(cfg.out).__enter__()
+        with OutputLock(cfg.out):
+            prepare_output(cfg.out)
+            started = time.time()
+            options = pipeline_options(beam_args, args.runner, args.workers)
+            run_pipeline(lambda p: build(p, cfg), options, args.verbose)
     except OutputError as e:
         raise SystemExit(f"error: {e}") from None
-    try:
-        prepare_output(cfg.out)
-        started = time.time()
-        options = pipeline_options(beam_args, args.runner, args.workers)
-        run_pipeline(lambda p: build(p, cfg), options, args.verbose)
-    finally:
-        lock.__exit__(None, None, None)
     from apache_beam.io.filesystems import FileSystems
 
     with FileSystems.open(FileSystems.join(cfg.out, "manifest.json")) as f:
@@ -290,52 +273,6 @@ def run_build(args, beam_args: list[str]) -> int:
         )
         return 1
     return 0
-
-
-INPUT_ERROR = re.compile(
-    r"(?:BadInputError|ValueError|FileNotFoundError): (.+?)(?: \[while running '[^']*'\])?$",
-    re.M,
-)
-
-
-WHILE_RUNNING = re.compile(r" \[while running '[^']*'\]$")
-
-
-def run_pipeline(add_steps, options, verbose: bool) -> None:
-    """Run a graph; a failure inside it becomes one line (its own message, once), not the
-    runner's tracebacks from every worker. `--verbose` shows Beam's logs and the traceback."""
-    import logging
-
-    from pipeline.runner import make_pipeline
-
-    beam_logger = logging.getLogger("apache_beam")
-    level = beam_logger.level
-    if not verbose:
-        beam_logger.setLevel(logging.CRITICAL)
-    try:
-        with make_pipeline(options) as p:
-            add_steps(p)
-    except Exception as e:
-        if verbose:
-            raise
-        raise SystemExit(f"error: {failure_line(e)}") from None
-    finally:
-        beam_logger.setLevel(level)
-
-
-def failure_line(e: BaseException) -> str:
-    """The message a build step raised, found in the runner's wrapped exception text."""
-    texts = []
-    while e is not None:
-        if isinstance(e, (ValueError, FileNotFoundError)):  # raised by a step, in-process
-            return WHILE_RUNNING.sub("", str(e).strip().splitlines()[-1])
-        texts.append(str(e))
-        e = e.__cause__ or e.__context__
-    found = [m.group(1) for t in texts for m in INPUT_ERROR.finditer(t)]
-    if found:
-        return found[-1]
-    last = next((ln for t in texts for ln in reversed(t.splitlines()) if ln.strip()), "")
-    return f"the build failed: {last.strip()[:300]} (run again with --verbose for the traceback)"
 
 
 def report(manifest, out: str, seconds: float) -> None:
@@ -428,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     add_input_args(t)
     t.add_argument(
         "--sample-paragraphs",
-        type=positive,
+        type=at_least(1),
         default=200_000,
         help="bound on the paragraphs Punkt learns from (deterministic sample)",
     )

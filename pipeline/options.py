@@ -8,6 +8,20 @@ import argparse
 import difflib
 
 
+def at_least(minimum: int):
+    """An argparse type: an integer >= `minimum`; a nonsensical value is refused, never
+    replaced by a default."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum} (got {text})")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in its own messages
+    return parse
+
+
 def _option_classes(cls):
     for sub in cls.__subclasses__():
         yield sub

@@ -9,6 +9,7 @@ repeated trials on this Beam version).
 from __future__ import annotations
 
 import os
+import re
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
@@ -41,3 +42,47 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
     )
     return beam.Pipeline(runner=fn_runner.FnApiRunner(provision_info=info), options=options)
+
+
+INPUT_ERROR = re.compile(
+    r"(?:BadInputError|ValueError|FileNotFoundError): (.+?)(?: \[while running '[^']*'\])?$",
+    re.M,
+)
+
+
+WHILE_RUNNING = re.compile(r" \[while running '[^']*'\]$")
+
+
+def run_pipeline(add_steps, options, verbose: bool) -> None:
+    """Run a graph; a failure inside it becomes one line (its own message, once), not the
+    runner's tracebacks from every worker. `--verbose` shows Beam's logs and the traceback."""
+    import logging
+
+    beam_logger = logging.getLogger("apache_beam")
+    level = beam_logger.level
+    if not verbose:
+        beam_logger.setLevel(logging.CRITICAL)
+    try:
+        with make_pipeline(options) as p:
+            add_steps(p)
+    except Exception as e:
+        if verbose:
+            raise
+        raise SystemExit(f"error: {failure_line(e)}") from None
+    finally:
+        beam_logger.setLevel(level)
+
+
+def failure_line(e: BaseException) -> str:
+    """The message a build step raised, found in the runner's wrapped exception text."""
+    texts = []
+    while e is not None:
+        if isinstance(e, (ValueError, FileNotFoundError)):  # raised by a step, in-process
+            return WHILE_RUNNING.sub("", str(e).strip().splitlines()[-1])
+        texts.append(str(e))
+        e = e.__cause__ or e.__context__
+    found = [m.group(1) for t in texts for m in INPUT_ERROR.finditer(t)]
+    if found:
+        return found[-1]
+    last = next((ln for t in texts for ln in reversed(t.splitlines()) if ln.strip()), "")
+    return f"the build failed: {last.strip()[:300]} (run again with --verbose for the traceback)"
