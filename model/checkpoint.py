@@ -11,6 +11,7 @@ from dataclasses import asdict
 import torch
 import torch.distributed as dist
 
+from model.config import flag_hint
 from model.distributed import Dist
 from model.optim import WarmupLinear
 from model.trainer import Trainer
@@ -98,16 +99,20 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
     if size != here:
         raise ValueError(
             f"{path}: trained with a vocab of {size} pieces, but {shards.directory} has {here}; "
-            "resume on the shard set the run started with, or start a new --run"
+            "resume on the shard set the run started with, or start a new "
+            f"{flag_hint('--run', 'DIR')}"
         )
     if ckpt["vocab"]["sha256"] != shards.manifest.vocab_sha256:
         raise ValueError(
             f"{path}: trained with vocab {ckpt['vocab']['sha256']}, but {shards.directory} uses "
-            f"{shards.manifest.vocab_sha256}; resume on the original shard set"
+            f"{shards.manifest.vocab_sha256}; resume on the original shard set, or start a new "
+            f"{flag_hint('--run', 'DIR')}"
         )
     if ckpt["model_config"] != asdict(trainer.model_cfg):
         was = ckpt["train_config"]["model"]
-        raise ValueError(f"{path}: a {was!r} model; --model {trainer.cfg.model!r} differs")
+        raise ValueError(
+            f"{path}: a {was!r} model; {flag_hint('--model', trainer.cfg.model)} differs"
+        )
     changed = [k for k in ORDER_KEYS if ckpt["train_config"][k] != getattr(trainer.cfg, k)]
     if changed:
         old = ", ".join(f"{k}={ckpt['train_config'][k]}" for k in changed)

@@ -122,6 +122,31 @@ class TrainConfig:
                 raise ValueError(f"training config: {message}")
 
 
+# Flags that the Makefile sets from a variable of its own; any other flag goes through ARGS.
+MAKE_VARIABLES = {
+    "--shards": "OUT",
+    "--run": "RUN",
+    "--model": "MODEL",
+    "--steps": "STEPS",
+    "--device": "DEVICE",
+    "--task": "TASK",
+    "--data": "DATA",
+    "--ckpt": "CKPT",
+    "--out": "EXPORT",
+}
+
+
+def flag_hint(flag: str, value: str = "") -> str:
+    """A flag as a refusal names it, with its make spelling beside it, for those who run
+    `make`: `--resume (make: ARGS=--resume)`, `--run DIR (make: RUN=DIR)`."""
+    spelled = f"{flag} {value}".strip()
+    if flag in MAKE_VARIABLES:
+        make = f"{MAKE_VARIABLES[flag]}={value or '...'}"
+    else:
+        make = f"ARGS='{spelled}'" if " " in spelled else f"ARGS={spelled}"
+    return f"{spelled} (make: {make})"
+
+
 def training_defaults(model: str, steps: int) -> dict:
     """Learning rate, batch and warm-up for a preset: the paper's 10,000 warm-up steps, or a
     tenth of a shorter run."""

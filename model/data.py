@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from model.config import flag_hint
 from schemas import SCHEMA_NAME, SCHEMA_VERSION, ShardColumns, ShardSet
 from schemas.manifest import MANIFEST_NAME
 from schemas.masking import MaskingRule, mask_padded
@@ -60,7 +61,8 @@ def masking_rule(shards: ShardSet) -> MaskingRule:
         return MaskingRule.from_vocab(shards.vocab, shards.config)
     except ValueError as e:
         raise ValueError(
-            f"{shards.directory}/{MANIFEST_NAME}: {e}; rebuild the shards or train without --remask"
+            f"{shards.directory}/{MANIFEST_NAME}: {e}; rebuild the shards or train "
+            "without --remask (make: drop it from ARGS)"
         ) from None
 
 
@@ -156,7 +158,8 @@ class PretrainingData:
             raise ValueError(
                 f"{shards.directory}: the {len(self.indices)} shard(s) used here hold "
                 f"{self.total_rows} rows, fewer than one global batch of {self.global_batch} "
-                "(batch size x world size); use a smaller --batch-size or more data"
+                "(batch size x world size); use a smaller "
+                f"{flag_hint('--batch-size', 'N')} or more data"
             )
         for i in sorted(set(self.indices)):
             check_shard(shards, i, shards.table(i))

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from model.config import flag_hint
+
 
 @dataclass(frozen=True)
 class Dist:
@@ -25,11 +27,12 @@ def resolve_device(device: str, local_rank: int | None = None) -> torch.device:
     if device == "cpu":
         return torch.device("cpu")
     if not device.startswith("cuda"):
-        raise ValueError(f"unknown --device {device!r}: use cpu or cuda")
+        raise ValueError(f"unknown --device {device!r}: use {flag_hint('--device', 'cpu')} or cuda")
     if not torch.cuda.is_available():
         raise ValueError(
             f"--device {device}: torch sees no CUDA device (this torch build: "
-            f"{torch.__version__}); use --device cpu, or install the CUDA build of torch"
+            f"{torch.__version__}); use {flag_hint('--device', 'cpu')}, or install the CUDA build "
+            "of torch"
         )
     index = local_rank if local_rank is not None else (torch.device(device).index or 0)
     torch.cuda.set_device(index)
@@ -52,6 +55,7 @@ def micro_batch_size(batch_size: int, world: int, accum: int) -> int:
     if batch_size % parts:
         raise ValueError(
             f"--batch-size {batch_size} does not divide by the world size {world} x --accum "
-            f"{accum} = {parts}; choose a multiple of {parts}"
+            f"{accum} = {parts}; choose a multiple of {parts}, e.g. "
+            f"{flag_hint('--batch-size', str(parts))}"
         )
     return batch_size // parts

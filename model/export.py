@@ -16,8 +16,8 @@ import torch
 from safetensors.torch import save_file
 
 from model.config import BertConfig
+from model.files import write_text
 from model.train import load_checkpoint
-from schemas.manifest import atomic_write_text
 
 
 def hf_config(cfg: BertConfig) -> dict:
@@ -105,14 +105,14 @@ def export(ckpt_path: str, out_dir: str) -> str:
     weights = os.path.join(out_dir, "model.safetensors")
     save_file(hf_state_dict(ckpt["model"], cfg), weights + ".tmp", metadata={"format": "pt"})
     os.replace(weights + ".tmp", weights)
-    atomic_write_text(os.path.join(out_dir, "config.json"), _json(hf_config(cfg)))
+    write_text(os.path.join(out_dir, "config.json"), _json(hf_config(cfg)))
     shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
     tokenizer = {
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": bool(ckpt["shard_config"].get("lowercase", True)),
         "model_max_length": cfg.max_position,
     }
-    atomic_write_text(os.path.join(out_dir, "tokenizer_config.json"), _json(tokenizer))
+    write_text(os.path.join(out_dir, "tokenizer_config.json"), _json(tokenizer))
     return out_dir
 
 

@@ -31,6 +31,7 @@ from model.checkpoint import load_checkpoint
 from model.config import BertConfig
 from model.data import PAD_MULTIPLE
 from model.distributed import resolve_device
+from model.files import write_text
 from model.metrics import accuracy, binary_f1, entity_f1, normalize_answer, squad_f1
 from model.optim import WarmupLinear
 from model.tasks import (
@@ -47,7 +48,6 @@ from model.tasks import (
     task_kind,
     token_features,
 )
-from schemas.manifest import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -455,15 +455,15 @@ def finetune(cfg: FinetuneConfig) -> dict:
 
     scores = _train(model, data, cfg, device, pad_id, keep_best)
     _save(model, data, cfg, "model.pt")
-    atomic_write_text(os.path.join(cfg.run, "best.json"), json.dumps(best, indent=2) + "\n")
-    atomic_write_text(os.path.join(cfg.run, "results.json"), json.dumps(scores, indent=2) + "\n")
+    write_text(os.path.join(cfg.run, "best.json"), json.dumps(best, indent=2) + "\n")
+    write_text(os.path.join(cfg.run, "results.json"), json.dumps(scores, indent=2) + "\n")
     for name, text in data.outputs.items():
-        atomic_write_text(os.path.join(cfg.run, name), text)
+        write_text(os.path.join(cfg.run, name), text)
     if data.predictions is not None:  # the official format: question id -> answer text
         text = json.dumps(data.predictions, indent=2, ensure_ascii=False) + "\n"
-        atomic_write_text(os.path.join(cfg.run, "predictions.json"), text)
+        write_text(os.path.join(cfg.run, "predictions.json"), text)
         text = json.dumps(data.nbest, indent=2, ensure_ascii=False) + "\n"
-        atomic_write_text(os.path.join(cfg.run, "nbest_predictions.json"), text)
+        write_text(os.path.join(cfg.run, "nbest_predictions.json"), text)
     return scores
 
 

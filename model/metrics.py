@@ -24,28 +24,33 @@ def binary_f1(pred: Sequence, gold: Sequence, positive: str = "1") -> float:
 
 
 def _split_tag(tag: str) -> tuple[str, str]:
-    if tag == "O" or "-" not in tag:
-        return "O", ""
-    prefix, kind = tag.split("-", 1)
+    """(prefix, type) as conlleval splits a tag: at its first "-"; a tag without one is its
+    own prefix with no type ("O")."""
+    prefix, _, kind = tag.partition("-")
     return prefix, kind
 
 
+# IOBES read as IOB2, as taggers that train on IOBES do before running conlleval: conlleval
+# itself has no S- tags (it would join "S-PER S-PER" into one entity).
+_IOBES_AS_IOB2 = {"S": "B", "E": "I"}
+
+
 def entity_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
-    """(type, start, end) of every entity in a tag sequence, with conlleval's chunk rules: B-X
-    (and S-X) always begin an entity, I-X (and E-X) continue one of type X or begin one, so both
-    IOB1 and IOB2 (and IOBES) read correctly."""
+    """(type, start, end) of every entity in a tag sequence, by conlleval's chunk rules for
+    IOB1 and IOB2 (B-X always begins an entity; I-X continues an entity of type X or begins
+    one; anything else ends it) and IOBES read as IOB2 (S-X as B-X, E-X as I-X). Ill-formed
+    sequences ("O I-X", "B-X I-Y") are read as conlleval reads them."""
     spans, start, kind = set(), 0, None
     for i, tag in enumerate([*tags, "O"]):
         prefix, typ = _split_tag(tag)
-        begins = prefix in ("B", "S") or (prefix in ("I", "E") and typ != kind)
-        if kind is not None and (prefix == "O" or begins):
+        prefix = _IOBES_AS_IOB2.get(prefix, prefix)
+        inside = prefix in ("B", "I")
+        begins = prefix == "B" or (inside and typ != kind)
+        if kind is not None and (not inside or begins):
             spans.add((kind, start, i))
             kind = None
-        if prefix != "O" and kind is None:
+        if inside and kind is None:
             start, kind = i, typ
-        if prefix in ("E", "S") and kind is not None:
-            spans.add((kind, start, i + 1))
-            kind = None
     return spans
 
 
@@ -78,11 +83,15 @@ def squad_f1(prediction: str, truth: str) -> float:
 
 
 def squad_scores(predictions: dict[str, str], answers: dict[str, list[str]]) -> dict[str, float]:
-    """Exact match and F1 in percent, each the best over a question's gold answers; a question
-    without a prediction scores 0."""
+    """Exact match and F1 in percent as the official SQuAD v1.1 `evaluate-v1.1.py` computes
+    them: each the best over a question's gold answers, averaged over every gold question; a
+    question with no prediction counts 0 (it is not scored as the empty string, which would
+    match a gold answer that normalises to empty, such as "The")."""
     em = f1 = 0.0
     for qid, golds in answers.items():
-        pred = predictions.get(qid, "")
+        if qid not in predictions:
+            continue
+        pred = predictions[qid]
         em += max(float(normalize_answer(pred) == normalize_answer(g)) for g in golds)
         f1 += max(squad_f1(pred, g) for g in golds)
     n = max(len(answers), 1)

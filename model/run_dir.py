@@ -9,10 +9,10 @@ import os
 import shutil
 from dataclasses import asdict
 
-from model.config import TrainConfig
+from model.config import TrainConfig, flag_hint
 from model.distributed import Dist
+from model.files import write_text
 from schemas import ShardSet
-from schemas.manifest import atomic_write_text
 
 CHECKPOINT = "last.pt"
 METRICS = "metrics.jsonl"
@@ -25,7 +25,8 @@ def prepare_run(cfg: TrainConfig, shards: ShardSet, d: Dist) -> str | None:
     exists = os.path.exists(path)
     if exists and not cfg.resume:
         raise ValueError(
-            f"{path} exists: pass --resume to continue that run, or choose another --run"
+            f"{path} exists: pass {flag_hint('--resume')} to continue that run, or choose "
+            f"another {flag_hint('--run', 'DIR')}"
         )
     if d.main:
         _populate(cfg, shards, path)
@@ -42,7 +43,7 @@ def _populate(cfg: TrainConfig, shards: ShardSet, checkpoint: str) -> None:
         src = os.path.join(shards.directory, name)
         if os.path.exists(src):
             shutil.copyfile(src, os.path.join(cfg.run, name))
-    atomic_write_text(os.path.join(cfg.run, "train_config.json"), to_json(asdict(cfg)))
+    write_text(os.path.join(cfg.run, "train_config.json"), to_json(asdict(cfg)))
 
 
 def trim_metrics(path: str, step: int) -> None:
@@ -51,7 +52,7 @@ def trim_metrics(path: str, step: int) -> None:
         return
     with open(path, encoding="utf-8") as f:
         lines = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
-    atomic_write_text(path, "".join(lines))
+    write_text(path, "".join(lines))
 
 
 def to_json(obj) -> str:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from tokenizers import BertWordPieceTokenizer
 
+from model.config import flag_hint
+
 IGNORE = -100
 
 
@@ -85,7 +87,7 @@ def data_files(task: str, directory: str) -> tuple[str, str]:
         if not found:
             raise FileNotFoundError(
                 f"{directory}: no {' or '.join(options)}; --task {task} expects the standard "
-                "layout of that dataset in --data"
+                f"layout of that dataset in {flag_hint('--data', 'DIR')}"
             )
         paths.append(found[0])
     return paths[0], paths[1]
@@ -111,7 +113,7 @@ def read_tsv(
         if missing:
             raise ValueError(
                 f"{path}: no column(s) {', '.join(missing)} in the header {header}; is this "
-                "the right --task?"
+                f"the right {flag_hint('--task', 'TASK')}?"
             )
         index = [header.index(c) for c in columns]
         rows, skipped = [], 0
@@ -357,7 +359,10 @@ def span_features(
         context = tok.encode(ex.context, add_special_tokens=False)
         room = max_len - len(question) - 3
         if room < 1:
-            raise ValueError(f"--max-seq-length {max_len} leaves no room for the context")
+            raise ValueError(
+                f"--max-seq-length {max_len} leaves no room for the context after the question; "
+                f"raise it ({flag_hint('--max-seq-length', '384')}) or lower --max-query-length"
+            )
         first, last = _answer_tokens(context.offsets, ex)
         start = 0
         while True:

@@ -35,13 +35,13 @@ from model.checkpoint import (
 from model.config import BertConfig, TrainConfig, preset
 from model.data import LoaderConfig, PretrainingData, batches, open_shards
 from model.distributed import Dist, init_distributed, micro_batch_size, resolve_device
+from model.files import write_text
 from model.holdout import evaluate, split_holdout
 from model.meter import PEAK_BF16_TFLOPS, Meter, progress_line
 from model.optim import WarmupLinear, make_optimizer
 from model.run_dir import CHECKPOINT, EVAL, METRICS, prepare_run, to_json, trim_metrics
 from model.trainer import Trainer, to_device
 from schemas import ShardSet
-from schemas.manifest import atomic_write_text
 
 __all__ = [
     "CHECKPOINT",
@@ -137,7 +137,7 @@ def _announce(cfg: TrainConfig, trainer: Trainer, data: PretrainingData, step: i
 
 
 def _report_eval(cfg: TrainConfig, result: dict) -> None:
-    atomic_write_text(os.path.join(cfg.run, EVAL), to_json(result))
+    write_text(os.path.join(cfg.run, EVAL), to_json(result))
     shown = " ".join(
         f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
         for k, v in result.items()
