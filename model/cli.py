@@ -127,7 +127,11 @@ def _finetune_parser(sub) -> None:
     )
     p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad")
     p.add_argument(
-        "--doc-stride", type=int, default=128, help="squad: window stride in tokens (default: 128)"
+        "--doc-stride",
+        type=int,
+        default=128,
+        help="squad: tokens between the starts of a long context's windows, as doc_stride in the "
+        "paper's run_squad.py (default: 128)",
     )
     p.add_argument(
         "--max-query-length", type=int, default=64, help="squad: question tokens kept (default: 64)"

@@ -32,7 +32,7 @@ from model.config import BertConfig
 from model.data import PAD_MULTIPLE
 from model.distributed import resolve_device
 from model.files import write_text
-from model.metrics import accuracy, binary_f1, entity_f1, normalize_answer, squad_f1
+from model.metrics import accuracy, binary_f1, entity_f1, squad_scores
 from model.optim import WarmupLinear
 from model.tasks import (
     GLUE_TASKS,
@@ -279,29 +279,13 @@ def evaluate(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_
     data.nbest = span_nbest(data.dev, logits, data.gold, cfg.max_answer_length)
     predictions = {qid: spans[0]["text"] for qid, spans in data.nbest.items()}
     data.predictions = predictions
-    return squad_v1_scores(predictions, {ex.qid: list(ex.answers) for ex in data.gold})
+    return squad_scores(predictions, {ex.qid: list(ex.answers) for ex in data.gold})
 
 
 def _tsv(pred: list, gold: list) -> str:
     """Dev predictions in the GLUE server's layout (index, prediction), the gold label beside."""
     rows = [f"{i}\t{p}\t{g}\n" for i, (p, g) in enumerate(zip(pred, gold, strict=True))]
     return "index\tprediction\tlabel\n" + "".join(rows)
-
-
-def squad_v1_scores(predictions: dict[str, str], answers: dict[str, list[str]]) -> dict[str, float]:
-    """Exact match and F1 in percent as the official SQuAD v1.1 `evaluate-v1.1.py` computes
-    them: each the best over a question's gold answers, averaged over every gold question; a
-    question with no prediction counts 0 (it is not scored as the empty string, which would
-    match a gold answer that normalises to empty, such as "The")."""
-    em = f1 = 0.0
-    for qid, golds in answers.items():
-        if qid not in predictions:
-            continue
-        pred = predictions[qid]
-        em += max(float(normalize_answer(pred) == normalize_answer(g)) for g in golds)
-        f1 += max(squad_f1(pred, g) for g in golds)
-    n = max(len(answers), 1)
-    return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}
 
 
 def _sequence_scores(task: str, labels: list[str], logits, gold: list[str]) -> dict:
@@ -390,12 +374,6 @@ def span_nbest(
             for (_, t, a, b), p in zip(kept, probs, strict=True)
         ]
     return out
-
-
-def span_predictions(features, logits, examples, max_answer: int, top: int = 20) -> dict[str, str]:
-    """Per question: the text of the best-scoring valid span over all its windows."""
-    nbest = span_nbest(features, logits, examples, max_answer, top, n_best=1)
-    return {qid: spans[0]["text"] for qid, spans in nbest.items()}
 
 
 def build_model(ckpt: dict, num_labels: int, kind: str, seed: int) -> TaskModel:

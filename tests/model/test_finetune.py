@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from model.cli import main
-from model.finetune import squad_v1_scores
 from model.metrics import (
     accuracy,
     binary_f1,
     entity_f1,
     entity_spans,
     normalize_answer,
+    squad_scores,
 )
 from model.tasks import (
     IGNORE,
@@ -63,7 +63,7 @@ def test_entity_f1_counts_exact_spans_only():
 def test_squad_metrics_follow_the_official_script():
     assert normalize_answer("The  Eiffel-Tower!") == "eiffeltower"
     assert normalize_answer("an Apple a day") == "apple day"
-    scores = squad_v1_scores(
+    scores = squad_scores(
         {"q1": "the Eiffel Tower", "q2": "in Paris France", "q3": "nothing"},
         {"q1": ["Eiffel Tower"], "q2": ["Paris", "Paris, France"], "q3": ["x"], "q4": ["y"]},
     )
@@ -223,7 +223,7 @@ def test_span_extraction_runs_squad_and_scores(pretrained_run, tmp_path):
         for p in a["paragraphs"]
         for qa in p["qas"]
     }
-    assert squad_v1_scores(predictions, gold) == pytest.approx(scores)
+    assert squad_scores(predictions, gold) == pytest.approx(scores)
     with open(os.path.join(run, "nbest_predictions.json")) as f:
         nbest = json.load(f)
     assert set(nbest) == set(predictions)

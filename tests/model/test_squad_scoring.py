@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from model.finetune import squad_v1_scores
+from model.metrics import squad_scores
 
 
 def official_normalize(s):
@@ -77,13 +77,13 @@ def test_scorer_matches_the_official_v11_rules(seed):
         if rng.random() < 0.7:  # the rest are missing predictions
             predictions[qid] = random_text(rng)
     dataset = [{"paragraphs": [{"qas": qas}]}]
-    got = squad_v1_scores(predictions, {q["id"]: [a["text"] for a in q["answers"]] for q in qas})
+    got = squad_scores(predictions, {q["id"]: [a["text"] for a in q["answers"]] for q in qas})
     want = official_evaluate(dataset, predictions)
     assert got == pytest.approx(want, abs=1e-9)
 
 
 def test_a_missing_prediction_counts_zero_even_when_the_gold_normalises_to_empty():
     answers = {"q1": ["The"], "q2": ["Paris"]}
-    assert squad_v1_scores({}, answers) == {"exact_match": 0.0, "f1": 0.0}
+    assert squad_scores({}, answers) == {"exact_match": 0.0, "f1": 0.0}
     # An empty prediction that is given does match "The" exactly, as in the official script.
-    assert squad_v1_scores({"q1": ""}, answers)["exact_match"] == 50.0
+    assert squad_scores({"q1": ""}, answers)["exact_match"] == 50.0
