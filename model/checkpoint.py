@@ -108,6 +108,13 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
             f"{shards.manifest.vocab_sha256}; resume on the original shard set, or start a new "
             f"{flag_hint('--run', 'DIR')}"
         )
+    init = ckpt["train_config"].get("init", "")
+    if init != trainer.cfg.init:
+        started = f"from {init}" if init else f"from the {ckpt['train_config']['model']!r} preset"
+        raise ValueError(
+            f"{path}: the run started {started}; resume it with "
+            f"{flag_hint('--init', init) if init else 'no --init'}"
+        )
     if ckpt["model_config"] != asdict(trainer.model_cfg):
         was = ckpt["train_config"]["model"]
         raise ValueError(

@@ -17,7 +17,10 @@ import sys
 
 from model.config import PRESETS, TrainConfig, training_defaults
 
-TASK_HELP = "sst2 | mrpc | qqp | qnli | rte | mnli (GLUE TSV), ner (CoNLL), squad (SQuAD v1.1)"
+TASK_HELP = (
+    "cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli (GLUE TSV), ner (CoNLL), "
+    "squad (SQuAD v1.1)"
+)
 
 
 def _pretrain_parser(sub) -> None:
@@ -104,6 +107,20 @@ def _pretrain_parser(sub) -> None:
         help="GPU bf16 peak for MFU (default: looked up by name)",
     )
     p.add_argument("--resume", action="store_true", help="continue from RUN/last.pt")
+    p.add_argument(
+        "--init",
+        default="",
+        metavar="DIR",
+        help="start from the weights and config.json of a Hugging Face BERT directory "
+        "(save_pretrained of BertForPreTraining, BertForMaskedLM or BertModel, or our export) "
+        "instead of --model's preset; its vocab.txt must be the shards' (default: none)",
+    )
+    p.add_argument(
+        "--init-map-vocab",
+        action="store_true",
+        help="with --init and a vocab other than the shards': map the embedding rows by piece, "
+        "initialising pieces it lacks (default: refuse)",
+    )
 
 
 def _finetune_parser(sub) -> None:
@@ -114,7 +131,12 @@ def _finetune_parser(sub) -> None:
         required=True,
         help="task directory (train.tsv/dev.tsv, train.txt/dev.txt, train-v1.1.json/dev-v1.1.json)",
     )
-    p.add_argument("--ckpt", required=True, help="pre-training checkpoint (vocab.txt beside it)")
+    p.add_argument(
+        "--ckpt",
+        required=True,
+        help="pre-training checkpoint (RUN/last.pt, vocab.txt beside it), or a Hugging Face BERT "
+        "directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt)",
+    )
     p.add_argument("--run", default=None, help="output directory (default: CKPTDIR/finetune-TASK)")
     p.add_argument("--epochs", type=float, default=3.0, help="training epochs (default: 3)")
     p.add_argument("--batch-size", type=int, default=32, help="sequences per step (default: 32)")
@@ -147,7 +169,13 @@ def _finetune_parser(sub) -> None:
     )
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     p.add_argument(
-        "--log-every", type=int, default=50, help="steps between loss lines (default: 50)"
+        "--log-every", type=int, default=50, help="steps between progress lines (default: 50)"
+    )
+    p.add_argument(
+        "--predict",
+        action="store_true",
+        help="GLUE: also label test.tsv (MNLI: test_matched.tsv, test_mismatched.tsv) with the "
+        "best checkpoint, as the GLUE server takes it (RUN/SST-2.tsv, ...)",
     )
 
 
@@ -194,6 +222,8 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         eval_batches=args.eval_batches,
         peak_tflops=args.peak_tflops,
         resume=args.resume,
+        init=args.init,
+        init_map_vocab=args.init_map_vocab,
     )
 
 

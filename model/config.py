@@ -105,6 +105,8 @@ class TrainConfig:
     eval_batches: int = 50  # at most this many held-out batches per rank
     peak_tflops: float = 0.0  # accelerator peak for the MFU figure; 0: looked up by GPU name
     resume: bool = False  # continue from RUN/last.pt
+    init: str = ""  # a Hugging Face BERT directory to start from instead of `model`'s preset
+    init_map_vocab: bool = False  # init: map its embedding rows onto the shards' vocab by piece
 
     def __post_init__(self):
         checks = [
@@ -116,6 +118,7 @@ class TrainConfig:
             (self.log_every >= 1 and self.ckpt_every >= 1, "log/ckpt intervals must be >= 1"),
             (self.shuffle_window >= 1 and self.workers >= 0, "shuffle window >= 1, workers >= 0"),
             (self.holdout >= 0 and self.eval_batches >= 0, "holdout and eval batches >= 0"),
+            (self.init or not self.init_map_vocab, "--init-map-vocab needs --init DIR"),
         ]
         for ok, message in checks:
             if not ok:

@@ -43,22 +43,45 @@ def hf_config(cfg: BertConfig) -> dict:
     }
 
 
+# Our parameter names -> `BertForPreTraining`'s (the encoder layers apart); `model.hf_import`
+# reads the same table the other way.
+HF_NAMES = {
+    "bert.embeddings.word.weight": "bert.embeddings.word_embeddings.weight",
+    "bert.embeddings.position.weight": "bert.embeddings.position_embeddings.weight",
+    "bert.embeddings.segment.weight": "bert.embeddings.token_type_embeddings.weight",
+    "bert.embeddings.norm.weight": "bert.embeddings.LayerNorm.weight",
+    "bert.embeddings.norm.bias": "bert.embeddings.LayerNorm.bias",
+    "bert.pooler.weight": "bert.pooler.dense.weight",
+    "bert.pooler.bias": "bert.pooler.dense.bias",
+    "mlm.dense.weight": "cls.predictions.transform.dense.weight",
+    "mlm.dense.bias": "cls.predictions.transform.dense.bias",
+    "mlm.norm.weight": "cls.predictions.transform.LayerNorm.weight",
+    "mlm.norm.bias": "cls.predictions.transform.LayerNorm.bias",
+    "mlm.bias": "cls.predictions.bias",
+    "nsp.weight": "cls.seq_relationship.weight",
+    "nsp.bias": "cls.seq_relationship.bias",
+}
+# Inside layer i: ours under `bert.layers.i.`, theirs under `bert.encoder.layer.i.`, each with
+# a weight and a bias. The fused query-key-value projection is split apart (`HF_QKV`).
+HF_LAYER_NAMES = {
+    "attention.out": "attention.output.dense",
+    "attention_norm": "attention.output.LayerNorm",
+    "ffn_in": "intermediate.dense",
+    "ffn_out": "output.dense",
+    "ffn_norm": "output.LayerNorm",
+}
+HF_QKV = ("attention.self.query", "attention.self.key", "attention.self.value")
+
+
 def _layer(state: dict, i: int) -> dict[str, torch.Tensor]:
     src, dst = f"bert.layers.{i}.", f"bert.encoder.layer.{i}."
     out = {}
     qkv_w = state[src + "attention.qkv.weight"].chunk(3, dim=0)
     qkv_b = state[src + "attention.qkv.bias"].chunk(3, dim=0)
-    for name, w, b in zip(("query", "key", "value"), qkv_w, qkv_b, strict=True):
-        out[f"{dst}attention.self.{name}.weight"] = w
-        out[f"{dst}attention.self.{name}.bias"] = b
-    pairs = {
-        "attention.out": "attention.output.dense",
-        "attention_norm": "attention.output.LayerNorm",
-        "ffn_in": "intermediate.dense",
-        "ffn_out": "output.dense",
-        "ffn_norm": "output.LayerNorm",
-    }
-    for ours, theirs in pairs.items():
+    for name, w, b in zip(HF_QKV, qkv_w, qkv_b, strict=True):
+        out[f"{dst}{name}.weight"] = w
+        out[f"{dst}{name}.bias"] = b
+    for ours, theirs in HF_LAYER_NAMES.items():
         for p in ("weight", "bias"):
             out[f"{dst}{theirs}.{p}"] = state[f"{src}{ours}.{p}"]
     return out
@@ -67,23 +90,7 @@ def _layer(state: dict, i: int) -> dict[str, torch.Tensor]:
 def hf_state_dict(state: dict[str, torch.Tensor], cfg: BertConfig) -> dict[str, torch.Tensor]:
     """Our parameter names -> `BertForPreTraining`'s; the fused QKV split in three, the tied
     decoder written out (as the embedding matrix) so that any loader finds it."""
-    names = {
-        "bert.embeddings.word.weight": "bert.embeddings.word_embeddings.weight",
-        "bert.embeddings.position.weight": "bert.embeddings.position_embeddings.weight",
-        "bert.embeddings.segment.weight": "bert.embeddings.token_type_embeddings.weight",
-        "bert.embeddings.norm.weight": "bert.embeddings.LayerNorm.weight",
-        "bert.embeddings.norm.bias": "bert.embeddings.LayerNorm.bias",
-        "bert.pooler.weight": "bert.pooler.dense.weight",
-        "bert.pooler.bias": "bert.pooler.dense.bias",
-        "mlm.dense.weight": "cls.predictions.transform.dense.weight",
-        "mlm.dense.bias": "cls.predictions.transform.dense.bias",
-        "mlm.norm.weight": "cls.predictions.transform.LayerNorm.weight",
-        "mlm.norm.bias": "cls.predictions.transform.LayerNorm.bias",
-        "mlm.bias": "cls.predictions.bias",
-        "nsp.weight": "cls.seq_relationship.weight",
-        "nsp.bias": "cls.seq_relationship.bias",
-    }
-    out = {theirs: state[ours] for ours, theirs in names.items()}
+    out = {theirs: state[ours] for ours, theirs in HF_NAMES.items()}
     for i in range(cfg.num_layers):
         out.update(_layer(state, i))
     out["cls.predictions.decoder.weight"] = state["bert.embeddings.word.weight"]

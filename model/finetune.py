@@ -28,10 +28,12 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from model.bert import BertModel, init_weights
 from model.checkpoint import load_checkpoint
-from model.config import BertConfig
+from model.config import BertConfig, flag_hint
 from model.data import PAD_MULTIPLE
 from model.distributed import resolve_device
 from model.files import write_text
+from model.hf_import import is_hf_directory, load_pretrained
+from model.meter import progress
 from model.metrics import accuracy, binary_f1, entity_f1, squad_scores
 from model.optim import WarmupLinear
 from model.tasks import (
@@ -41,6 +43,7 @@ from model.tasks import (
     data_files,
     load_tokenizer,
     read_conll,
+    read_glue_test,
     read_squad,
     read_tsv,
     sequence_features,
@@ -68,9 +71,15 @@ class FinetuneConfig:
     seed: int = 0
     device: str = "cpu"
     log_every: int = 50
+    predict: bool = False  # GLUE: label the test files with the best checkpoint, server layout
 
     def __post_init__(self):
         task_kind(self.task)
+        if self.predict and self.task not in GLUE_TASKS:
+            raise ValueError(
+                f"--predict labels GLUE test files for the GLUE server; --task {self.task} has "
+                "none (its dev predictions are written without it)"
+            )
         if self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
             raise ValueError("fine-tuning: epochs, batch size and lr must be positive")
         if not 0 <= self.warmup_ratio < 1 or self.max_seq_length < 8:
@@ -79,9 +88,9 @@ class FinetuneConfig:
 
 def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
     max_len = args.max_seq_length or (384 if args.task == "squad" else 128)
-    run = args.run or os.path.join(os.path.dirname(args.ckpt) or ".", f"finetune-{args.task}")
+    run = args.run or default_run(args.ckpt, args.task)
     fields = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "doc_stride")
-    fields += ("max_query_length", "max_answer_length", "seed", "device", "log_every")
+    fields += ("max_query_length", "max_answer_length", "seed", "device", "log_every", "predict")
     return FinetuneConfig(
         task=args.task,
         data=args.data,
@@ -90,6 +99,14 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
         max_seq_length=max_len,
         **{k: getattr(args, k) for k in fields},
     )
+
+
+def default_run(ckpt: str, task: str) -> str:
+    """CKPTDIR/finetune-TASK beside a checkpoint file; DIR-finetune-TASK beside a Hugging Face
+    directory (not inside it: it is someone's model)."""
+    if os.path.isdir(ckpt):
+        return f"{os.path.normpath(ckpt)}-finetune-{task}"
+    return os.path.join(os.path.dirname(ckpt) or ".", f"finetune-{task}")
 
 
 class TaskModel(nn.Module):
@@ -156,6 +173,8 @@ class TaskData:
     outputs: dict[str, str] = field(default_factory=dict)  # file name -> the dev predictions
     # further dev sets scored beside the first (MNLI mismatched): suffix -> (features, gold)
     extra_dev: dict[str, tuple[list[dict], list]] = field(default_factory=dict)
+    # --predict: the GLUE server's file name -> (the test rows' ids, their features)
+    test: dict[str, tuple[list[str], list[dict]]] = field(default_factory=dict)
 
 
 def load_task(cfg: FinetuneConfig, tok) -> TaskData:
@@ -193,10 +212,11 @@ def _glue_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> Task
         if n
     ]
 
+    max_len = cfg.max_seq_length
+
     def features(rows):
-        return sequence_features(
-            tok, [r[:-1] for r in rows], [target(r[-1]) for r in rows], cfg.max_seq_length
-        )
+        labels = [target(r[-1]) for r in rows]
+        return sequence_features(tok, [r[:-1] for r in rows], labels, max_len)
 
     gold = [float(r[-1]) if spec.regression else r[-1] for r in dev]
     data = TaskData(features(train), features(dev), labels, gold, notes)
@@ -209,6 +229,12 @@ def _glue_data(cfg: FinetuneConfig, tok, train_path: str, dev_path: str) -> Task
         if skipped:
             notes.append(f"{path}: skipped {skipped} malformed row(s)")
         data.extra_dev[suffix] = (features(rows), [r[-1] for r in rows])
+    for name, server_name in spec.test_files if cfg.predict else ():
+        path = os.path.join(cfg.data, name)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{cfg.data}: no {name} for --predict to label")
+        ids, texts = read_glue_test(path, cfg.task)
+        data.test[server_name] = (ids, sequence_features(tok, texts, [0] * len(texts), max_len))
     return data
 
 
@@ -280,6 +306,21 @@ def evaluate(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_
     predictions = {qid: spans[0]["text"] for qid, spans in data.nbest.items()}
     data.predictions = predictions
     return squad_scores(predictions, {ex.qid: list(ex.answers) for ex in data.gold})
+
+
+def label_test(model: TaskModel, data: TaskData, cfg: FinetuneConfig, device, pad_id: int):
+    """The GLUE server's file name -> its text: a header `index prediction`, then per test
+    row its id and the predicted label as the task's files write it (STS-B: the score)."""
+    out = {}
+    for name, (ids, features) in data.test.items():
+        logits = predict(model, features, cfg, device, pad_id)
+        if model.kind == "regression":
+            pred = [f"{float(x[0]):.3f}" for x in logits]
+        else:
+            pred = [data.labels[int(x.argmax())] for x in logits]
+        rows = "".join(f"{i}\t{p}\n" for i, p in zip(ids, pred, strict=True))
+        out[name] = "index\tprediction\n" + rows
+    return out
 
 
 def _tsv(pred: list, gold: list) -> str:
@@ -385,6 +426,29 @@ def build_model(ckpt: dict, num_labels: int, kind: str, seed: int) -> TaskModel:
     return model
 
 
+def read_encoder(cfg: FinetuneConfig) -> tuple[dict, str]:
+    """The pre-trained weights (as a checkpoint's fields) and the path of their vocab.txt: a
+    pre-training checkpoint file, or a Hugging Face BERT directory (`model.hf_import`)."""
+    if is_hf_directory(cfg.ckpt):
+        imported = load_pretrained(cfg.ckpt, cfg.seed)
+        said = imported.report(parts=("pooler",))  # the heads of pre-training are not used here
+        if said:
+            print(f"note: {said}")
+        return imported.as_checkpoint(), os.path.join(cfg.ckpt, "vocab.txt")
+    if os.path.isdir(cfg.ckpt):
+        raise FileNotFoundError(
+            f"{cfg.ckpt} is a directory without config.json; --ckpt takes a pre-training "
+            "checkpoint (RUN/last.pt) or a Hugging Face BERT directory (config.json, "
+            "model.safetensors or pytorch_model.bin, vocab.txt)"
+        )
+    if not os.path.exists(cfg.ckpt):
+        raise FileNotFoundError(
+            f"no checkpoint at {cfg.ckpt}; `make pretrain` writes one, or pass "
+            f"{flag_hint('--ckpt', 'PATH')}"
+        )
+    return load_checkpoint(cfg.ckpt), os.path.join(os.path.dirname(cfg.ckpt) or ".", "vocab.txt")
+
+
 def _check_vocab(ckpt: dict, tok, vocab_path: str) -> None:
     if tok.get_vocab_size() != ckpt["vocab"]["size"]:
         raise ValueError(
@@ -410,10 +474,15 @@ def finetune(cfg: FinetuneConfig) -> dict:
     final dev metrics."""
     device = resolve_device(cfg.device)
     kind = task_kind(cfg.task)
-    ckpt = load_checkpoint(cfg.ckpt)
-    vocab_path = os.path.join(os.path.dirname(cfg.ckpt) or ".", "vocab.txt")
+    ckpt, vocab_path = read_encoder(cfg)
     tok = load_tokenizer(vocab_path, bool(ckpt["shard_config"].get("lowercase", True)))
     _check_vocab(ckpt, tok, vocab_path)
+    if cfg.max_seq_length > ckpt["model_config"]["max_position"]:
+        raise ValueError(
+            f"{cfg.ckpt}: the model has {ckpt['model_config']['max_position']} positions, fewer "
+            f"than --max-seq-length {cfg.max_seq_length}; lower it "
+            f"({flag_hint('--max-seq-length', str(ckpt['model_config']['max_position']))})"
+        )
     data = load_task(cfg, tok)
     for note in data.notes:
         print(f"note: {note}")
@@ -432,6 +501,18 @@ def finetune(cfg: FinetuneConfig) -> dict:
             _save(model, data, cfg, "best.pt")
 
     scores = _train(model, data, cfg, device, pad_id, keep_best)
+    _write_run(model, data, cfg, scores, best)
+    if data.test:  # labelled by the best checkpoint, as a GLUE submission would be
+        best_state = torch.load(os.path.join(cfg.run, "best.pt"), weights_only=True)
+        model.load_state_dict(best_state["model"])
+        for name, text in label_test(model, data, cfg, device, pad_id).items():
+            write_text(os.path.join(cfg.run, name), text)
+            print(f"{cfg.task}: labelled {os.path.join(cfg.run, name)} for the GLUE server")
+    return scores
+
+
+def _write_run(model: TaskModel, data: TaskData, cfg: FinetuneConfig, scores: dict, best: dict):
+    """The last weights, the best evaluation, the last scores and dev predictions."""
     _save(model, data, cfg, "model.pt")
     write_text(os.path.join(cfg.run, "best.json"), json.dumps(best, indent=2) + "\n")
     write_text(os.path.join(cfg.run, "results.json"), json.dumps(scores, indent=2) + "\n")
@@ -442,7 +523,6 @@ def finetune(cfg: FinetuneConfig) -> dict:
         write_text(os.path.join(cfg.run, "predictions.json"), text)
         text = json.dumps(data.nbest, indent=2, ensure_ascii=False) + "\n"
         write_text(os.path.join(cfg.run, "nbest_predictions.json"), text)
-    return scores
 
 
 def _optimizer(model: nn.Module, cfg: FinetuneConfig, steps: int):
@@ -465,6 +545,16 @@ def _batches(data: TaskData, cfg: FinetuneConfig, kind: str, pad_id: int, steps:
             order = rng.permutation(len(data.train))
         k = (step % per_epoch) * cfg.batch_size
         yield collate([data.train[i] for i in order[k : k + cfg.batch_size]], kind, pad_id)
+
+
+def _progress_line(cfg: FinetuneConfig, record: dict, steps: int, started: float, lr: float):
+    """As pre-training's: bar, loss, learning rate, throughput and ETA."""
+    bar, rate, eta = progress(record["step"], steps, started)
+    return (
+        f"{cfg.task} step {record['step']:>{len(str(steps))}}/{steps} {bar} epoch "
+        f"{record['epoch']:.2f} loss {record['loss']:.4f} lr {lr:.2e} "
+        f"{rate * cfg.batch_size:.0f} seq/s eta {eta}"
+    )
 
 
 def _train(
@@ -500,5 +590,7 @@ def _train(
         if step % cfg.log_every == 0 or "dev" in record:
             log.write(json.dumps(record) + "\n")
             log.flush()
+        if step % cfg.log_every == 0 and "dev" not in record:
+            print(_progress_line(cfg, record, steps, started, scheduler.get_last_lr()[0]))
     log.close()
     return scores

@@ -80,17 +80,24 @@ def peak_flops(cfg: TrainConfig, device: torch.device) -> float:
     return next((v * 1e12 for k, v in PEAK_BF16_TFLOPS.items() if k in name), 0.0)
 
 
-def progress_line(record: dict, steps: int, started: float, first_step: int) -> str:
-    """One terminal line: bar, losses, accuracies, learning rate, throughput, ETA."""
-    step = record["step"]
+def progress(step: int, steps: int, started: float, first_step: int = 0) -> tuple[str, float, str]:
+    """The bar of a long run, its steps per second since `first_step` (at `started`) and the
+    time left as m:ss at that rate."""
     filled = int(20 * step / steps)
     rate = (step - first_step) / max(time.perf_counter() - started, 1e-9)
     eta = int((steps - step) / rate) if rate > 0 else 0
+    return f"[{'#' * filled}{'.' * (20 - filled)}]", rate, f"{eta // 60}:{eta % 60:02d}"
+
+
+def progress_line(record: dict, steps: int, started: float, first_step: int) -> str:
+    """One terminal line: bar, losses, accuracies, learning rate, throughput, ETA."""
+    step = record["step"]
+    bar, _, eta = progress(step, steps, started, first_step)
     mfu = f" mfu {100 * record['mfu']:.1f}%" if "mfu" in record else ""
     return (
-        f"step {step:>{len(str(steps))}}/{steps} [{'#' * filled}{'.' * (20 - filled)}] "
+        f"step {step:>{len(str(steps))}}/{steps} {bar} "
         f"loss {record['loss']:.4f} (mlm {record['mlm_loss']:.4f} nsp {record['nsp_loss']:.4f}) "
         f"acc mlm {record['mlm_acc']:.3f} nsp {record['nsp_acc']:.3f} lr {record['lr']:.2e} "
         f"{record['seq_per_s']:.0f} seq/s {record['tokens_per_s'] / 1e3:.1f}k tok/s{mfu} "
-        f"eta {eta // 60}:{eta % 60:02d}"
+        f"eta {eta}"
     )

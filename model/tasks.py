@@ -33,26 +33,52 @@ class GlueTask:
     names: tuple[str, ...] | None = None  # column names of a file with no header row (CoLA)
     extra_dev: tuple[tuple[str, str], ...] = ()  # (suffix, file): further dev sets, if present
     regression: bool = False  # a real-valued score on the pooled output (STS-B), not classes
+    # --predict: (test file, the file the GLUE server takes) and the test files' id column
+    test_files: tuple[tuple[str, str], ...] = ()
+    test_index: str = "index"
 
 
 ENTAILMENT = ("entailment", "not_entailment")
 GLUE_TASKS = {
     "cola": GlueTask(
-        ("sentence",), "label", mcc=True, names=("source", "label", "author_label", "sentence")
+        ("sentence",),
+        "label",
+        mcc=True,
+        names=("source", "label", "author_label", "sentence"),
+        test_files=(("test.tsv", "CoLA.tsv"),),
     ),
-    "sst2": GlueTask(("sentence",), "label"),
-    "mrpc": GlueTask(("#1 String", "#2 String"), "Quality", f1=True),
-    "qqp": GlueTask(("question1", "question2"), "is_duplicate", f1=True),
-    "qnli": GlueTask(("question", "sentence"), "label", ENTAILMENT),
-    "rte": GlueTask(("sentence1", "sentence2"), "label", ENTAILMENT),
-    "wnli": GlueTask(("sentence1", "sentence2"), "label"),
-    "stsb": GlueTask(("sentence1", "sentence2"), "score", (), regression=True),
+    "sst2": GlueTask(("sentence",), "label", test_files=(("test.tsv", "SST-2.tsv"),)),
+    "mrpc": GlueTask(
+        ("#1 String", "#2 String"), "Quality", f1=True, test_files=(("test.tsv", "MRPC.tsv"),)
+    ),
+    "qqp": GlueTask(
+        ("question1", "question2"),
+        "is_duplicate",
+        f1=True,
+        test_files=(("test.tsv", "QQP.tsv"),),
+        test_index="id",
+    ),
+    "qnli": GlueTask(
+        ("question", "sentence"), "label", ENTAILMENT, test_files=(("test.tsv", "QNLI.tsv"),)
+    ),
+    "rte": GlueTask(
+        ("sentence1", "sentence2"), "label", ENTAILMENT, test_files=(("test.tsv", "RTE.tsv"),)
+    ),
+    "wnli": GlueTask(("sentence1", "sentence2"), "label", test_files=(("test.tsv", "WNLI.tsv"),)),
+    "stsb": GlueTask(
+        ("sentence1", "sentence2"),
+        "score",
+        (),
+        regression=True,
+        test_files=(("test.tsv", "STS-B.tsv"),),
+    ),
     "mnli": GlueTask(
         ("sentence1", "sentence2"),
         "gold_label",
         ("contradiction", "entailment", "neutral"),
         dev_file="dev_matched.tsv",
         extra_dev=(("mm", "dev_mismatched.tsv"),),
+        test_files=(("test_matched.tsv", "MNLI-m.tsv"), ("test_mismatched.tsv", "MNLI-mm.tsv")),
     ),
 }
 TASKS = (*GLUE_TASKS, "ner", "squad")
@@ -137,6 +163,19 @@ def read_tsv(
                 )
             rows.append(tuple(row[i] for i in index))
     return rows, skipped
+
+
+def read_glue_test(path: str, task: str) -> tuple[list[str], list[tuple[str, ...]]]:
+    """A GLUE test file (a header row, CoLA's too; no labels): each row's id and its texts.
+    A malformed row is refused: the GLUE server wants a prediction for every row."""
+    spec = GLUE_TASKS[task]
+    rows, skipped = read_tsv(path, (spec.test_index, *spec.text_columns))
+    if skipped:
+        raise ValueError(
+            f"{path}: {skipped} row(s) with the wrong number of fields; the GLUE server wants "
+            "a prediction for every test row, so the file must be whole"
+        )
+    return [r[0] for r in rows], [r[1:] for r in rows]
 
 
 def read_conll(path: str) -> list[tuple[list[str], list[str]]]:

@@ -36,6 +36,7 @@ from model.config import BertConfig, TrainConfig, preset
 from model.data import LoaderConfig, PretrainingData, batches, open_shards
 from model.distributed import Dist, init_distributed, micro_batch_size, resolve_device
 from model.files import write_text
+from model.hf_import import Imported, load_pretrained
 from model.holdout import evaluate, split_holdout
 from model.meter import PEAK_BF16_TFLOPS, Meter, progress_line
 from model.optim import WarmupLinear, make_optimizer
@@ -101,16 +102,37 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
     train_parts, held = split_holdout(shards, cfg.holdout)
     lc = LoaderConfig(micro, cfg.seed, d.rank, d.world, True, cfg.shuffle_window, cfg.remask)
     data = PretrainingData(shards, train_parts, lc)
-    trainer = Trainer(cfg, model_config(cfg.model, shards), d)
+    imported = init_model(cfg, shards) if cfg.init else None
+    trainer = Trainer(cfg, imported.cfg if imported else model_config(cfg.model, shards), d)
     step, position = _resume(prepare_run(cfg, shards, d), trainer, shards)
+    if imported and step == 0:  # a resumed run has its own weights
+        trainer.raw.load_state_dict(imported.state)
     if d.main:
         trim_metrics(os.path.join(cfg.run, METRICS), step)
         _announce(cfg, trainer, data, step)
+        if imported and step == 0 and imported.report():
+            print(f"note: {imported.report()}", flush=True)
     last = _train_loop(cfg, trainer, shards, data, step, position)
     result = evaluate(trainer, shards, held, micro)
     if d.main and result is not None:
         _report_eval(cfg, result)
     return {"step": cfg.steps, "last": last, "eval": result}
+
+
+def init_model(cfg: TrainConfig, shards: ShardSet) -> Imported:
+    """The model of `--init DIR` on these shards: their vocab (or its rows mapped onto it with
+    --init-map-vocab), positions enough for their rows."""
+    imported = load_pretrained(
+        cfg.init, cfg.seed, shards.vocab, f"the shards in {shards.directory}", cfg.init_map_vocab
+    )
+    rows = int(shards.config.get("max_seq_length", 0))
+    if imported.cfg.max_position < rows:
+        raise ValueError(
+            f"{cfg.init}: max_position_embeddings {imported.cfg.max_position} is shorter than "
+            f"the shards' rows of up to {rows} tokens; build shards with a max sequence length "
+            f"of at most {imported.cfg.max_position}"
+        )
+    return imported
 
 
 def _resume(path: str | None, trainer: Trainer, shards: ShardSet) -> tuple[int, int]:
@@ -126,8 +148,9 @@ def _resume(path: str | None, trainer: Trainer, shards: ShardSet) -> tuple[int, 
 def _announce(cfg: TrainConfig, trainer: Trainer, data: PretrainingData, step: int) -> None:
     m = trainer.model_cfg
     params = count_parameters(trainer.raw) / 1e6
+    name = f"from {cfg.init}" if cfg.init else cfg.model
     print(
-        f"{cfg.model}: {m.num_layers} layers, hidden {m.hidden_size}, {m.num_heads} heads, "
+        f"{name}: {m.num_layers} layers, hidden {m.hidden_size}, {m.num_heads} heads, "
         f"vocab {m.vocab_size}, {params:.1f}M parameters | {data.total_rows} training sequences, "
         f"batch {cfg.batch_size} ({trainer.d.world} rank(s) x {data.cfg.batch_size} x accum "
         f"{cfg.accum}) | {trainer.d.device} {'bf16' if trainer.autocast else 'fp32'} | "
