@@ -24,6 +24,9 @@ RUN     ?= runs/$(MODEL)-$(call basename_of,$(OUT))
 STEPS   ?= 300
 DEVICE  ?= cpu
 TASK    ?= sst2
+# make finetune reads DATA when it is given, else the task's bundled sample: sample/finetune/TASK
+# (sst2, ner, squad). DATA's own default, data/, is where make corpora and make bench keep files.
+FINETUNE_DATA = $(if $(filter file,$(origin DATA)),sample/finetune/$(TASK),$(DATA))
 CKPT    ?= $(RUN)/last.pt
 EXPORT  ?= $(RUN)/export
 
@@ -79,7 +82,8 @@ endif
 		--device $(DEVICE) $(ARGS)
 
 finetune: $(STAMP)
-	$(PY) -m model.cli finetune --task $(TASK) --data '$(DATA)' --ckpt '$(CKPT)' $(ARGS)
+	$(PY) -m model.cli finetune --task $(TASK) --data '$(FINETUNE_DATA)' --ckpt '$(CKPT)' \
+		--device $(DEVICE) $(ARGS)
 
 export: $(STAMP)
 	$(PY) -m model.cli export --ckpt '$(CKPT)' --out '$(EXPORT)' $(ARGS)
