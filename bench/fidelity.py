@@ -1,0 +1,491 @@
+"""The reference's TFRecords beside our shards, figure by figure (README, "Speed and fidelity").
+
+Reading the reference's output needs no TensorFlow: a TFRecord file is a sequence of frames
+(uint64 length, masked CRC-32C of the length, the bytes, masked CRC-32C of the bytes), each frame
+a serialized `tf.train.Example` protobuf, parsed here from the wire format. The reference pads
+every row to `max_seq_length` and every prediction list to `max_predictions_per_seq`; its rows
+become the same flat columns as a shard (`schemas.shard.ShardColumns`), and every figure below is
+computed the same way on both:
+
+- mask / keep / random shares among selected pieces (the input id is `[MASK]`, the label itself,
+  or another piece);
+- random-next share (rows whose B comes from another document);
+- mean row length and the share of rows under 64 pieces;
+- selected pieces per candidate (candidates: the row's pieces less `[CLS]` and two `[SEP]`);
+- the distribution of row lengths, two-sample Kolmogorov-Smirnov;
+- whether actual-next rows, masks undone, hold the ids the reference's own tokenizer gives:
+  A and B must each be a contiguous run of the reference tokenizer's ids for the input text.
+
+"Within sampling error" is |z| < 3 for a difference of two independent estimates (binomial or
+Welch standard errors), and p > 0.001 for the KS test.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from schemas.shard import ShardColumns
+
+Z_LIMIT = 3.0  # |z| at or above this is outside sampling error
+KS_ALPHA = 0.001
+SHORT_ROW = 64  # "rows under 64 pieces"
+
+
+# --- CRC-32C (Castagnoli), as TFRecord frames use it -------------------------------------------
+
+
+def _crc_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC_TABLE = _crc_table()
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+# --- TFRecord framing ---------------------------------------------------------------------------
+
+
+def iter_records(path: str, check_crc: bool = False) -> Iterator[bytes]:
+    """The records of one TFRecord file; `check_crc` verifies both checksums (slow: pure Python)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+    while pos < len(data):
+        if pos + 12 > len(data):
+            raise ValueError(f"{path}: truncated frame header at byte {pos}")
+        header = data[pos : pos + 8]
+        (length,) = struct.unpack("<Q", header)
+        end = pos + 12 + length
+        if end + 4 > len(data):
+            raise ValueError(f"{path}: truncated record at byte {pos}")
+        record = data[pos + 12 : end]
+        if check_crc:
+            (len_crc,) = struct.unpack("<I", data[pos + 8 : pos + 12])
+            (data_crc,) = struct.unpack("<I", data[end : end + 4])
+            if len_crc != masked_crc32c(header) or data_crc != masked_crc32c(record):
+                raise ValueError(f"{path}: CRC mismatch in the record at byte {pos}")
+        yield record
+        pos = end + 4
+
+
+# --- protobuf wire format: tf.train.Example ----------------------------------------------------
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result, shift = 0, 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
+    """(field number, wire type, value) of a message: ints for varint/fixed, bytes otherwise."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 1:
+            value, pos = buf[pos : pos + 8], pos + 8
+        elif wire == 2:
+            size, pos = _varint(buf, pos)
+            value, pos = buf[pos : pos + size], pos + size
+        elif wire == 5:
+            value, pos = buf[pos : pos + 4], pos + 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        if pos > len(buf):
+            raise ValueError("truncated field")
+        yield field, wire, value
+
+
+def example_features(record: bytes) -> dict[str, tuple[str, bytes]]:
+    """Feature name -> (kind, the serialized list message) of one Example, not yet decoded.
+
+    Example{features=1: Features{feature=1: map<string, Feature>}},
+    Feature{bytes_list=1 | float_list=2 | int64_list=3}.
+    """
+    kinds = {1: "bytes", 2: "float", 3: "int64"}
+    out = {}
+    for field, wire, features in _fields(record):
+        if field != 1 or wire != 2:
+            continue
+        for f2, w2, entry in _fields(features):
+            if f2 != 1 or w2 != 2:
+                continue
+            name, value = "", b""
+            for f3, _, v in _fields(entry):
+                if f3 == 1:
+                    name = v.decode("utf-8")
+                elif f3 == 2:
+                    value = v
+            kind, payload = "int64", b""
+            for f4, _, v in _fields(value):
+                kind, payload = kinds.get(f4, "unknown"), v
+            out[name] = (kind, payload)
+    return out
+
+
+def decode_varints(buf: bytes) -> np.ndarray:
+    """All varints packed in `buf`, as int64 (10-byte negatives wrap as protobuf's int64 does)."""
+    b = np.frombuffer(buf, np.uint8)
+    if not len(b):
+        return np.zeros(0, np.int64)
+    ends = np.flatnonzero(b < 0x80)
+    if not len(ends) or ends[-1] != len(b) - 1:
+        raise ValueError("truncated varint")
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    within = np.arange(len(b)) - np.repeat(starts, ends - starts + 1)
+    with np.errstate(over="ignore"):
+        parts = (b & 0x7F).astype(np.uint64) << (7 * within).astype(np.uint64)
+    return np.add.reduceat(parts, starts).view(np.int64)
+
+
+def decode_list(kind: str, payload: bytes) -> np.ndarray | list[bytes]:
+    """The values of an Int64List, FloatList or BytesList message (packed or not)."""
+    if kind == "bytes":
+        return [v for f, _, v in _fields(payload) if f == 1]
+    dtype = np.int64 if kind == "int64" else np.float32
+    values = [np.zeros(0, dtype)]
+    for field, wire, v in _fields(payload):
+        if field != 1:
+            continue
+        if kind == "int64" and wire == 2:
+            values.append(decode_varints(v))
+        elif kind == "int64":
+            values.append(np.array([v - (1 << 64) if v >= 1 << 63 else v], np.int64))
+        else:
+            values.append(np.frombuffer(v, "<f4").astype(np.float32))
+    return np.concatenate(values)
+
+
+def parse_example(record: bytes) -> dict[str, np.ndarray | list[bytes]]:
+    """One Example as name -> values."""
+    return {k: decode_list(kind, p) for k, (kind, p) in example_features(record).items()}
+
+
+REFERENCE_FEATURES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "masked_lm_weights",
+    "next_sentence_labels",
+)
+
+
+def read_reference(paths: Sequence[str], limit: int = 0) -> dict[str, np.ndarray]:
+    """The reference's features as 2-D arrays (rows x width), from its TFRecord files.
+
+    Int64 lists are decoded in one vectorised pass per feature (the fast path: each list one
+    packed field, as TensorFlow writes them); `limit` > 0 reads that many records (the
+    reference shuffles its instances before writing, so the first ones are a random sample).
+    """
+    raw: dict[str, list[bytes]] = {k: [] for k in REFERENCE_FEATURES}
+    n = 0
+    for path in paths:
+        for record in iter_records(path):
+            feats = example_features(record)
+            for k in REFERENCE_FEATURES:
+                raw[k].append(feats[k][1])
+            n += 1
+            if limit and n >= limit:
+                break
+        if limit and n >= limit:
+            break
+    out = {}
+    for k, payloads in raw.items():
+        kind = "float" if k == "masked_lm_weights" else "int64"
+        out[k] = _decode_rows(kind, payloads)
+    return out
+
+
+def _decode_rows(kind: str, payloads: list[bytes]) -> np.ndarray:
+    """Equal-width lists of many records as one 2-D array."""
+    if not payloads:
+        return np.zeros((0, 0), np.int64 if kind == "int64" else np.float32)
+    fast = all(p[:1] == b"\x0a" for p in payloads)
+    if fast:
+        bodies = []
+        for p in payloads:
+            size, pos = _varint(p, 1)
+            if pos + size != len(p):
+                fast = False
+                break
+            bodies.append(p[pos:])
+    if fast:
+        joined = b"".join(bodies)
+        values = decode_varints(joined) if kind == "int64" else np.frombuffer(joined, "<f4")
+    else:
+        values = np.concatenate([decode_list(kind, p) for p in payloads])
+    if len(values) % len(payloads):
+        raise ValueError("records hold lists of different lengths")
+    return values.reshape(len(payloads), -1)
+
+
+def reference_columns(features: dict[str, np.ndarray]) -> ShardColumns:
+    """The reference's padded rows as a shard's flat columns (padding and zero weights dropped)."""
+    mask = features["input_mask"].astype(bool)
+    lengths = mask.sum(axis=1)
+    weights = features["masked_lm_weights"] > 0
+    counts = weights.sum(axis=1)
+    seg = features["segment_ids"]
+    return ShardColumns(
+        input_ids=features["input_ids"][mask],
+        input_offsets=np.concatenate(([0], np.cumsum(lengths))).astype(np.int64),
+        segment_b_start=np.argmax(seg == 1, axis=1),
+        masked_positions=features["masked_lm_positions"][weights],
+        masked_labels=features["masked_lm_ids"][weights],
+        masked_offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+        is_random_next=features["next_sentence_labels"][:, 0].astype(bool),
+    )
+
+
+def concat_columns(parts: Sequence[ShardColumns]) -> ShardColumns:
+    """Several shards' columns as one (offsets shifted)."""
+
+    def offsets(name: str) -> np.ndarray:
+        shifted, base = [np.zeros(1, np.int64)], 0
+        for p in parts:
+            off = getattr(p, name)
+            shifted.append(off[1:] + base)
+            base += int(off[-1])
+        return np.concatenate(shifted)
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts])
+
+    return ShardColumns(
+        input_ids=cat("input_ids").astype(np.int64),
+        input_offsets=offsets("input_offsets"),
+        segment_b_start=cat("segment_b_start").astype(np.int64),
+        masked_positions=cat("masked_positions").astype(np.int64),
+        masked_labels=cat("masked_labels").astype(np.int64),
+        masked_offsets=offsets("masked_offsets"),
+        is_random_next=cat("is_random_next").astype(bool),
+    )
+
+
+def shard_set_columns(directory: str) -> tuple[ShardColumns, int]:
+    """All rows of a shard set, and its `[MASK]` id."""
+    from schemas.reader import ShardSet
+
+    shards = ShardSet.open(directory)
+    parts = [ShardColumns.from_table(shards.table(i)) for i in range(len(shards))]
+    return concat_columns(parts), shards.vocab.special_ids.mask
+
+
+# --- figures ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowFigures:
+    """What the fidelity table compares, from one side's rows."""
+
+    rows: int
+    lengths: np.ndarray  # pieces per row
+    random_next: np.ndarray  # bool per row
+    per_candidate: np.ndarray  # selected pieces / candidates, per row
+    selected: int  # selected pieces in all
+    kinds: tuple[int, int, int]  # of them: [MASK], unchanged, another piece
+
+
+def row_figures(cols: ShardColumns, mask_id: int) -> RowFigures:
+    lengths = np.diff(cols.input_offsets)
+    counts = np.diff(cols.masked_offsets)
+    rows = np.repeat(np.arange(len(lengths)), counts)
+    inputs = cols.input_ids[cols.input_offsets[:-1][rows] + cols.masked_positions]
+    labels = cols.masked_labels
+    n_mask = int(np.sum(inputs == mask_id))
+    n_keep = int(np.sum((inputs != mask_id) & (inputs == labels)))
+    return RowFigures(
+        rows=len(lengths),
+        lengths=lengths,
+        random_next=np.asarray(cols.is_random_next, bool),
+        per_candidate=counts / np.maximum(lengths - 3, 1),
+        selected=len(labels),
+        kinds=(n_mask, n_keep, len(labels) - n_mask - n_keep),
+    )
+
+
+def share_z(k1: int, n1: int, k2: int, n2: int) -> float:
+    """z of the difference of two binomial shares (each with its own standard error)."""
+    p1, p2 = k1 / max(n1, 1), k2 / max(n2, 1)
+    se = math.sqrt(p1 * (1 - p1) / max(n1, 1) + p2 * (1 - p2) / max(n2, 1))
+    return 0.0 if se == 0 else (p2 - p1) / se
+
+
+def mean_z(a: np.ndarray, b: np.ndarray) -> float:
+    """Welch's z for the difference of two means."""
+    se = math.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
+    return 0.0 if se == 0 else float((np.mean(b) - np.mean(a)) / se)
+
+
+def ks_2samp(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """Two-sample Kolmogorov-Smirnov: (D, asymptotic p). Ties make p conservative."""
+    a, b = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))
+    grid = np.concatenate((a, b))
+    d = float(
+        np.max(
+            np.abs(
+                np.searchsorted(a, grid, "right") / len(a)
+                - np.searchsorted(b, grid, "right") / len(b)
+            )
+        )
+    )
+    en = math.sqrt(len(a) * len(b) / (len(a) + len(b)))
+    lam = (en + 0.12 + 0.11 / en) * d
+    return d, kolmogorov_sf(lam)
+
+
+def kolmogorov_sf(lam: float) -> float:
+    """P(K > lam) for the Kolmogorov distribution."""
+    if lam < 0.2:
+        return 1.0
+    total = sum(2 * (-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
+    return min(1.0, max(0.0, total))
+
+
+def compare(ref: RowFigures, ours: RowFigures) -> list[dict]:
+    """The fidelity table: one dict per figure (reference, ours, z or p, within sampling error)."""
+    out = []
+    names = ("[MASK] share of selected", "unchanged share of selected", "random share of selected")
+    for name, k_ref, k_ours in zip(names, ref.kinds, ours.kinds, strict=True):
+        z = share_z(k_ref, ref.selected, k_ours, ours.selected)
+        out.append(_figure(name, k_ref / ref.selected, k_ours / ours.selected, "z", z))
+    k_ref, k_ours = int(ref.random_next.sum()), int(ours.random_next.sum())
+    z = share_z(k_ref, ref.rows, k_ours, ours.rows)
+    out.append(_figure("random-next share", k_ref / ref.rows, k_ours / ours.rows, "z", z))
+    z = mean_z(ref.lengths, ours.lengths)
+    out.append(_figure("mean row length", ref.lengths.mean(), ours.lengths.mean(), "z", z))
+    k_ref = int(np.sum(ref.lengths < SHORT_ROW))
+    k_ours = int(np.sum(ours.lengths < SHORT_ROW))
+    z = share_z(k_ref, ref.rows, k_ours, ours.rows)
+    name = f"share of rows under {SHORT_ROW} pieces"
+    out.append(_figure(name, k_ref / ref.rows, k_ours / ours.rows, "z", z))
+    z = mean_z(ref.per_candidate, ours.per_candidate)
+    name = "selected pieces per candidate"
+    out.append(_figure(name, ref.per_candidate.mean(), ours.per_candidate.mean(), "z", z))
+    d, p = ks_2samp(ref.lengths, ours.lengths)
+    out.append(_figure("row lengths, KS distance", 0.0, d, "p", p))
+    return out
+
+
+def _figure(name: str, ref: float, ours: float, test: str, value: float) -> dict:
+    within = abs(value) < Z_LIMIT if test == "z" else value > KS_ALPHA
+    return {
+        "figure": name,
+        "reference": float(ref),
+        "ours": float(ours),
+        "test": test,
+        "value": float(value),
+        "within": bool(within),
+    }
+
+
+# --- the reference tokenizer's ids --------------------------------------------------------------
+
+
+class IdIndex:
+    """Finds whether a run of ids occurs contiguously in a stream (one document after another,
+    -1 between documents): a sorted index of the stream's k-grams, candidates then compared."""
+
+    K = 6
+
+    def __init__(self, stream: np.ndarray):
+        self.stream = np.asarray(stream, np.int64)
+        self.keys = self._grams(self.stream)
+        self.order = np.argsort(self.keys, kind="stable")
+        self.sorted = self.keys[self.order]
+        self.raw = self.stream.astype("<i8").tobytes()
+
+    @classmethod
+    def _grams(cls, s: np.ndarray) -> np.ndarray:
+        n = len(s) - cls.K + 1
+        if n <= 0:
+            return np.zeros(0, np.uint64)
+        u = s.astype(np.uint64)
+        key = np.zeros(n, np.uint64)
+        with np.errstate(over="ignore"):
+            for j in range(cls.K):
+                key = key * np.uint64(1_000_003) + u[j : j + n]
+        return key
+
+    def contains(self, run: np.ndarray) -> bool:
+        run = np.asarray(run, np.int64)
+        if len(run) == 0:
+            return True
+        if len(run) < self.K:
+            return self._find_short(run)
+        key = self._grams(run[: self.K])[0]
+        i = int(np.searchsorted(self.sorted, key))
+        while i < len(self.sorted) and self.sorted[i] == key:
+            pos = int(self.order[i])
+            if np.array_equal(self.stream[pos : pos + len(run)], run):
+                return True
+            i += 1
+        return False
+
+    def _find_short(self, run: np.ndarray) -> bool:
+        needle = run.astype("<i8").tobytes()
+        start = self.raw.find(needle)
+        while start >= 0:
+            if start % 8 == 0:
+                return True
+            start = self.raw.find(needle, start + 1)
+        return False
+
+
+def original_ids(cols: ShardColumns, row: int) -> np.ndarray:
+    """A row's ids with its masking undone."""
+    ids = np.array(cols.input_ids[cols.input_offsets[row] : cols.input_offsets[row + 1]], np.int64)
+    m0, m1 = cols.masked_offsets[row], cols.masked_offsets[row + 1]
+    ids[np.asarray(cols.masked_positions[m0:m1], np.int64)] = cols.masked_labels[m0:m1]
+    return ids
+
+
+def actual_next_match(
+    cols: ShardColumns, index: IdIndex, sample: int, rng: np.random.Generator
+) -> tuple[int, int]:
+    """(rows checked, rows whose A and B each occur in the reference tokenizer's ids), over a
+    random sample of actual-next rows."""
+    rows = np.flatnonzero(~np.asarray(cols.is_random_next, bool))
+    if len(rows) > sample:
+        rows = np.sort(rng.choice(rows, sample, replace=False))
+    matched = 0
+    for r in rows:
+        ids = original_ids(cols, int(r))
+        b = int(cols.segment_b_start[r])
+        if index.contains(ids[1 : b - 1]) and index.contains(ids[b:-1]):
+            matched += 1
+    return len(rows), matched
