@@ -1,9 +1,12 @@
 """The Makefile, the stable interface: every path it passes is quoted (a space in OUT must not
-split it), and `make pretrain` builds the sample only into the sample's own OUT."""
+split it), `make pretrain` builds the sample only into the sample's own OUT, `make finetune`
+reads the task's bundled sample unless DATA is given, and the README's table lists every
+variable with the CLI default behind it."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,3 +115,95 @@ def test_pretrain_with_other_input_does_not_build_into_the_default_out():
     assert r.returncode == 0, r.stderr
     assert "|| make shards" not in r.stdout and "pipeline.cli build" not in r.stdout
     assert "no shard set" in r.stdout  # the dry run prints the refusal's recipe line
+
+
+@pytest.mark.parametrize(
+    "args, data",
+    [
+        ((), "sample/finetune/sst2"),
+        (("TASK=ner",), "sample/finetune/ner"),
+        (("TASK=squad",), "sample/finetune/squad"),
+        (("TASK=mrpc", "DATA=glue/MRPC"), "glue/MRPC"),
+    ],
+)
+def test_finetune_reads_the_task_sample_unless_data_is_given(args, data):
+    r = make("finetune", *args)
+    assert r.returncode == 0, r.stderr
+    assert f"--data '{data}' --ckpt 'runs/tiny-sample/last.pt'" in r.stdout, r.stdout
+    if data.startswith("sample/"):
+        assert os.path.isdir(os.path.join(ROOT, data))
+
+
+def test_finetune_passes_device():
+    r = make("finetune", "DEVICE=cuda")
+    assert r.returncode == 0, r.stderr
+    assert "--device cuda" in r.stdout
+
+
+def test_benchmarks_keep_data_as_their_directory():
+    """DATA's default for make finetune (the sample) is not the benchmarks' download folder."""
+    r = make("bench")
+    assert r.returncode == 0, r.stderr
+    assert "test -d 'data/corpora/kernel-docs-200mb'" in r.stdout
+
+
+def makefile_defaults() -> dict[str, str]:
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as f:
+        found = re.findall(r"^([A-Z_]+)\s*\?=[ \t]*(.*)$", f.read(), re.M)
+    return {name: value.strip() for name, value in found}
+
+
+def readme_variable_rows() -> dict[str, str]:
+    """The README's make-variable table: variable -> its row (a row may name several)."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    table = text.split("Make variables are the stable interface:", 1)[1].split("\n\n")[1]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        for name in re.findall(r"`([A-Z_]+)`", line.split("|")[1]):
+            rows[name] = line
+    return rows
+
+
+def test_the_readme_table_lists_every_make_variable():
+    rows = readme_variable_rows()
+    missing = sorted(set(makefile_defaults()) - set(rows))
+    assert not missing, f"make variables missing from the README's table: {missing}"
+
+
+def cli_defaults() -> dict[str, object]:
+    """The CLI default behind each make variable that has one."""
+    import argparse
+
+    from model.cli import build_parser
+    from pipeline.cli import add_input_args, add_instance_args
+
+    build = argparse.ArgumentParser()
+    add_input_args(build)
+    add_instance_args(build)
+    model = build_parser()
+    pretrain = model.parse_args(["pretrain"])
+    finetune = model.parse_args(["finetune", "--task", "sst2", "--data", "d", "--ckpt", "c"])
+    return {
+        "FORMAT": build.get_default("format"),
+        "SEQ_LEN": build.get_default("max_seq_length"),
+        "DUPE": build.get_default("dupe_factor"),
+        "SEED": build.get_default("seed"),
+        "WORKERS": build.get_default("workers"),
+        "RUNNER": build.get_default("runner"),
+        "OUT": pretrain.shards,
+        "MODEL": pretrain.model,
+        "STEPS": pretrain.steps,
+        "DEVICE": (pretrain.device, finetune.device),
+    }
+
+
+def test_cli_and_make_defaults_agree_or_the_readme_states_the_difference():
+    make_defaults, rows = makefile_defaults(), readme_variable_rows()
+    for name, cli in cli_defaults().items():
+        values = cli if isinstance(cli, tuple) else (cli,)
+        if all(str(v) == make_defaults[name] for v in values):
+            assert "(same" in rows[name], (name, rows[name])
+        else:
+            stated = [f"({v})" for v in values if str(v) != make_defaults[name]]
+            assert all(s in rows[name] for s in stated), (name, make_defaults[name], cli)
