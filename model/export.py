@@ -15,9 +15,9 @@ import shutil
 import torch
 from safetensors.torch import save_file
 
+from model.checkpoint import load_checkpoint
 from model.config import BertConfig
 from model.files import write_text
-from model.train import load_checkpoint
 
 
 def hf_config(cfg: BertConfig) -> dict:
