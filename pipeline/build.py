@@ -10,11 +10,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SumCounts
-from pipeline.dedup import DedupConfig, Deduplicate
-from pipeline.shards import BUILDING_DIR, WriteShards
-from pipeline.sources import InputSpec, ReadDocuments
+from pipeline.dedup import DedupConfig, DeduplicateChunks
+from pipeline.shards import BUILDING_DIR, Publish
+from pipeline.sources import InputSpec, ReadChunks
 from pipeline.transforms import (
-    BatchDocuments,
     CreateInstances,
     SplitSentences,
     TokenizeDocuments,
@@ -37,6 +36,7 @@ class BuildConfig:
     skip_bad_input: bool = False  # skip and count unreadable files instead of failing
     dedup: DedupConfig | None = None  # exact de-duplication of documents and paragraphs
     punkt_json: str | None = None  # Punkt parameters (`bert-shards punkt`); None: English
+    chunk_bytes: int = 8 << 20  # text per intermediate chunk file; never changes the output
 
     def __post_init__(self):
         if not self.inputs:
@@ -85,27 +85,45 @@ def load_vocab(path: str) -> Vocab:
         raise ValueError(f"{path}: {e}") from None
 
 
+def temp_area(out: str) -> str:
+    """Where the build keeps its intermediate chunk files; removed when the set is published."""
+    return FileSystems.join(out, "shards", BUILDING_DIR, "tmp")
+
+
 def build(p: beam.Pipeline, cfg: BuildConfig):
-    """Add the build to pipeline `p`; returns the PCollection holding the published row count."""
-    docs, read_counts = p | "ReadDocuments" >> ReadDocuments(list(cfg.inputs), cfg.skip_bad_input)
+    """Add the build to pipeline `p`; returns the PCollection holding the published row count.
+
+    Only small records cross the stages (see `pipeline.spill`): the corpus itself goes from
+    file to file, so memory follows the chunk and the bucket, not the corpus."""
+    tmp = temp_area(cfg.out)
+    read = p | "ReadDocuments" >> ReadChunks(
+        list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input
+    )
+    counts = [read]
     if cfg.dedup:
-        docs, dedup_counts = docs | "Deduplicate" >> Deduplicate(cfg.dedup)
-        read_counts = (read_counts, dedup_counts) | "ReadAndDedupCounts" >> beam.Flatten()
-    batches = docs | "Batch" >> BatchDocuments()
-    sentences, split_counts = batches | "SplitSentences" >> SplitSentences(
-        cfg.max_paragraph_chars, cfg.punkt_json
+        read, dedup_counts = read | "Deduplicate" >> DeduplicateChunks(cfg.dedup, tmp)
+        counts.append(dedup_counts)
+    sentences = read | "SplitSentences" >> SplitSentences(
+        tmp, cfg.max_paragraph_chars, cfg.punkt_json
     )
     if cfg.vocab_path:
         vocab = p | "LoadVocab" >> beam.Create([load_vocab(cfg.vocab_path)])
     else:
         vocab = sentences | "TrainVocab" >> TrainVocab(cfg.vocab)
-    tokens, token_counts = sentences | "Tokenize" >> TokenizeDocuments(vocab, cfg.vocab.lowercase)
-    buckets, instance_counts = tokens | "CreateInstances" >> CreateInstances(
-        vocab, cfg.instances, cfg.num_shards, cfg.bucket_tokens
+    units = sentences | "Tokenize" >> TokenizeDocuments(
+        tmp, vocab, cfg.vocab.lowercase, cfg.instances
     )
-    counts = (read_counts, split_counts, token_counts, instance_counts) | "Counts" >> SumCounts()
-    return buckets | "WriteShards" >> WriteShards(
-        cfg.out, cfg.shard_config(), vocab, counts, cfg.vocab.lowercase
+    built = units | "CreateInstances" >> CreateInstances(
+        cfg.out, vocab, cfg.instances, cfg.shard_config(), cfg.num_shards, cfg.bucket_tokens
+    )
+    counts += [sentences, units]
+    count_dicts = [
+        c | f"Counts{i}" >> beam.Map(lambda chunk: chunk.counts) for i, c in enumerate(counts)
+    ]
+    count_dicts.append(built | "BuildCounts" >> beam.Map(lambda b: b[2]))
+    total = tuple(count_dicts) | "Counts" >> SumCounts()
+    return built | "WriteShards" >> Publish(
+        cfg.out, cfg.shard_config(), vocab, total, cfg.vocab.lowercase
     )
 
 

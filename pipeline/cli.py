@@ -12,6 +12,7 @@ Unknown flags are Beam pipeline options (for example `--runner DataflowRunner --
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -297,9 +298,9 @@ def run_vocab(args, beam_args: list[str]) -> int:
     from pipeline.build import BuildConfig
     from pipeline.runner import make_pipeline, pipeline_options
     from pipeline.shards import write_text
-    from pipeline.sources import ReadDocuments
+    from pipeline.sources import ReadChunks
     from pipeline.tokenize import tokenizer_json
-    from pipeline.transforms import BatchDocuments, SplitSentences, TrainVocab
+    from pipeline.transforms import SplitSentences, TrainVocab
 
     cfg: BuildConfig = build_config(args)
     check_inputs(cfg.inputs)
@@ -309,10 +310,10 @@ def run_vocab(args, beam_args: list[str]) -> int:
         write_text(f"{out}/vocab.txt", vocab.to_text())
         write_text(f"{out}/tokenizer.json", tokenizer_json(vocab, lowercase))
 
-    with make_pipeline(pipeline_options(beam_args, args.runner, args.workers)) as p:
-        docs, _ = p | ReadDocuments(list(cfg.inputs), cfg.skip_bad_input)
-        batches = docs | BatchDocuments()
-        sentences, _ = batches | SplitSentences(cfg.max_paragraph_chars, cfg.punkt_json)
+    options = pipeline_options(beam_args, args.runner, args.workers)
+    with temporary_area(out, ".vocab-building") as tmp, make_pipeline(options) as p:
+        chunks = p | ReadChunks(list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input)
+        sentences = chunks | SplitSentences(tmp, cfg.max_paragraph_chars, cfg.punkt_json)
         _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save)
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     return 0
@@ -323,18 +324,32 @@ def run_punkt(args, beam_args: list[str]) -> int:
 
     from pipeline.runner import make_pipeline, pipeline_options
     from pipeline.shards import write_text
-    from pipeline.sources import ReadDocuments
-    from pipeline.transforms import BatchDocuments, TrainPunkt
+    from pipeline.sources import ReadChunks
+    from pipeline.transforms import TrainPunkt
 
     cfg = build_config(args)
     check_inputs(cfg.inputs)
     path = f"{cfg.out}/punkt.json"
-    with make_pipeline(pipeline_options(beam_args, args.runner, args.workers)) as p:
-        docs, _ = p | ReadDocuments(list(cfg.inputs), cfg.skip_bad_input)
-        params = docs | BatchDocuments() | TrainPunkt(args.sample_paragraphs, args.seed)
+    options = pipeline_options(beam_args, args.runner, args.workers)
+    with temporary_area(cfg.out, ".punkt-building") as tmp, make_pipeline(options) as p:
+        chunks = p | ReadChunks(list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input)
+        params = chunks | TrainPunkt(args.sample_paragraphs, args.seed)
         _ = params | beam.Map(lambda text: write_text(path, text))
     print(f"wrote {path}; use it with `bert-shards build --punkt {path}`")
     return 0
+
+
+@contextlib.contextmanager
+def temporary_area(out: str, name: str):
+    """A folder in OUT for a command's intermediate files, removed when it ends."""
+    from apache_beam.io.filesystems import FileSystems
+
+    tmp = FileSystems.join(out, name)
+    try:
+        yield tmp
+    finally:
+        if FileSystems.exists(tmp + "/"):
+            FileSystems.delete([tmp])
 
 
 def read_text_file(path: str) -> str:

@@ -19,9 +19,12 @@ import hashlib
 from dataclasses import dataclass, replace
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 
-from pipeline.counting import COUNTS, CountingDoFn
-from pipeline.documents import Document
+from pipeline.counting import COUNTS, SEP, CountingDoFn
+from pipeline.documents import Document, Tally
+from pipeline.sources import rendered
+from pipeline.spill import Chunk, read_documents, write_documents
 
 
 @dataclass(frozen=True)
@@ -158,3 +161,52 @@ class _DropRepeatedParagraphs(beam.PTransform):
             | "Rebuild" >> beam.ParDo(RebuildDocument()).with_outputs(COUNTS, main="main")
         )
         return out.main, out[COUNTS]
+
+
+class RenderChunk(beam.DoFn):
+    """A document chunk -> the same chunk with its Wikipedia pages rendered (and counted)."""
+
+    def __init__(self, tmp: str):
+        self.tmp = tmp
+
+    def process(self, chunk: Chunk):
+        if not chunk.path:
+            return
+        tally = Tally()
+        docs = list(rendered(read_documents(chunk.path), tally))
+        name = "rendered-" + chunk.path.rsplit("/", 1)[-1]
+        path = FileSystems.join(self.tmp, "documents", name)
+        written = write_documents(path, docs) if docs else Chunk("")
+        yield replace(written, counts={f"wikipedia{SEP}{k}": n for k, n in tally.counts.items()})
+
+
+def write_batch(docs: list[Document], tmp: str) -> Chunk:
+    name = f"dedup-{content_key(docs[0].id).hex()}.arrow"
+    return write_documents(FileSystems.join(tmp, "documents", name), docs)
+
+
+class DeduplicateChunks(beam.PTransform):
+    """Document chunks -> de-duplicated document chunks, and counts (dicts).
+
+    Unlike every other stage, de-duplication groups the documents themselves by content, so on
+    the local runner it holds the corpus in memory: it is for corpora that fit (Dataflow's
+    shuffle has no such bound)."""
+
+    def __init__(self, cfg: DedupConfig, tmp: str):
+        super().__init__()
+        self.cfg = cfg
+        self.tmp = tmp
+
+    def expand(self, chunks):
+        ready = chunks | "Render" >> beam.ParDo(RenderChunk(self.tmp))
+        docs = ready | "Documents" >> beam.FlatMap(
+            lambda c: read_documents(c.path) if c.path else []
+        )
+        docs, counts = docs | "Deduplicate" >> Deduplicate(self.cfg)
+        out = (
+            docs
+            | "Batch" >> beam.BatchElements(min_batch_size=64, max_batch_size=4096)
+            | "Write" >> beam.Map(write_batch, self.tmp)
+        )
+        render_counts = ready | "RenderCounts" >> beam.Map(lambda c: c.counts)
+        return out, (counts, render_counts) | "AllCounts" >> beam.Flatten()

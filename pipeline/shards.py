@@ -43,23 +43,20 @@ def shard_path(index: int, total: int) -> str:
     return f"shards/train-{index:05d}-of-{total:05d}.arrow"
 
 
-class WriteShard(beam.DoFn):
-    """(bucket, (columns, pair counts)) -> the shard's bytes in a temporary file, and its entry."""
-
-    def __init__(self, out: str, build_config: dict):
-        self.out = out
-        self.build_config = build_config
-
-    def process(self, element, vocab: Vocab):
-        bucket, (columns, pair_counts) = element
-        metadata = shard_metadata(
-            vocab.sha256, len(vocab), vocab.special_ids.to_dict(), self.build_config
-        )
-        data = shard_to_bytes(columns.to_table(vocab.id_type, metadata))
-        path = FileSystems.join(self.out, "shards", BUILDING_DIR, f"bucket-{bucket:06d}.arrow")
-        with FileSystems.create(path) as f:
-            f.write(data)
-        yield bucket, ShardEntry.describe(path, data, columns, **pair_counts)
+def write_bucket_shard(
+    out: str, bucket: int, columns: ShardColumns, pair_counts: dict, vocab: Vocab, config: dict
+) -> ShardEntry:
+    """A bucket's shard under a temporary name in the build area, and its entry."""
+    metadata = shard_metadata(vocab.sha256, len(vocab), vocab.special_ids.to_dict(), config)
+    data = shard_to_bytes(columns.to_table(vocab.id_type, metadata))
+    path = FileSystems.join(out, "shards", BUILDING_DIR, f"bucket-{bucket:06d}.arrow")
+    tmp = path + ".tmp"
+    with FileSystems.create(tmp) as f:
+        f.write(data)
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([tmp], [path])
+    return ShardEntry.describe(path, data, columns, **pair_counts)
 
 
 def write_text(path: str, text: str) -> None:
@@ -142,8 +139,9 @@ def remove_stale_shards(out: str, keep: set[str]) -> None:
         FileSystems.delete(stale)
 
 
-class WriteShards(beam.PTransform):
-    """(bucket, columns) -> shard files and their entries; then the published dataset."""
+class Publish(beam.PTransform):
+    """(bucket, entry, counts) of every shard, and the counts of the other stages -> the
+    published dataset; returns its row count."""
 
     def __init__(self, out: str, build_config: dict, vocab, counts, lowercase: bool):
         super().__init__()
@@ -153,15 +151,13 @@ class WriteShards(beam.PTransform):
         self.counts = counts
         self.lowercase = lowercase
 
-    def expand(self, buckets):
+    def expand(self, built):
         from pipeline.tokenize import tokenizer_json
 
-        entries = buckets | "Write" >> beam.ParDo(
-            WriteShard(self.out, self.build_config), beam.pvalue.AsSingleton(self.vocab)
-        )
         out, config, lowercase = self.out, self.build_config, self.lowercase
+        entries = built | "Entries" >> beam.Map(lambda b: (b[0], b[1]))
         return (
-            buckets.pipeline
+            built.pipeline
             | "Once" >> beam.Create([None])
             | "Publish"
             >> beam.Map(

@@ -1,25 +1,29 @@
-"""ReadDocuments: input patterns -> `Document`s, through Beam filesystems (local, gs://, ...).
+"""ReadChunks: input patterns -> document chunk files, through Beam filesystems (local, gs://).
 
-Files are listed when the pipeline runs, read one per worker call (compressed files are
-decompressed by extension, and a truncated one is an error), and the documents redistributed
-right after so that a large file does not pin the stages that follow to one worker. Wikipedia
-dumps with a multistream index, and large uncompressed exports, are cut into spans read in
-parallel (`pipeline.multistream`); Wikipedia pages are rendered after the redistribution.
+Files are listed when the pipeline runs and read one per worker call (compressed files are
+decompressed by extension, and a truncated one is an error). A reader's documents go to chunk
+files of bounded size (`pipeline.spill`), and only the small `Chunk` records go on, so the
+stages after reading spread over workers without the corpus passing through the runner.
+Wikipedia dumps with a multistream index, and large uncompressed exports, are cut into spans
+read in parallel (`pipeline.multistream`); Wikipedia pages are rendered in the next stage.
 """
 
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.counting import COUNTS, CountingDoFn
+from pipeline.counting import SEP
 from pipeline.documents import READERS, BadInputError, Document, Tally
+from pipeline.keys import stable_hash
 from pipeline.multistream import is_index, plan_wikipedia, read_input
-from pipeline.wikipedia import WikiPage, page_document
+from pipeline.spill import Chunk, write_documents
+from pipeline.wiki_pages import WikiPage
+from pipeline.wikipedia import page_document
 
 GLOB_CHARS = "*?["
 
@@ -63,34 +67,91 @@ def expand_pattern(spec: InputSpec) -> list[tuple[str, str, str]]:
     return out
 
 
-class ReadFile(CountingDoFn):
-    def __init__(self, skip_bad_input: bool):
+class ReadFile(beam.DoFn):
+    """One read item -> document chunk files of about `chunk_bytes` of text, as `Chunk`s; the
+    item's counts ride on its last `Chunk` (one with no path when nothing was read)."""
+
+    def __init__(self, tmp: str, chunk_bytes: int, skip_bad_input: bool):
+        self.tmp = tmp
+        self.chunk_bytes = chunk_bytes
         self.skip_bad_input = skip_bad_input
 
     def process(self, item):
-        fmt, path, rel, span = item
         tally = Tally(skip_bad_input=self.skip_bad_input)
+        writer = ChunkWriter(self.tmp, item_key(item), self.chunk_bytes)
         try:
-            for doc in read_input(item, tally, open_raw):
-                if isinstance(doc, Document):  # Wikipedia pages are counted once rendered
-                    tally.inc("documents_read")
-                yield doc
-        except BadInputError:  # names the file and the place already
-            if not self.skip_bad_input:
-                raise
-            tally.inc("files_dropped.unreadable")
-        except (OSError, EOFError, ValueError) as e:
-            if not self.skip_bad_input:
-                raise ValueError(
-                    f"{path}: cannot be read as {fmt} input ({type(e).__name__}: {e}); the file is "
-                    "truncated or corrupt. Fix or remove it, or pass --skip-bad-input to skip and "
-                    "count bad files"
-                ) from e
-            tally.inc("files_dropped.unreadable")
+            yield from writer.add_all(read_item(item, tally, self.skip_bad_input))
         finally:
-            if span is None or span.start <= span.header_end:  # a file's first span
+            if item[3] is None or item[3].start <= item[3].header_end:  # a file's first span
                 tally.inc("files_read")
-            self.count_all(fmt, tally.counts)
+        last = writer.flush() or Chunk("")
+        yield replace(last, counts=prefixed(item[0], tally.counts))
+
+
+def read_item(item, tally: Tally, skip_bad_input: bool):
+    """Documents and pages of one read item; a bad file stops the run or, when skipped, is
+    counted (what was read before the fault is kept)."""
+    fmt, path, _, _ = item
+    try:
+        for doc in read_input(item, tally, open_raw):
+            if isinstance(doc, Document):  # Wikipedia pages are counted once rendered
+                tally.inc("documents_read")
+            yield doc
+    except BadInputError:  # names the file and the place already
+        if not skip_bad_input:
+            raise
+        tally.inc("files_dropped.unreadable")
+    except (OSError, EOFError, ValueError) as e:
+        if not skip_bad_input:
+            raise ValueError(
+                f"{path}: cannot be read as {fmt} input ({type(e).__name__}: {e}); the file is "
+                "truncated or corrupt. Fix or remove it, or pass --skip-bad-input to skip and "
+                "count bad files"
+            ) from e
+        tally.inc("files_dropped.unreadable")
+
+
+def prefixed(source: str, counts) -> dict:
+    return {f"{source}{SEP}{name}": n for name, n in counts.items() if n}
+
+
+def item_key(item) -> str:
+    """A name for a read item's chunks, the same on every run and worker."""
+    _, path, _, span = item
+    return f"{stable_hash(path, span.start if span else -1):016x}"
+
+
+class ChunkWriter:
+    """Documents in, a chunk file out whenever `chunk_bytes` of text have gathered."""
+
+    def __init__(self, tmp: str, key: str, chunk_bytes: int):
+        self.tmp, self.key, self.chunk_bytes = tmp, key, chunk_bytes
+        self.pending: list = []
+        self.size = 0
+        self.written = 0
+
+    def add_all(self, docs):
+        """Yields a `Chunk` for each full chunk; the rest waits for `flush`."""
+        for doc in docs:
+            self.pending.append(doc)
+            self.size += item_bytes(doc)
+            if self.size >= self.chunk_bytes:
+                yield self.write()
+
+    def write(self) -> Chunk:
+        name = f"{self.key}-{self.written:05d}.arrow"
+        chunk = write_documents(FileSystems.join(self.tmp, "documents", name), self.pending)
+        self.pending, self.size, self.written = [], 0, self.written + 1
+        return chunk
+
+    def flush(self) -> Chunk | None:
+        return self.write() if self.pending else None
+
+
+def item_bytes(doc) -> int:
+    if isinstance(doc, WikiPage):
+        return len(doc.wikitext)
+    return sum(map(len, doc.paragraphs))
 
 
 def open_raw(path: str):
@@ -112,42 +173,36 @@ def plan_reads(item: tuple[str, str, str]):
         yield fmt, path, rel, span
 
 
-class RenderPages(CountingDoFn):
-    """Wikipedia pages -> documents, once the pages are spread over workers; others pass."""
-
-    def process(self, item):
+def rendered(items, tally: Tally):
+    """Documents of a chunk, Wikipedia pages rendered here (the costly part of reading them,
+    so it runs where the chunks are spread over workers); `tally` counts the rendering."""
+    for item in items:
         if not isinstance(item, WikiPage):
             yield item
-            return
-        tally = Tally()
+            continue
         doc = page_document(item, tally, "wikipedia")
         if doc is not None:
             tally.inc("documents_read")
             yield doc
-        self.count_all("wikipedia", tally.counts)
 
 
-class ReadDocuments(beam.PTransform):
-    """Documents of every input (Wikipedia pages rendered), and per-bundle counts."""
+class ReadChunks(beam.PTransform):
+    """Input patterns -> document chunks (files under `tmp`) as `Chunk` records with counts."""
 
-    def __init__(self, inputs: list[InputSpec], skip_bad_input: bool = False):
+    def __init__(self, inputs: list[InputSpec], tmp: str, chunk_bytes: int, skip_bad_input=False):
         super().__init__()
         self.inputs = sorted(inputs, key=lambda s: (s.format, s.pattern))
+        self.tmp = tmp
+        self.chunk_bytes = chunk_bytes
         self.skip_bad_input = skip_bad_input
 
     def expand(self, pbegin):
-        read = (
+        read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input)
+        return (
             pbegin
             | "Inputs" >> beam.Create(self.inputs)
             | "ListFiles" >> beam.FlatMap(expand_pattern)
             | "PlanReads" >> beam.FlatMap(plan_reads)
             | "SpreadFiles" >> beam.Reshuffle()
-            | "Read" >> beam.ParDo(ReadFile(self.skip_bad_input)).with_outputs(COUNTS, main="main")
+            | "Read" >> beam.ParDo(read)
         )
-        rendered = (
-            read.main
-            | "SpreadDocuments" >> beam.Reshuffle()
-            | "RenderPages" >> beam.ParDo(RenderPages()).with_outputs(COUNTS, main="main")
-        )
-        counts = (read[COUNTS], rendered[COUNTS]) | "ReadCounts" >> beam.Flatten()
-        return rendered.main, counts

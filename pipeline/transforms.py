@@ -1,15 +1,21 @@
-"""The build's stages as composite PTransforms; each DoFn calls one plain function."""
+"""The build's stages as composite PTransforms; each DoFn calls one plain function.
+
+Stages pass `Chunk` records (`pipeline.spill`): every DoFn reads its chunk file, writes the
+next one under the temporary area `tmp`, and yields a small record with its counts.
+"""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import replace
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import InstanceConfig, VocabConfig
-from pipeline.counting import COUNTS, CountingDoFn
-from pipeline.documents import Document
+from pipeline.counting import SEP
+from pipeline.documents import Document, Tally
 from pipeline.instances import (
     FORCED_ACTUAL,
     FORCED_RANDOM,
@@ -26,33 +32,63 @@ from pipeline.sentences import (
     split_paragraphs,
     train_parameters,
 )
-from pipeline.shards import rows_to_columns
+from pipeline.shards import rows_to_columns, write_bucket_shard
+from pipeline.sources import rendered
+from pipeline.spill import (
+    Chunk,
+    hash_range,
+    read_documents,
+    read_sentences,
+    read_units,
+    write_sentences,
+    write_units,
+)
 from pipeline.tokenize import encode_documents, token_spec, train_vocab
 from schemas.vocab import Vocab
 
 
-class BatchDocuments(beam.PTransform):
-    """Documents -> lists of documents: Beam's cost is per element, so the stages after reading
-    work on lists (one tokenizer call per list). Batch composition never changes the output."""
-
-    def expand(self, docs):
-        return docs | "Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
+def next_path(tmp: str, kind: str, chunk: Chunk) -> str:
+    """The file of the next kind made from `chunk`: the same name in the kind's folder."""
+    return FileSystems.join(tmp, kind, chunk.path.rsplit("/", 1)[-1])
 
 
-class SplitDocuments(CountingDoFn):
-    """A list of documents -> a list of (id, source, sentences)."""
+class CountingDoFn(beam.DoFn):
+    """Counts per (source, name) for one chunk; `chunk_done` puts them on the chunk it yields."""
 
-    def __init__(self, max_paragraph_chars: int, punkt_json: str | None = None):
+    def count(self, source: str, name: str, n: int = 1) -> None:
+        if n:
+            self.counts[f"{source}{SEP}{name}"] += n
+
+    def chunk_done(self, chunk: Chunk | None) -> Chunk:
+        """The chunk written (or an empty record when nothing was), with the counts so far."""
+        counts, self.counts = dict(self.counts), Counter()
+        return replace(chunk or Chunk(""), counts=counts)
+
+    def start_bundle(self):
+        self.counts: Counter = Counter()
+
+
+class SplitChunk(CountingDoFn):
+    """A document chunk -> a sentence chunk of (id, source, sentences)."""
+
+    def __init__(self, tmp: str, max_paragraph_chars: int, punkt_json: str | None = None):
+        self.tmp = tmp
         self.max_paragraph_chars = max_paragraph_chars
         self.punkt_json = punkt_json
 
     def setup(self):
         self.tokenizer = sentence_tokenizer(self.punkt_json)
 
-    def process(self, docs: list[Document]):
+    def process(self, chunk: Chunk):
+        if not chunk.path:
+            return
+        tally = Tally()
+        docs = rendered(read_documents(chunk.path), tally)
         out = [s for s in map(self.split, docs) if s is not None]
-        if out:
-            yield out
+        for name, n in tally.counts.items():
+            self.count("wikipedia", name, n)
+        written = write_sentences(next_path(self.tmp, "sentences", chunk), out) if out else None
+        yield self.chunk_done(written)
 
     def split(self, doc: Document):
         paragraphs = [p for p in doc.paragraphs if len(p) <= self.max_paragraph_chars]
@@ -66,30 +102,40 @@ class SplitDocuments(CountingDoFn):
 
 
 class SplitSentences(beam.PTransform):
-    """Lists of documents -> lists of (id, source, sentences); Punkt on prose, nothing on
-    pre-split input."""
+    """Document chunks -> sentence chunks; Punkt on prose, nothing on pre-split input."""
 
-    def __init__(self, max_paragraph_chars: int, punkt_json: str | None = None):
+    def __init__(self, tmp: str, max_paragraph_chars: int, punkt_json: str | None = None):
         super().__init__()
+        self.tmp = tmp
         self.max_paragraph_chars = max_paragraph_chars
         self.punkt_json = punkt_json  # None: English parameters
 
-    def expand(self, docs):
-        split = beam.ParDo(SplitDocuments(self.max_paragraph_chars, self.punkt_json))
-        out = docs | "Split" >> split.with_outputs(COUNTS, main="main")
-        return out.main, out[COUNTS]
+    def expand(self, chunks):
+        split = SplitChunk(self.tmp, self.max_paragraph_chars, self.punkt_json)
+        return chunks | "Spread" >> beam.Reshuffle() | "Split" >> beam.ParDo(split)
 
 
-def sample_paragraphs(batch: list[Document], total: int, bound: int, seed: int):
+def sample_paragraphs(chunk: Chunk, total: int, bound: int, seed: int):
     """Paragraphs kept with probability bound / total by a stable hash (see sample_sentences)."""
     limit = min(1.0, bound / max(total, 1)) * 2.0**64
     out = []
-    for doc in batch:
+    for doc in rendered(read_documents(chunk.path), Tally()):
         for i, p in enumerate(doc.paragraphs):
             key = stable_hash(seed, "punkt-sample", doc.id, i)
             if key < limit:
                 out.append((key, p))
     return out
+
+
+@beam.ptransform_fn
+def TotalParts(chunks):  # noqa: N802 (a PTransform, named as one)
+    """Paragraphs (or sentences) over all chunks with a file: the sampling rate's denominator."""
+    return (
+        chunks
+        | "WithFile" >> beam.Filter(lambda c: bool(c.path))
+        | "Parts" >> beam.Map(lambda c: c.parts)
+        | "Total" >> beam.CombineGlobally(sum)
+    )
 
 
 class TrainPunkt(beam.PTransform):
@@ -101,14 +147,11 @@ class TrainPunkt(beam.PTransform):
         self.bound = bound
         self.seed = seed
 
-    def expand(self, batches):
-        total = (
-            batches
-            | "CountParagraphs" >> beam.Map(lambda b: sum(len(d.paragraphs) for d in b))
-            | "Total" >> beam.CombineGlobally(sum)
-        )
+    def expand(self, chunks):
+        total = chunks | "Count" >> TotalParts()
         return (
-            batches
+            chunks
+            | "WithFile" >> beam.Filter(lambda c: bool(c.path))
             | "Sample"
             >> beam.Map(sample_paragraphs, beam.pvalue.AsSingleton(total), self.bound, self.seed)
             | "Gather" >> beam.CombineGlobally(concat)
@@ -119,12 +162,12 @@ class TrainPunkt(beam.PTransform):
         )
 
 
-def sample_sentences(batch, total: int, cfg: VocabConfig) -> list[tuple[int, str]]:
+def sample_sentences(chunk: Chunk, total: int, cfg: VocabConfig) -> list[tuple[int, str]]:
     """Each sentence kept with probability sample_sentences / total, decided by a stable hash,
     so the sample is the same whatever the runner, and its size is about the bound."""
     limit = min(1.0, cfg.sample_sentences / max(total, 1)) * 2.0**64
     out = []
-    for doc_id, _, sentences in batch:
+    for doc_id, _, sentences in read_sentences(chunk.path):
         for i, s in enumerate(sentences):
             key = stable_hash(cfg.seed, "vocab-sample", doc_id, i)
             if key < limit:
@@ -137,21 +180,19 @@ def concat(lists) -> list:
 
 
 class TrainVocab(beam.PTransform):
-    """A deterministic sample of about `sample_sentences` sentences -> a WordPiece vocab."""
+    """Sentence chunks -> a WordPiece vocab trained on a deterministic sample of about
+    `sample_sentences` sentences (only the sample is ever held)."""
 
     def __init__(self, cfg: VocabConfig):
         super().__init__()
         self.cfg = cfg
 
-    def expand(self, batches):
+    def expand(self, chunks):
         cfg = self.cfg
-        total = (
-            batches
-            | "CountSentences" >> beam.Map(lambda b: sum(len(s) for _, _, s in b))
-            | "Total" >> beam.CombineGlobally(sum)
-        )
+        total = chunks | "Count" >> TotalParts()
         return (
-            batches
+            chunks
+            | "WithFile" >> beam.Filter(lambda c: bool(c.path))
             | "Sample" >> beam.Map(sample_sentences, beam.pvalue.AsSingleton(total), cfg)
             | "Gather" >> beam.CombineGlobally(concat)
             | "Train"
@@ -159,38 +200,78 @@ class TrainVocab(beam.PTransform):
         )
 
 
-class EncodeBatch(CountingDoFn):
-    def __init__(self, lowercase: bool):
-        self.lowercase = lowercase
+ENCODE_BATCH_SENTENCES = 20_000  # one tokenizer call; its encodings are held until converted
 
-    def process(self, batch, vocab: Vocab):
-        controls: Counter = Counter()
-        encoded = encode_documents(batch, vocab, self.lowercase, controls)
-        for (source, name), n in controls.items():
-            self.count(source, name, n)
-        kept = {d.id for d in encoded}
-        for doc_id, source, _ in batch:
-            if doc_id not in kept:
-                self.count(source, "documents_dropped.no_tokens")
-        for doc in encoded:
-            self.count(doc.source, "documents_used")
-            self.count(doc.source, "tokens", len(doc.ids))
-        if encoded:
-            yield encoded
+
+class TokenizeChunk(CountingDoFn):
+    """A sentence chunk -> a units chunk: every dupe pass of every tokenized document."""
+
+    def __init__(self, tmp: str, lowercase: bool, cfg: InstanceConfig):
+        self.tmp = tmp
+        self.lowercase = lowercase
+        self.cfg = cfg
+
+    def process(self, chunk: Chunk, vocab: Vocab):
+        if not chunk.path:
+            return
+        docs = self.encode(read_sentences(chunk.path), vocab)
+        units = [
+            (stable_hash(self.cfg.seed, "bucket", p, doc.id), p, doc)
+            for doc in docs
+            for p in range(self.cfg.dupe_factor)
+        ]
+        written = write_units(next_path(self.tmp, "units", chunk), units) if units else None
+        tokens = sum(len(d.ids) for d in docs)
+        yield self.chunk_done(written and replace(written, items=len(docs), tokens=tokens))
+
+    def encode(self, sentences, vocab: Vocab) -> list[TokenizedDoc]:
+        out: list[TokenizedDoc] = []
+        for batch in sentence_batches(sentences, ENCODE_BATCH_SENTENCES):
+            controls: Counter = Counter()
+            encoded = encode_documents(batch, vocab, self.lowercase, controls)
+            for (source, name), n in controls.items():
+                self.count(source, name, n)
+            kept = {d.id for d in encoded}
+            for doc_id, source, _ in batch:
+                if doc_id not in kept:
+                    self.count(source, "documents_dropped.no_tokens")
+            for doc in encoded:
+                self.count(doc.source, "documents_used")
+                self.count(doc.source, "tokens", len(doc.ids))
+            out.extend(encoded)
+        return out
+
+
+def sentence_batches(docs, limit: int):
+    """Documents in runs of about `limit` sentences (a document is never cut)."""
+    batch, size = [], 0
+    for doc in docs:
+        batch.append(doc)
+        size += len(doc[2])
+        if size >= limit:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 class TokenizeDocuments(beam.PTransform):
-    """Lists of (id, source, sentences) -> lists of TokenizedDoc; a list is one tokenizer call."""
+    """Sentence chunks -> units chunks, each sorted by bucket hash (see `pipeline.spill`)."""
 
-    def __init__(self, vocab, lowercase: bool):
+    def __init__(self, tmp: str, vocab, lowercase: bool, cfg: InstanceConfig):
         super().__init__()
+        self.tmp = tmp
         self.vocab = vocab
         self.lowercase = lowercase
+        self.cfg = cfg
 
-    def expand(self, batches):
-        encode = beam.ParDo(EncodeBatch(self.lowercase), beam.pvalue.AsSingleton(self.vocab))
-        out = batches | "Encode" >> encode.with_outputs(COUNTS, main="main")
-        return out.main, out[COUNTS]
+    def expand(self, chunks):
+        encode = TokenizeChunk(self.tmp, self.lowercase, self.cfg)
+        return (
+            chunks
+            | "Spread" >> beam.Reshuffle()
+            | "Encode" >> beam.ParDo(encode, beam.pvalue.AsSingleton(self.vocab))
+        )
 
 
 MIN_UNITS_PER_BUCKET = 20  # document passes: fewer, and random-next pairs have no other document
@@ -214,30 +295,27 @@ def sum_pairs(pairs) -> tuple[int, int]:
     return tokens, documents
 
 
-def assign_buckets(batch: list[TokenizedDoc], buckets: int, cfg: InstanceConfig):
-    """(bucket, [(pass, doc), ...]) for every dupe pass of every document of the batch."""
-    keyed: dict[int, list] = {}
-    for doc in batch:
-        for p in range(cfg.dupe_factor):
-            keyed.setdefault(stable_hash(cfg.seed, "bucket", p, doc.id) % buckets, []).append(
-                (p, doc)
-            )
-    yield from keyed.items()
+class BuildBucket(beam.DoFn):
+    """A bucket number -> its shard in the build area, and (bucket, entry, counts).
 
+    The bucket's units are the rows of every units chunk whose bucket hash falls in its range.
+    """
 
-class BuildBucket(CountingDoFn):
-    def __init__(self, cfg: InstanceConfig):
+    def __init__(self, out: str, cfg: InstanceConfig, build_config: dict):
+        self.out = out
         self.cfg = cfg
+        self.build_config = build_config
 
-    def process(self, element, vocab: Vocab):
-        bucket, lists = element
-        built = build_bucket(bucket, concat(lists), self.cfg, token_spec(vocab))
+    def process(self, bucket: int, buckets: int, chunks: list[Chunk], vocab: Vocab):
+        lo, hi = hash_range(bucket, buckets)
+        units = [u for c in chunks if c.path for u in read_units(c, lo, hi)]
+        built = build_bucket(bucket, units, self.cfg, token_spec(vocab))
         if built is None:
             return
         columns, short, sources = built
-        for source, n in sources.items():
-            self.count(source, "instances", n)
-        yield bucket, (columns, short)
+        entry = write_bucket_shard(self.out, bucket, columns, short, vocab, self.build_config)
+        counts = {f"{source}{SEP}instances": n for source, n in sources.items()}
+        yield bucket, entry, counts
 
 
 def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
@@ -276,33 +354,47 @@ def pair_counts(pairs) -> dict[str, int]:
 
 
 class CreateInstances(beam.PTransform):
-    """Tokenized documents -> (bucket, (ShardColumns, pair counts)).
+    """Units chunks -> one shard per bucket, as (bucket, entry, counts).
 
-    Dupe passes are keyed by a seeded hash into buckets; each bucket's documents are sorted,
-    then the reference algorithm runs per document pass."""
+    The number of buckets comes from the corpus totals; bucket b holds the dupe passes whose
+    seeded hash h has (h * buckets) >> 64 == b. Each bucket's units are sorted, then the
+    reference algorithm runs per document pass."""
 
-    def __init__(self, vocab, cfg: InstanceConfig, num_shards: int, bucket_tokens: int):
+    def __init__(
+        self,
+        out: str,
+        vocab,
+        cfg: InstanceConfig,
+        build_config: dict,
+        num_shards: int,
+        bucket_tokens: int,
+    ):
         super().__init__()
+        self.out = out
         self.vocab = vocab
         self.cfg = cfg
+        self.build_config = build_config
         self.num_shards = num_shards
         self.bucket_tokens = bucket_tokens
 
-    def expand(self, docs):
+    def expand(self, chunks):
         cfg, shards, per_bucket = self.cfg, self.num_shards, self.bucket_tokens
         buckets = (
-            docs
-            | "CountTokens" >> beam.Map(lambda batch: (sum(len(d.ids) for d in batch), len(batch)))
+            chunks
+            | "Sizes" >> beam.Map(lambda c: (c.tokens, c.items))
             | "Total" >> beam.CombineGlobally(sum_pairs)
             | "NumBuckets" >> beam.Map(num_buckets, cfg, shards, per_bucket)
         )
-        out = (
-            docs
-            | "Key" >> beam.FlatMap(assign_buckets, beam.pvalue.AsSingleton(buckets), cfg)
-            | "Group" >> beam.GroupByKey()
+        build = BuildBucket(self.out, cfg, self.build_config)
+        return (
+            buckets
+            | "Each" >> beam.FlatMap(lambda n: range(n))
+            | "Spread" >> beam.Reshuffle()
             | "Build"
-            >> beam.ParDo(BuildBucket(cfg), beam.pvalue.AsSingleton(self.vocab)).with_outputs(
-                COUNTS, main="main"
+            >> beam.ParDo(
+                build,
+                beam.pvalue.AsSingleton(buckets),
+                beam.pvalue.AsList(chunks),
+                beam.pvalue.AsSingleton(self.vocab),
             )
         )
-        return out.main, out[COUNTS]

@@ -28,10 +28,9 @@ STAGES = [
     "ReadDocuments/PlanReads",
     "ReadDocuments/SpreadFiles",
     "ReadDocuments/Read",
-    "ReadDocuments/SpreadDocuments",
-    "ReadDocuments/RenderPages",
-    "Deduplicate/SmallestId",
-    "Deduplicate/Paragraphs/Join",
+    "Deduplicate/Render",
+    "Deduplicate/Deduplicate/SmallestId",
+    "Deduplicate/Deduplicate/Paragraphs/Join",
     "SplitSentences",
     "TrainVocab",
     "Tokenize",
@@ -102,4 +101,12 @@ def test_every_dofn_in_the_job_unpickles(job) -> None:
         assert isinstance(fn, beam.DoFn), t.unique_name
         if type(fn).__module__.startswith("pipeline."):
             ours.add(type(fn).__name__)
-    assert {"ReadFile", "RenderPages", "EmitKept", "RebuildDocument"} <= ours
+    assert {
+        "ReadFile",
+        "RenderChunk",
+        "EmitKept",
+        "RebuildDocument",
+        "SplitChunk",
+        "TokenizeChunk",
+        "BuildBucket",
+    } <= ours

@@ -15,18 +15,29 @@ from pipeline.counting import merge_counts
 from pipeline.documents import Document
 from pipeline.instances import TokenizedDoc
 from pipeline.keys import stable_hash
-from pipeline.sources import InputSpec, ReadDocuments
+from pipeline.sources import InputSpec, ReadChunks
+from pipeline.spill import (
+    Chunk,
+    hash_range,
+    read_documents,
+    read_sentences,
+    read_units,
+    write_documents,
+    write_sentences,
+    write_units,
+)
 from pipeline.tokenize import token_spec
 from pipeline.transforms import (
     BuildBucket,
     CreateInstances,
-    EncodeBatch,
-    SplitDocuments,
+    SplitChunk,
     SplitSentences,
+    TokenizeChunk,
     TokenizeDocuments,
     TrainVocab,
     build_bucket,
 )
+from schemas.shard import ShardColumns, read_shard
 from schemas.vocab import Vocab
 
 VOCAB = Vocab(
@@ -41,57 +52,97 @@ def pipeline() -> BeamTestPipeline:
 def test_read_documents_exact(tmp_path):
     (tmp_path / "a.txt").write_text("One.\nTwo.\n\nThree.\n", encoding="utf-8")
     with pipeline() as p:
-        docs, counts = p | ReadDocuments([InputSpec("text", str(tmp_path / "*.txt"))])
+        chunks = p | ReadChunks([InputSpec("text", str(tmp_path / "*.txt"))], str(tmp_path), 1)
+        docs = chunks | beam.FlatMap(lambda c: read_documents(c.path) if c.path else [])
         assert_that(
             docs | beam.Map(lambda d: (d.id, d.paragraphs)),
             equal_to([("text:a.txt#0", ("One.", "Two.")), ("text:a.txt#1", ("Three.",))]),
             label="docs",
         )
         total = (
-            counts
+            chunks
+            | beam.Map(lambda c: c.counts)
             | beam.CombineGlobally(merge_counts)
             | beam.Map(lambda d: d["text/documents_read"])
         )
         assert_that(total, equal_to([2]), label="counts")
 
 
-def test_split_sentences_exact():
-    docs = [
-        [
-            Document("b:1", "books", ("Dr. Smith left. He came back!",)),
-            Document("t:1", "text", ("Kept as is. Even this.",), presplit=True),
-            Document("b:2", "books", ("   ",)),
-        ],
-    ]
+def test_a_reader_cuts_chunks_by_size_and_counts_once(tmp_path):
+    (tmp_path / "a.txt").write_text("".join(f"Line {i}.\n\n" for i in range(10)), "utf-8")
     with pipeline() as p:
-        out, _ = p | beam.Create(docs) | SplitSentences(max_paragraph_chars=1000)
-        assert_that(
-            out,
-            equal_to(
-                [
-                    [
-                        ("b:1", "books", ("Dr. Smith left.", "He came back!")),
-                        ("t:1", "text", ("Kept as is. Even this.",)),
-                    ]
-                ]
-            ),
-        )
+        chunks = p | ReadChunks([InputSpec("text", str(tmp_path / "*.txt"))], str(tmp_path), 14)
+        sizes = chunks | beam.Map(lambda c: (c.items, c.counts.get("text/documents_read", 0)))
+        assert_that(sizes, equal_to([(2, 0)] * 5 + [(0, 10)]))
 
 
-def test_tokenize_documents_exact():
-    batch = [[("d1", "text", ("The cats sat.", "")), ("d2", "text", ("\u200b",))]]
+def test_split_sentences_exact(tmp_path):
+    docs = [
+        Document("b:1", "books", ("Dr. Smith left. He came back!",)),
+        Document("t:1", "text", ("Kept as is. Even this.",), presplit=True),
+        Document("b:2", "books", ("   ",)),
+    ]
+    chunk = write_documents(str(tmp_path / "documents" / "c.arrow"), docs)
+    with pipeline() as p:
+        out = p | beam.Create([chunk]) | SplitSentences(str(tmp_path), max_paragraph_chars=1000)
+        got = out | beam.Map(lambda c: (read_sentences(c.path), c.counts))
+        expected = [
+            ("b:1", "books", ["Dr. Smith left.", "He came back!"]),
+            ("t:1", "text", ["Kept as is. Even this."]),
+        ]
+        counts = {
+            "books/sentences": 2,
+            "text/sentences": 1,
+            "books/documents_dropped.no_sentences": 1,
+        }
+        assert_that(got, equal_to([(expected, counts)]))
+
+
+def test_tokenize_documents_exact(tmp_path):
+    chunk = write_sentences(
+        str(tmp_path / "sentences" / "c.arrow"),
+        [("d1", "text", ("The cats sat.", "")), ("d2", "text", ("\u200b",))],
+    )
+    cfg = InstanceConfig(dupe_factor=2)
     with pipeline() as p:
         vocab = p | "V" >> beam.Create([VOCAB])
-        out, _ = p | beam.Create(batch) | TokenizeDocuments(vocab, lowercase=True)
-        got = out | beam.Map(lambda b: [(d.id, d.ids.tolist(), d.offsets.tolist()) for d in b])
-        assert_that(got, equal_to([[("d1", [5, 6, 11, 7, 8], [0, 5])]]))
+        out = p | beam.Create([chunk]) | TokenizeDocuments(str(tmp_path), vocab, True, cfg)
+        got = out | beam.Map(
+            lambda c: [
+                (pas, d.id, d.ids.tolist(), d.offsets.tolist())
+                for pas, d in read_units(c, 0, 1 << 64)
+            ]
+        )
+        first = stable_hash(cfg.seed, "bucket", 0, "d1") < stable_hash(cfg.seed, "bucket", 1, "d1")
+        units = [(p_, "d1", [5, 6, 11, 7, 8], [0, 5]) for p_ in ((0, 1) if first else (1, 0))]
+        assert_that(got, equal_to([units]))
 
 
-def test_train_vocab_is_deterministic_and_specials_first():
-    batches = [[("d", "t", ("the cat sat on the mat.", "the dog sat."))]] * 3
+def test_units_fall_into_exactly_one_bucket_whatever_the_count(tmp_path):
+    units = [(stable_hash(i), i % 3, tokenized(f"d{i}", 1)) for i in range(700)]
+    chunk = write_units(str(tmp_path / "u.arrow"), units)
+    assert len(chunk.starts) == 3  # batches of 256 rows
+    for buckets in (1, 2, 3, 7, 1000):
+        seen = []
+        for b in range(buckets):
+            lo, hi = hash_range(b, buckets)
+            got = read_units(chunk, lo, hi)
+            seen += [(p, d.id) for p, d in got]
+            hashes = [stable_hash(int(d.id[1:])) for _, d in got]
+            assert all((h * buckets) >> 64 == b for h in hashes)
+        assert sorted(seen) == sorted((i % 3, f"d{i}") for i in range(700))
+
+
+def test_train_vocab_is_deterministic_and_specials_first(tmp_path):
+    chunks = [
+        write_sentences(
+            str(tmp_path / f"s{i}.arrow"), [("d", "t", ("the cat sat on the mat.", "the dog sat."))]
+        )
+        for i in range(3)
+    ]
     cfg = VocabConfig(vocab_size=60, min_frequency=1)
     with pipeline() as p:
-        vocab = p | beam.Create(batches) | TrainVocab(cfg)
+        vocab = p | beam.Create(chunks + [Chunk("")]) | TrainVocab(cfg)
         assert_that(
             vocab | beam.Map(lambda v: v.pieces[:5]),
             equal_to([("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]),
@@ -103,7 +154,7 @@ def tokenized(doc_id: str, n_sentences: int) -> TokenizedDoc:
     return TokenizedDoc(doc_id, ids, np.arange(0, 4 * n_sentences + 1, 4), "text")
 
 
-def test_create_instances_equals_the_plain_function_whatever_the_batching():
+def test_create_instances_equals_the_plain_function_whatever_the_chunking(tmp_path):
     docs = [tokenized(f"d{i}", 3 + i % 6) for i in range(20)]  # 40 passes: 2 buckets
     cfg = InstanceConfig(max_seq_length=16, dupe_factor=2)
     expected = []
@@ -111,32 +162,39 @@ def test_create_instances_equals_the_plain_function_whatever_the_batching():
         units = [(p, d) for d in docs for p in range(2) if assign(d, p, cfg) == b]
         columns, short, _ = build_bucket(b, units, cfg, token_spec(VOCAB))
         expected.append((b, columns.input_ids.tobytes(), columns.masked_positions.tobytes(), short))
-    for batches in ([docs[:3], docs[3:]], [docs[::-1]]):
+    for run, split in enumerate(([docs[:3], docs[3:]], [docs[::-1]])):
+        out = tmp_path / str(run)
+        chunks = []
+        for i, part in enumerate(split):
+            units = [(stable_hash(cfg.seed, "bucket", p, d.id), p, d) for d in part for p in (0, 1)]
+            chunk = write_units(str(out / f"u{i}.arrow"), units)
+            chunks.append(Chunk(chunk.path, len(part), tokens=99, starts=chunk.starts))
         with pipeline() as p:
             vocab = p | "V" >> beam.Create([VOCAB])
-            out, _ = p | beam.Create(batches) | CreateInstances(vocab, cfg, 2, 1)
-            got = out | beam.Map(
-                lambda kv: (
-                    kv[0],
-                    kv[1][0].input_ids.tobytes(),
-                    kv[1][0].masked_positions.tobytes(),
-                    kv[1][1],
-                )
-            )
-            assert_that(got, equal_to(expected))
+            built = p | beam.Create(chunks) | CreateInstances(str(out), vocab, cfg, {}, 2, 1)
+            assert_that(built | beam.Map(lambda b: (b[0], *shard_of(b[1]))), equal_to(expected))
+
+
+def shard_of(entry):
+    cols = ShardColumns.from_table(read_shard(entry.path, memory_map=False))
+    counts = {
+        k: getattr(entry, k) for k in ("short_rows", "forced_random_next", "forced_actual_next")
+    }
+    return cols.input_ids.tobytes(), cols.masked_positions.tobytes(), counts
 
 
 def assign(doc, p, cfg):
-    return stable_hash(cfg.seed, "bucket", p, doc.id) % 2
+    return (stable_hash(cfg.seed, "bucket", p, doc.id) * 2) >> 64
 
 
 def test_dofns_pickle_round_trip():
     for obj in (
-        SplitDocuments(10),
-        EncodeBatch(True),
-        BuildBucket(InstanceConfig()),
+        SplitChunk("/tmp", 10),
+        TokenizeChunk("/tmp", True, InstanceConfig()),
+        BuildBucket("/out", InstanceConfig(), {}),
         VOCAB,
         tokenized("x", 2),
         InputSpec("books", "/x"),
+        Chunk("/x", 1, 2, 3, {"a/b": 1}, (1, 2)),
     ):
         assert pickle.loads(pickle.dumps(obj)).__class__ is obj.__class__

@@ -311,7 +311,8 @@ def test_beam_reads_a_multistream_dump_in_spans_like_the_whole_file(tmp_path, mo
     import pipeline.multistream
     from pipeline.counting import SumCounts
     from pipeline.runner import make_pipeline, pipeline_options
-    from pipeline.sources import InputSpec, ReadDocuments, plan_reads
+    from pipeline.sources import InputSpec, ReadChunks, plan_reads, rendered
+    from pipeline.spill import read_documents
 
     xml = gensim_xml(TABLE_MARKUP)
     dump, index = multistream(xml, pages_per_stream=1)
@@ -323,8 +324,12 @@ def test_beam_reads_a_multistream_dump_in_spans_like_the_whole_file(tmp_path, mo
     assert len(spans) == 5 and all(isinstance(s, Span) for s in spans)
     expected = list(read_wikipedia(io.BytesIO(xml), "x", Tally()))
     with make_pipeline(pipeline_options([], "DirectRunner", 1)) as p:
-        docs, counts = p | ReadDocuments([InputSpec("wikipedia", str(tmp_path))])
+        chunks = p | ReadChunks([InputSpec("wikipedia", str(tmp_path))], str(tmp_path / "tmp"), 1)
+        docs = chunks | beam.FlatMap(
+            lambda c: rendered(read_documents(c.path), Tally()) if c.path else []
+        )
         assert_that(docs, equal_to(expected))
+        counts = chunks | beam.Map(lambda c: c.counts)
         total = (counts,) | SumCounts() | beam.Map(lambda d: d["wikipedia/files_read"])
         assert_that(total, equal_to([1]), label="OneFileRead")
 
