@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 
 from model.checkpoint import load_checkpoint
 from model.config import BertConfig
-from model.files import write_text
+from model.files import publish, write_text
 
 
 def hf_config(cfg: BertConfig) -> dict:
@@ -111,7 +111,7 @@ def export(ckpt_path: str, out_dir: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     weights = os.path.join(out_dir, "model.safetensors")
     save_file(hf_state_dict(ckpt["model"], cfg), weights + ".tmp", metadata={"format": "pt"})
-    os.replace(weights + ".tmp", weights)
+    publish(weights + ".tmp", weights)
     write_text(os.path.join(out_dir, "config.json"), _json(hf_config(cfg)))
     shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
     tokenizer = {

@@ -1,9 +1,10 @@
 """Text files the model package writes (configs, metrics, results, predictions): atomic, and
 with the permissions any new file gets (0644 under the usual umask 022).
 
-`schemas.manifest.atomic_write_text` writes through `tempfile.mkstemp`, which creates the file
-0600 whatever the umask; a `config.json` or `results.json` that only its writer can read
-breaks sharing a run directory, so the mode is put back to what `open` would have given.
+`schemas.manifest.atomic_write_text` writes through `tempfile.mkstemp`, and safetensors'
+`save_file` through its own writer, and both create the file 0600 whatever the umask; a
+`config.json` or `model.safetensors` that only its writer can read breaks sharing a run or an
+export, so the mode is put back to what `open` would have given.
 """
 
 from __future__ import annotations
@@ -24,4 +25,11 @@ def write_text(path: str, text: str) -> str:
     """Write `text` to `path` atomically (temporary file, fsync, rename); returns `path`."""
     atomic_write_text(path, text)
     os.chmod(path, default_mode())
+    return path
+
+
+def publish(tmp: str, path: str) -> str:
+    """Rename a finished temporary file onto `path`, with the mode a new file gets."""
+    os.chmod(tmp, default_mode())
+    os.replace(tmp, path)
     return path

@@ -266,7 +266,7 @@ def vocab_mismatch(directory: str, theirs: Vocab, vocab: Vocab, where: str) -> s
     """The refusal for a directory whose vocab is not the shards'."""
     return (
         f"{directory}/vocab.txt has {len(theirs)} pieces (sha256 {theirs.sha256[:12]}) but "
-        f"{where} uses {len(vocab)} (sha256 {vocab.sha256[:12]}); build the shards with its "
+        f"{where} use {len(vocab)} (sha256 {vocab.sha256[:12]}); build the shards with its "
         f"vocab (make shards VOCAB={directory}/vocab.txt), or pass "
         f"{flag_hint('--init-map-vocab')} to map the embedding rows by piece"
     )

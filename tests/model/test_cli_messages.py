@@ -21,3 +21,24 @@ def test_export_without_a_checkpoint_says_missing_and_how_to_make_one(tmp_path, 
 def test_export_with_a_directory_for_a_checkpoint_says_no_checkpoint(tmp_path, capsys):
     assert main(["export", "--ckpt", str(tmp_path), "--out", str(tmp_path / "e")]) == 2
     assert "no checkpoint at" in capsys.readouterr().err
+
+
+def test_refusals_that_name_a_flag_also_give_its_make_spelling(shards_dir, tmp_path, capsys):
+    from model.config import flag_hint
+
+    assert flag_hint("--resume") == "--resume (make: ARGS=--resume)"
+    assert flag_hint("--run", "DIR") == "--run DIR (make: RUN=DIR)"
+    assert flag_hint("--batch-size", "8") == "--batch-size 8 (make: ARGS='--batch-size 8')"
+    run = tmp_path / "run"
+    args = ["pretrain", "--shards", shards_dir, "--run", str(run), "--steps", "1"]
+    assert main([*args, "--batch-size", "8", "--eval-batches", "1"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--batch-size", "8"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"bert-model pretrain: error: {run / 'last.pt'} exists: pass --resume (make: "
+        "ARGS=--resume) to continue that run, or choose another --run DIR (make: RUN=DIR)"
+    )
+    assert main([*args, "--batch-size", "7", "--accum", "2"]) == 2
+    assert "choose a multiple of 2, e.g. --batch-size 2 (make: ARGS='--batch-size 2')" in (
+        capsys.readouterr().err
+    )
