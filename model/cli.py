@@ -5,7 +5,9 @@ Examples::
     bert-model pretrain --shards out/sample --model tiny --steps 1000
     torchrun --nproc_per_node 8 -m model.cli pretrain --shards out/wiki --model base \\
         --device cuda --run-dir runs/base-wiki
+    bert-model pretrain --shards out/wiki --init path/to/bert-dir --steps 10000
     bert-model finetune --task sst2 --data glue/SST-2 --ckpt runs/tiny-sample/last.pt
+    bert-model finetune --task sst2 --data glue/SST-2 --ckpt export/tiny --predict
     bert-model export --ckpt runs/tiny-sample/last.pt --out export/tiny
 """
 
@@ -137,7 +139,12 @@ def _finetune_parser(sub) -> None:
         help="pre-training checkpoint (RUN/last.pt, vocab.txt beside it), or a Hugging Face BERT "
         "directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt)",
     )
-    p.add_argument("--run", default=None, help="output directory (default: CKPTDIR/finetune-TASK)")
+    p.add_argument(
+        "--run",
+        default=None,
+        help="output directory (default: CKPTDIR/finetune-TASK; beside a Hugging Face "
+        "directory DIR: DIR-finetune-TASK)",
+    )
     p.add_argument("--epochs", type=float, default=3.0, help="training epochs (default: 3)")
     p.add_argument("--batch-size", type=int, default=32, help="sequences per step (default: 32)")
     p.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default: 2e-5)")

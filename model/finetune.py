@@ -1,13 +1,15 @@
 """Fine-tuning a pre-trained encoder: sequence classification on the pooled `[CLS]` (GLUE-style
 TSV), token classification (CoNLL-style), span extraction (SQuAD v1.1), as in the BERT paper.
 
-The encoder comes from a pre-training checkpoint; the tokenizer from the `vocab.txt` beside it.
+The encoder comes from a pre-training checkpoint, the tokenizer from the `vocab.txt` beside it;
+or both from a Hugging Face BERT directory (`model.hf_import`).
 The run directory receives metrics.jsonl (training loss, then dev metrics after every epoch),
 results.json (the final dev metrics), model.pt (the fine-tuned weights and label names after the
 last step), best.pt (the same at the evaluation with the best dev metric, see `dev_metric`) and
 best.json (that evaluation's step and metrics);
 for SQuAD also predictions.json (question id -> answer text, as the official scorer reads it)
-and nbest_predictions.json (question id -> the 20 best spans with logits and probabilities).
+and nbest_predictions.json (question id -> the 20 best spans with logits and probabilities);
+with --predict, the GLUE test files labelled in the layout the GLUE server takes (SST-2.tsv, ...).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from model.tasks import (
 class FinetuneConfig:
     task: str  # cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli | ner | squad
     data: str  # the task's directory
-    ckpt: str  # pre-training checkpoint, vocab.txt beside it
+    ckpt: str  # pre-training checkpoint (vocab.txt beside it) or a Hugging Face BERT directory
     run: str  # output directory
     epochs: float = 3.0
     batch_size: int = 32
