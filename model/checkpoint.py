@@ -113,7 +113,7 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
         started = f"from {init}" if init else f"from the {ckpt['train_config']['model']!r} preset"
         raise ValueError(
             f"{path}: the run started {started}; resume it with "
-            f"{flag_hint('--init', init) if init else 'no --init'}"
+            f"{flag_hint('--init', init) if init else 'no --init (make: none in ARGS)'}"
         )
     if ckpt["model_config"] != asdict(trainer.model_cfg):
         was = ckpt["train_config"]["model"]

@@ -129,8 +129,8 @@ def init_model(cfg: TrainConfig, shards: ShardSet) -> Imported:
     if imported.cfg.max_position < rows:
         raise ValueError(
             f"{cfg.init}: max_position_embeddings {imported.cfg.max_position} is shorter than "
-            f"the shards' rows of up to {rows} tokens; build shards with a max sequence length "
-            f"of at most {imported.cfg.max_position}"
+            f"the shards' rows of up to {rows} tokens; build shards of at most that length "
+            f"(make shards SEQ_LEN={imported.cfg.max_position})"
         )
     return imported
 
