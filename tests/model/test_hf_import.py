@@ -37,11 +37,13 @@ def tiny_hf_config(vocab_size: int = len(VOCAB), **overrides):
     return transformers.BertConfig(**{**fields, **overrides})
 
 
-def save_hf(directory, cls, vocab: Vocab = VOCAB, weights: str = "model.safetensors", seed=0):
+def save_hf(
+    directory, cls, vocab: Vocab = VOCAB, weights: str = "model.safetensors", seed=0, **config
+):
     """A `transformers` model of class `cls` saved as `save_pretrained` does, with its vocab;
     `weights="pytorch_model.bin"` writes the pickled state dict that older versions wrote."""
     torch.manual_seed(seed)
-    model = cls(tiny_hf_config(len(vocab))).eval()
+    model = cls(tiny_hf_config(len(vocab), **config)).eval()
     model.save_pretrained(str(directory))
     if weights == "pytorch_model.bin":
         os.remove(os.path.join(directory, "model.safetensors"))
@@ -261,3 +263,14 @@ def test_finetune_from_a_masked_lm_directory_names_the_new_pooler(tmp_path, caps
     assert (tmp_path / "hf-finetune-sst2" / "results.json").exists()
     assert main([*args, "--epochs", "1"]) == 2
     assert "the model has 64 positions, fewer than --max-seq-length 128" in capsys.readouterr().err
+
+
+def test_pretraining_refuses_positions_shorter_than_the_shards_rows(tmp_path, shards_dir, capsys):
+    save_hf(tmp_path / "hf", transformers.BertModel, max_position_embeddings=32)
+    args = ["pretrain", "--shards", shards_dir, "--run", str(tmp_path / "run")]
+    capsys.readouterr()
+    assert main([*args, "--init", str(tmp_path / "hf"), "--steps", "1"]) == 2
+    assert (
+        "max_position_embeddings 32 is shorter than the shards' rows of up to 64 tokens; build "
+        "shards of at most that length (make shards SEQ_LEN=32)"
+    ) in capsys.readouterr().err
