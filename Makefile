@@ -103,6 +103,7 @@ corpora: $(STAMP)
 
 bench: $(STAMP)
 	@test -d '$(DATA)/corpora/kernel-docs-200mb' || $(MAKE) corpora DATA='$(DATA)'
+	-PYTHON=$(PYTHON) bash bench/reference_env.sh '$(DATA)/bench-env'
 	DATA='$(DATA)' $(PY) -m bench.run $(ARGS)
 
 clean:

@@ -2,6 +2,7 @@
 
     python -m bench.run                       # all areas (pipeline needs `make corpora` first)
     python -m bench.run --only model validate # some areas
+    python -m bench.run --only pipeline --pipeline-slice-mb 5   # a quicker side-by-side
     python -m bench.run --pipeline-mb 200 --pipeline-sizes 25 50 100 200
 
 Timings are measurements on the machine at hand, never assertions in tests.
@@ -24,7 +25,7 @@ def run_area(area: str, args) -> list[dict]:
     if area == "pipeline":
         from bench import pipeline_bench
 
-        return pipeline_bench.run(args.pipeline_mb, tuple(args.pipeline_sizes))
+        return pipeline_bench.run(pipeline_bench.config_from(args, "pipeline-"))
     if area == "wikipedia":
         from bench import wiki_bench
 
@@ -51,19 +52,9 @@ def main(argv=None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--only", nargs="*", choices=AREAS, default=list(AREAS))
-    ap.add_argument(
-        "--pipeline-mb",
-        type=float,
-        default=25,
-        help="corpus size (MB of prose) for the pipeline throughput rows",
-    )
-    ap.add_argument(
-        "--pipeline-sizes",
-        type=float,
-        nargs="*",
-        default=[],
-        help="corpus sizes (MB) for the pipeline's peak-memory series",
-    )
+    from bench.pipeline_bench import add_args
+
+    add_args(ap, "pipeline-")
     ap.add_argument("--out", default="bench/results/bench.json")
     args = ap.parse_args(argv)
     rows, failed = [], []
