@@ -328,9 +328,8 @@ def fidelity_rows(corpus: str, table: list[dict], checks: dict[str, tuple[int, i
     rows = []
     for f in table:
         if f["test"].startswith("z"):
-            z = f["z_rows"] if f["test"] == "z_rows" else f["z_seeds"]
             unit = "pieces" if f["test"] == "z_rows" else f"the spread of {f['seeds']} seeds"
-            test = f"z {z:+.1f} by {unit}"
+            test = f"z {f['z']:+.1f} by {unit}"
             if f["test"] == "z_seeds":
                 test += f" (as if rows were independent: {f['z_rows']:+.1f})"
         else:

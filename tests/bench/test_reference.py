@@ -1,0 +1,409 @@
+"""The side-by-side bench without the reference installed: TFRecord and Example reading on
+records written here by hand, the fidelity figures on small fixtures, the ratio rows, and the
+"reference missing -> no ratio" path. Nothing is installed and nothing is fetched."""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import struct
+import sys
+
+import numpy as np
+import pytest
+
+from bench import fidelity as fid
+from bench import pipeline_bench as pb
+from schemas.shard import ShardColumns
+
+# --- a minimal protobuf writer, for records made by hand ---------------------------------------
+
+
+def varint(n: int) -> bytes:
+    n &= (1 << 64) - 1  # negative int64: ten bytes, as protobuf writes them
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def int64_feature(values, packed: bool = True) -> bytes:
+    if packed:
+        body = field(1, b"".join(varint(v) for v in values))
+    else:
+        body = b"".join(varint(1 << 3 | 0) + varint(v) for v in values)
+    return field(3, body)
+
+
+def float_feature(values) -> bytes:
+    return field(2, field(1, struct.pack(f"<{len(values)}f", *values)))
+
+
+def bytes_feature(values) -> bytes:
+    return field(1, b"".join(field(1, v) for v in values))
+
+
+def example(features: dict[str, bytes]) -> bytes:
+    entries = b"".join(field(1, field(1, k.encode()) + field(2, v)) for k, v in features.items())
+    return field(1, entries)
+
+
+def frame(record: bytes) -> bytes:
+    header = struct.pack("<Q", len(record))
+    return (
+        header
+        + struct.pack("<I", fid.masked_crc32c(header))
+        + record
+        + struct.pack("<I", fid.masked_crc32c(record))
+    )
+
+
+def reference_record(ids, segment_b_start, positions, labels, random_next, seq=16, preds=4):
+    """One record as the reference writes it: padded to seq and preds, weights 1.0 then 0.0."""
+    n, k = len(ids), len(positions)
+    return example(
+        {
+            "input_ids": int64_feature(list(ids) + [0] * (seq - n)),
+            "input_mask": int64_feature([1] * n + [0] * (seq - n)),
+            "segment_ids": int64_feature(
+                [0] * segment_b_start + [1] * (n - segment_b_start) + [0] * (seq - n)
+            ),
+            "masked_lm_positions": int64_feature(list(positions) + [0] * (preds - k)),
+            "masked_lm_ids": int64_feature(list(labels) + [0] * (preds - k)),
+            "masked_lm_weights": float_feature([1.0] * k + [0.0] * (preds - k)),
+            "next_sentence_labels": int64_feature([int(random_next)]),
+        }
+    )
+
+
+# --- TFRecord framing and the Example wire format ---------------------------------------------
+
+
+def test_crc32c_known_value():
+    assert fid.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+    assert fid.crc32c(b"") == 0
+
+
+def test_records_round_trip_with_checksums(tmp_path):
+    path = tmp_path / "r.tfrecord"
+    path.write_bytes(frame(b"first") + frame(b"") + frame(b"\x00" * 300))
+    assert list(fid.iter_records(str(path), check_crc=True)) == [b"first", b"", b"\x00" * 300]
+
+
+def test_corrupt_and_truncated_records_are_refused(tmp_path):
+    data = bytearray(frame(b"payload"))
+    data[14] ^= 1  # a bit of the record flipped: its checksum no longer matches
+    path = tmp_path / "bad.tfrecord"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="CRC"):
+        list(fid.iter_records(str(path), check_crc=True))
+    path.write_bytes(frame(b"payload")[:-6])
+    with pytest.raises(ValueError, match="truncated"):
+        list(fid.iter_records(str(path)))
+
+
+def test_varints_by_hand():
+    assert varint(300) == b"\xac\x02"
+    assert fid.decode_varints(b"\x00\x01\xac\x02\x7f").tolist() == [0, 1, 300, 127]
+    ten = b"\xff" * 9 + b"\x01"  # -1 as protobuf's int64
+    assert fid.decode_varints(ten + b"\x05").tolist() == [-1, 5]
+    assert fid.decode_varints(varint(2**62 + 3)).tolist() == [2**62 + 3]
+    with pytest.raises(ValueError, match="truncated"):
+        fid.decode_varints(b"\x80")
+
+
+def test_example_hand_built_bytes():
+    # Example{features{feature{key:"n" value{int64_list{value:[1, 300]}}}}}, written out.
+    record = bytes.fromhex("0a0e0a0c0a016e12071a050a0301ac02")
+    assert {k: v.tolist() for k, v in fid.parse_example(record).items()} == {"n": [1, 300]}
+
+
+def test_example_all_kinds_packed_and_not():
+    record = example(
+        {
+            "packed": int64_feature([3, -2, 2**40]),
+            "unpacked": int64_feature([7, -1], packed=False),
+            "f": float_feature([0.5, -1.25]),
+            "b": bytes_feature([b"x", b""]),
+            "empty": int64_feature([]),
+        }
+    )
+    got = fid.parse_example(record)
+    assert got["packed"].tolist() == [3, -2, 2**40]
+    assert got["unpacked"].tolist() == [7, -1]
+    assert got["f"].tolist() == [0.5, -1.25]
+    assert got["b"] == [b"x", b""]
+    assert got["empty"].tolist() == []
+
+
+REF_ROWS = [
+    # ids: [CLS]=2 A [SEP]=3 B [SEP]; [MASK]=4; row 0 masks pos 1 ([MASK]) and 4 (kept)
+    dict(
+        ids=[2, 4, 11, 3, 13, 14, 3],
+        segment_b_start=4,
+        positions=[1, 4],
+        labels=[10, 13],
+        random_next=False,
+    ),
+    # row 1 masks pos 2 with another piece (20 for 12)
+    dict(
+        ids=[2, 11, 20, 3, 15, 3], segment_b_start=4, positions=[2], labels=[12], random_next=True
+    ),
+]
+
+
+def write_reference(path, rows=REF_ROWS):
+    path.write_bytes(b"".join(frame(reference_record(**r)) for r in rows))
+    return str(path)
+
+
+def test_reference_records_become_shard_columns(tmp_path):
+    path = write_reference(tmp_path / "ref.tfrecord")
+    features = fid.read_reference([path])
+    assert features["input_ids"].shape == (2, 16)
+    assert features["masked_lm_weights"].shape == (2, 4)
+    cols = fid.reference_columns(features)
+    assert cols.num_rows == 2
+    assert cols.input_offsets.tolist() == [0, 7, 13]
+    assert cols.input_ids.tolist() == REF_ROWS[0]["ids"] + REF_ROWS[1]["ids"]
+    assert cols.segment_b_start.tolist() == [4, 4]
+    assert cols.masked_positions.tolist() == [1, 4, 2]
+    assert cols.masked_labels.tolist() == [10, 13, 12]
+    assert cols.masked_offsets.tolist() == [0, 2, 3]
+    assert cols.is_random_next.tolist() == [False, True]
+    assert fid.read_reference([path], limit=1)["input_ids"].shape == (1, 16)
+
+
+# --- figures on small fixtures ------------------------------------------------------------------
+
+
+def columns(rows) -> ShardColumns:
+    lengths = [len(r["ids"]) for r in rows]
+    counts = [len(r["positions"]) for r in rows]
+    return ShardColumns(
+        input_ids=np.concatenate([r["ids"] for r in rows]).astype(np.int64),
+        input_offsets=np.concatenate(([0], np.cumsum(lengths))).astype(np.int64),
+        segment_b_start=np.array([r["segment_b_start"] for r in rows]),
+        masked_positions=np.concatenate([r["positions"] for r in rows]).astype(np.int64),
+        masked_labels=np.concatenate([r["labels"] for r in rows]).astype(np.int64),
+        masked_offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+        is_random_next=np.array([r["random_next"] for r in rows]),
+    )
+
+
+def test_row_figures_count_mask_keep_random():
+    f = fid.row_figures(columns(REF_ROWS), mask_id=4)
+    assert f.rows == 2
+    assert f.kinds == (1, 1, 1)  # [MASK] at row 0 pos 1, kept at row 0 pos 4, other at row 1
+    assert f.lengths.tolist() == [7, 6]
+    assert f.per_candidate.tolist() == [2 / 4, 1 / 3]
+    values = fid.figure_values(f)
+    assert values["random-next share"] == 0.5
+    assert values["mean row length"] == 6.5
+    assert values["share of rows under 64 pieces"] == 1.0
+
+
+def test_concat_columns_shifts_offsets():
+    a, b = columns(REF_ROWS[:1]), columns(REF_ROWS[1:])
+    both = fid.concat_columns([a, b])
+    ref = columns(REF_ROWS)
+    for name in ("input_ids", "input_offsets", "masked_offsets", "masked_positions"):
+        assert getattr(both, name).tolist() == getattr(ref, name).tolist(), name
+
+
+def test_ks_two_sample():
+    d, p = fid.ks_2samp(np.arange(100), np.arange(100))
+    assert d == 0 and p == 1.0
+    d, p = fid.ks_2samp([1, 2, 3], [4, 5, 6])
+    assert d == 1.0
+    rng = np.random.default_rng(0)
+    d, p = fid.ks_2samp(rng.normal(size=2000), rng.normal(0.3, size=2000))
+    assert p < 1e-6
+    d, p = fid.ks_2samp(rng.normal(size=2000), rng.normal(size=2000))
+    assert p > 0.001
+    # P(K > 1.36) is about 0.05: the textbook 5% critical value
+    assert fid.kolmogorov_sf(1.36) == pytest.approx(0.049, abs=0.002)
+
+
+def test_share_and_mean_z():
+    assert fid.share_z(50, 100, 50, 100) == 0
+    assert fid.share_z(400, 1000, 600, 1000) == pytest.approx(
+        0.2 / math.sqrt(0.24 / 1000 + 0.24 / 1000)
+    )
+    a, b = np.array([1.0, 2, 3, 4]), np.array([2.0, 3, 4, 5])
+    assert fid.mean_z(a, b) == pytest.approx(1 / math.sqrt(2 * np.var(a, ddof=1) / 4))
+
+
+def synthetic_figures(rng, n, mean_len, random_share, mask_share=0.8):
+    lengths = np.clip(rng.normal(mean_len, 20, n).round().astype(int), 8, 128)
+    selected = int(n * 15)
+    n_mask = int(rng.binomial(selected, mask_share))
+    n_keep = int(rng.binomial(selected - n_mask, 0.5))
+    return fid.RowFigures(
+        rows=n,
+        lengths=lengths,
+        random_next=rng.random(n) < random_share,
+        per_candidate=np.full(n, 0.15) + rng.normal(0, 0.001, n),
+        selected=selected,
+        kinds=(n_mask, n_keep, selected - n_mask - n_keep),
+    )
+
+
+def test_compare_same_process_is_within_and_a_shift_is_not():
+    rng = np.random.default_rng(1)
+    ref = synthetic_figures(rng, 20_000, 110, 0.55)
+    ours = [synthetic_figures(rng, 20_000, 110, 0.55) for _ in range(4)]
+    table = {f["figure"]: f for f in fid.compare(ref, ours)}
+    assert all(f["within"] for f in table.values()), table
+    assert table["[MASK] share of selected"]["test"] == "z_rows"
+    assert table["mean row length"]["test"] == "z_seeds"
+    shifted = [synthetic_figures(rng, 20_000, 100, 0.45, mask_share=0.7) for _ in range(4)]
+    table = {f["figure"]: f for f in fid.compare(ref, shifted)}
+    for name in ("mean row length", "random-next share", "[MASK] share of selected"):
+        assert not table[name]["within"], table[name]
+    assert not table["row lengths: KS distance to the reference"]["within"]
+
+
+def test_compare_with_one_seed_uses_row_level_errors():
+    rng = np.random.default_rng(2)
+    ref = synthetic_figures(rng, 5000, 110, 0.5)
+    table = fid.compare(ref, [synthetic_figures(rng, 5000, 110, 0.5)])
+    assert all(f["test"] in ("z_rows", "ks_rows") for f in table)
+    assert all(f["within"] for f in table)
+
+
+def test_actual_next_rows_against_the_reference_ids():
+    # the reference tokenizer's ids of two documents (-1: the blank line between them)
+    stream = np.array([10, 11, 12, 13, 14, 15, 16, 17, -1, 20, 21, 22, 23, 24, 25, 26, 27])
+    index = fid.IdIndex(stream)
+    assert index.contains([11, 12, 13, 14, 15, 16, 17])  # a long run (k-gram index)
+    assert index.contains([21, 22])  # a short run (searched directly)
+    assert not index.contains([16, 17, 20])  # runs never cross a document boundary
+    assert not index.contains([11, 12, 13, 14, 15, 16, 99])
+    rows = [
+        # A = 10 11 12, B = 13..17 (14 masked as [MASK]=4): ids agree
+        dict(
+            ids=[2, 10, 11, 12, 3, 13, 4, 15, 16, 17, 3],
+            segment_b_start=5,
+            positions=[6],
+            labels=[14],
+            random_next=False,
+        ),
+        # B's 23 became 99 without a mask: disagrees
+        dict(
+            ids=[2, 20, 21, 3, 22, 99, 24, 3],
+            segment_b_start=4,
+            positions=[],
+            labels=[],
+            random_next=False,
+        ),
+        # random-next rows are not checked
+        dict(ids=[2, 10, 3, 99, 3], segment_b_start=3, positions=[], labels=[], random_next=True),
+    ]
+    cols = columns(rows)
+    assert fid.original_ids(cols, 0).tolist()[6] == 14
+    checked, matched = fid.actual_next_match(cols, index, 100, np.random.default_rng(0))
+    assert (checked, matched) == (2, 1)
+    checked, _ = fid.actual_next_match(cols, index, 1, np.random.default_rng(0))
+    assert checked == 1
+
+
+def test_sample_shards_read_with_the_schemas_reader(sample_shards):
+    cols, mask_id = fid.shard_set_columns(sample_shards)
+    from schemas.reader import ShardSet
+
+    assert cols.num_rows == ShardSet.open(sample_shards).num_rows
+    f = fid.row_figures(cols, mask_id)
+    assert f.selected == len(cols.masked_labels) > 0
+    assert 0.7 < f.kinds[0] / f.selected < 0.9
+    assert f.lengths.max() <= 128
+
+
+# --- ratios, and no ratio without the reference -------------------------------------------------
+
+
+def test_no_reference_environment_means_no_ratio(tmp_path):
+    assert pb.reference_python(str(tmp_path / "absent")) is None
+    half = tmp_path / "half-installed"  # bin/python there, but the install never finished
+    (half / "bin").mkdir(parents=True)
+    (half / "bin" / "python").write_text("#!/bin/sh\n")
+    assert pb.reference_python(str(half)) is None
+    rows = pb.speed_rows("kernel-docs", floor=2.0, reference=None, ours={1: 1.0, 2: 0.9})
+    assert not [r for r in rows if r["unit"] == "x"]  # no ratio at all
+    missing = [r for r in rows if "ratio" in r["metric"]]
+    assert len(missing) == 1 and missing[0]["value"] == "n/a"
+    assert "no ratio" in missing[0]["note"]
+    shares = {r["metric"]: r["value"] for r in rows if r["unit"] == "%"}
+    assert shares == {
+        "kernel-docs: 1 worker(s), share of the tokenizer floor": 50,
+        "kernel-docs: 2 worker(s), share of the tokenizer floor": 45,
+    }
+
+
+def test_installed_reference_environment_is_found(tmp_path):
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    python = env / "bin" / "python"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    (env / ".installed").touch()
+    assert pb.reference_python(str(env)) == str(python)
+
+
+def test_ratio_is_ours_over_the_reference_per_cpu_second():
+    rows = pb.speed_rows("wikipedia", floor=3.0, reference=0.2, ours={2: 1.5})
+    ratio = [r for r in rows if r["unit"] == "x"]
+    assert [r["value"] for r in ratio] == [7.5]
+    assert "1.500 / 0.200" in ratio[0]["note"]
+
+
+def test_fidelity_rows_say_within_or_outside():
+    rng = np.random.default_rng(3)
+    ref = synthetic_figures(rng, 5000, 110, 0.5)
+    table = fid.compare(ref, [synthetic_figures(rng, 5000, 110, 0.5) for _ in range(3)])
+    rows = pb.fidelity_rows("kernel-docs", table, {"ours": (10, 9)})
+    assert len(rows) == len(table) + 1
+    assert all(r["area"] == "fidelity" for r in rows)
+    assert all("sampling error" in r["note"] for r in rows[:-1])
+    assert rows[-1]["value"] == 90.0
+
+
+def test_run_measured_counts_cpu_of_children():
+    burn = "x = 0\nfor i in range(2_000_000):\n    x += i"
+    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burn!r}])"
+    measured = pb.run_measured([sys.executable, "-c", parent])
+    assert measured.cpu >= 0.05  # the grandchild's loop, not only the parent's start-up
+    assert measured.wall > 0 and measured.peak > 0
+
+
+def test_bench_config_is_checked():
+    with pytest.raises(ValueError, match="unknown corpora"):
+        pb.BenchConfig(corpora=("books",))
+    with pytest.raises(ValueError):
+        pb.BenchConfig(seeds=0)
+
+
+def test_slice_takes_whole_files(tmp_path):
+    for copy in range(2):
+        d = tmp_path / f"copy-{copy:03d}"
+        d.mkdir()
+        for part in range(2):
+            (d / f"part-{part:05d}.txt").write_text("x" * 400_000)
+    files, size = pb.slice_files(str(tmp_path), 1.0)
+    assert [os.path.relpath(f, tmp_path) for f in files] == [
+        "copy-000/part-00000.txt",
+        "copy-000/part-00001.txt",
+        "copy-001/part-00000.txt",
+    ]
+    assert size == 1_200_000
