@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 
 import apache_beam as beam
@@ -11,7 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SumCounts
 from pipeline.dedup import DedupConfig, DeduplicateChunks
-from pipeline.shards import BUILDING_DIR, Publish
+from pipeline.shards import BUILDING_DIR, Publish, write_text
 from pipeline.sources import InputSpec, ReadChunks
 from pipeline.transforms import (
     CreateInstances,
@@ -114,7 +115,7 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
         tmp, vocab, cfg.vocab.lowercase, cfg.instances
     )
     built = units | "CreateInstances" >> CreateInstances(
-        cfg.out, vocab, cfg.instances, cfg.shard_config(), cfg.num_shards, cfg.bucket_tokens
+        tmp, cfg.out, vocab, cfg.instances, cfg.shard_config(), cfg.num_shards, cfg.bucket_tokens
     )
     counts += [sentences, units]
     count_dicts = [
@@ -127,11 +128,70 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
     )
 
 
-def prepare_output(out: str) -> None:
-    """Make the directory invalid until this build publishes: drop the old manifest first."""
+RESUME_RECORD = "build.json"
+
+
+def resume_record(cfg: BuildConfig) -> dict:
+    """All that decides the shards' bytes: the config (seed included), every input file's path,
+    size and modification time, and the given vocab's digest. A resume must match it."""
+    from pipeline.sources import expand_pattern
+
+    files = []
+    for spec in cfg.inputs:
+        paths = [path for _, path, _ in expand_pattern(spec)]
+        for r in FileSystems.match(paths) if paths else []:
+            for m in r.metadata_list:
+                files.append([spec.format, m.path, m.size_in_bytes, m.last_updated_in_seconds])
+    vocab = None
+    if cfg.vocab_path:
+        with FileSystems.open(cfg.vocab_path) as f:
+            vocab = hashlib.sha256(f.read()).hexdigest()
+    return {"config": cfg.shard_config(), "inputs": sorted(files), "vocab_sha256": vocab}
+
+
+def resume_problem(old: dict | None, new: dict) -> str | None:
+    """Why an interrupted build cannot be resumed with this command, or None."""
+    if old is None:
+        return "there is no interrupted build in OUT to resume (no shards/.building/build.json)"
+    changed = sorted(k for k in new["config"] if old["config"].get(k) != new["config"][k])
+    if changed:
+        what = ", ".join(f"{k} {old['config'].get(k)!r} -> {new['config'][k]!r}" for k in changed)
+        return f"the config differs from the interrupted build's ({what})"
+    if old["inputs"] != new["inputs"]:
+        before = {tuple(f[:2]): f for f in old["inputs"]}
+        after = {tuple(f[:2]): f for f in new["inputs"]}
+        differ = [
+            k[1] for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)
+        ]
+        return (
+            f"the input differs from the interrupted build's: {len(differ)} file(s) added, "
+            f"removed or changed, first {differ[0]}"
+        )
+    if old["vocab_sha256"] != new["vocab_sha256"]:
+        return "the --vocab file differs from the interrupted build's"
+    return None
+
+
+def prepare_output(out: str, record: dict, resume: bool = False) -> None:
+    """Make the directory invalid until this build publishes: drop the old manifest first.
+    A fresh build clears the build area; a resume keeps it, when `record` matches the one the
+    interrupted build left (else ValueError, saying why)."""
+    building = FileSystems.join(out, "shards", BUILDING_DIR)
+    path = FileSystems.join(building, RESUME_RECORD)
+    if resume:
+        old = None
+        if FileSystems.exists(path):
+            with FileSystems.open(path) as f:
+                old = json.loads(f.read().decode("utf-8"))
+        problem = resume_problem(old, record)
+        if problem:
+            raise ValueError(
+                f"--resume refused: {problem}; run the same command as before, or build afresh "
+                "without --resume (make: leave ARGS=--resume out)"
+            )
     manifest = FileSystems.join(out, MANIFEST_NAME)
     if FileSystems.exists(manifest):
         FileSystems.delete([manifest])
-    building = FileSystems.join(out, "shards", BUILDING_DIR)
-    if FileSystems.exists(building + "/"):
+    if not resume and FileSystems.exists(building + "/"):
         FileSystems.delete([building])
+    write_text(path, json.dumps(record, indent=1, sort_keys=True))

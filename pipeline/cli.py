@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 import time
@@ -164,7 +165,20 @@ def add_instance_args(ap: argparse.ArgumentParser) -> None:
         "--bucket-tokens",
         type=at_least(1),
         default=4_000_000,
-        help="target tokens per bucket (dupe passes included) when --num-shards is 0",
+        help="target tokens per bucket (dupe passes included) when --num-shards is 0; a "
+        "worker holds one bucket at a time, so this bounds its memory (default: 4000000)",
+    )
+    ap.add_argument(
+        "--progress-seconds",
+        type=at_least(0),
+        default=10,
+        help="print a progress line this often while building (0: none; default: 10)",
+    )
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse what an interrupted build of the same input, config and seed left in "
+        "OUT/shards/.building (default: start afresh)",
     )
 
 
@@ -180,10 +194,14 @@ def parse_inputs(values: list[str], default_format: str) -> tuple[InputSpec, ...
     return tuple(specs)
 
 
-def check_inputs(specs) -> None:
-    for spec in specs:
+def check_inputs(cfg):
+    """The config with its chunk size set from the input's size; no match is refused."""
+    from pipeline.sources import chunk_bytes_for, input_bytes
+
+    for spec in cfg.inputs:
         if not expand_pattern(spec):
             raise SystemExit(f"error: no input files match {spec.pattern!r} (format {spec.format})")
+    return dataclasses.replace(cfg, chunk_bytes=chunk_bytes_for(input_bytes(cfg.inputs)))
 
 
 def build_config(args):
@@ -241,7 +259,7 @@ def punkt_json(path: str) -> str:
 
 
 def run_build(args, beam_args: list[str]) -> int:
-    from pipeline.build import build, load_vocab, prepare_output
+    from pipeline.build import build, load_vocab, prepare_output, resume_record
     from pipeline.outdir import OutputError, OutputLock, check_output
     from pipeline.runner import pipeline_options, run_pipeline
     from schemas.manifest import Manifest
@@ -252,14 +270,18 @@ def run_build(args, beam_args: list[str]) -> int:
             load_vocab(cfg.vocab_path)  # refused here, before any work starts
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
-    check_inputs(cfg.inputs)
+    cfg = check_inputs(cfg)
     try:
         check_output(cfg.out, args.overwrite)
         with OutputLock(cfg.out):
-            prepare_output(cfg.out)
+            try:
+                prepare_output(cfg.out, resume_record(cfg), args.resume)
+            except ValueError as e:
+                raise OutputError(str(e)) from None
             started = time.time()
             options = pipeline_options(beam_args, args.runner, args.workers)
-            run_pipeline(lambda p: build(p, cfg), options, args.verbose)
+            watch = progress_line(cfg, args.progress_seconds)
+            run_pipeline(lambda p: build(p, cfg), options, args.verbose, watch)
     except OutputError as e:
         raise SystemExit(f"error: {e}") from None
     from apache_beam.io.filesystems import FileSystems
@@ -274,6 +296,22 @@ def run_build(args, beam_args: list[str]) -> int:
         )
         return 1
     return 0
+
+
+def progress_line(cfg, interval: float):
+    """The progress line's factory for `run_pipeline` (none when the interval is 0)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipeline.build import temp_area
+    from pipeline.progress import ProgressLine
+    from pipeline.shards import BUILDING_DIR
+    from pipeline.sources import input_bytes
+
+    if interval <= 0:
+        return None
+    total = input_bytes(cfg.inputs)
+    building = FileSystems.join(cfg.out, "shards", BUILDING_DIR)
+    return lambda stream: ProgressLine(temp_area(cfg.out), building, total, stream, interval)
 
 
 def report(manifest, out: str, seconds: float) -> None:
@@ -303,7 +341,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
     from pipeline.transforms import SplitSentences, TrainVocab
 
     cfg: BuildConfig = build_config(args)
-    check_inputs(cfg.inputs)
+    cfg = check_inputs(cfg)
     out, lowercase = cfg.out, cfg.vocab.lowercase
 
     def save(vocab):
@@ -328,7 +366,7 @@ def run_punkt(args, beam_args: list[str]) -> int:
     from pipeline.transforms import TrainPunkt
 
     cfg = build_config(args)
-    check_inputs(cfg.inputs)
+    cfg = check_inputs(cfg)
     path = f"{cfg.out}/punkt.json"
     options = pipeline_options(beam_args, args.runner, args.workers)
     with temporary_area(cfg.out, ".punkt-building") as tmp, make_pipeline(options) as p:

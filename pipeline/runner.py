@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import tempfile
+from contextlib import contextmanager, nullcontext
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
@@ -53,9 +56,11 @@ INPUT_ERROR = re.compile(
 WHILE_RUNNING = re.compile(r" \[while running '[^']*'\]$")
 
 
-def run_pipeline(add_steps, options, verbose: bool) -> None:
+def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
     """Run a graph; a failure inside it becomes one line (its own message, once), not the
-    runner's tracebacks from every worker. `--verbose` shows Beam's logs and the traceback."""
+    runner's tracebacks from every worker. Without `--verbose`, Beam's logs and its workers'
+    stderr are not shown. `watch(stream)`, when given, is a context manager that runs beside
+    the graph writing to the real stderr (the progress line)."""
     import logging
 
     beam_logger = logging.getLogger("apache_beam")
@@ -63,14 +68,35 @@ def run_pipeline(add_steps, options, verbose: bool) -> None:
     if not verbose:
         beam_logger.setLevel(logging.CRITICAL)
     try:
-        with make_pipeline(options) as p:
-            add_steps(p)
+        with quiet_stderr(not verbose) as stream, watch(stream) if watch else nullcontext():
+            with make_pipeline(options) as p:
+                add_steps(p)
     except Exception as e:
         if verbose:
             raise
         raise SystemExit(f"error: {failure_line(e)}") from None
     finally:
         beam_logger.setLevel(level)
+
+
+@contextmanager
+def quiet_stderr(quiet: bool):
+    """While the graph runs, file descriptor 2 goes to a discarded temporary file, so the local
+    runner's worker processes (which inherit it) print nothing; yields a stream on the real
+    stderr."""
+    if not quiet:
+        yield sys.stderr
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink, os.fdopen(os.dup(saved), "w", buffering=1) as real:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield real
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def failure_line(e: BaseException) -> str:

@@ -7,7 +7,9 @@ leaves a manifest, so it never leaves a directory that validates.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import hashlib
 import json
 import platform
 import posixpath
@@ -43,20 +45,51 @@ def shard_path(index: int, total: int) -> str:
     return f"shards/train-{index:05d}-of-{total:05d}.arrow"
 
 
+def bucket_path(out: str, bucket: int) -> str:
+    return FileSystems.join(out, "shards", BUILDING_DIR, f"bucket-{bucket:06d}.arrow")
+
+
 def write_bucket_shard(
-    out: str, bucket: int, columns: ShardColumns, pair_counts: dict, vocab: Vocab, config: dict
+    out: str,
+    bucket: int,
+    columns: ShardColumns,
+    pair_counts: dict,
+    vocab: Vocab,
+    config: dict,
+    counts: dict | None = None,
 ) -> ShardEntry:
-    """A bucket's shard under a temporary name in the build area, and its entry."""
+    """A bucket's shard under a temporary name in the build area, and its entry; beside it, a
+    record of the entry and `counts`, written last, so a resumed build can take the shard."""
     metadata = shard_metadata(vocab.sha256, len(vocab), vocab.special_ids.to_dict(), config)
     data = shard_to_bytes(columns.to_table(vocab.id_type, metadata))
-    path = FileSystems.join(out, "shards", BUILDING_DIR, f"bucket-{bucket:06d}.arrow")
+    path = bucket_path(out, bucket)
     tmp = path + ".tmp"
     with FileSystems.create(tmp) as f:
         f.write(data)
     if FileSystems.exists(path):
         FileSystems.delete([path])
     FileSystems.rename([tmp], [path])
-    return ShardEntry.describe(path, data, columns, **pair_counts)
+    entry = ShardEntry.describe(path, data, columns, **pair_counts)
+    record = {"entry": dataclasses.asdict(entry), "counts": counts or {}}
+    write_text(path[: -len(".arrow")] + ".json", json.dumps(record))
+    return entry
+
+
+def finished_bucket(out: str, bucket: int):
+    """(bucket, entry, counts) of a shard a build wrote before, when its bytes still match the
+    recorded sha256; else None (the bucket is built again)."""
+    path = bucket_path(out, bucket)
+    try:
+        with FileSystems.open(path[: -len(".arrow")] + ".json") as f:
+            record = json.loads(f.read().decode("utf-8"))
+        with FileSystems.open(path) as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    except (OSError, ValueError):
+        return None
+    entry = ShardEntry(**record["entry"])
+    if digest != entry.sha256 or entry.path != path:
+        return None
+    return bucket, entry, record["counts"]
 
 
 def write_text(path: str, text: str) -> None:

@@ -11,7 +11,7 @@ read in parallel (`pipeline.multistream`); Wikipedia pages are rendered in the n
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -21,6 +21,7 @@ from pipeline.counting import SEP
 from pipeline.documents import READERS, BadInputError, Document, Tally
 from pipeline.keys import stable_hash
 from pipeline.multistream import is_index, plan_wikipedia, read_input
+from pipeline.progress import read_marker, write_marker
 from pipeline.spill import Chunk, write_documents
 from pipeline.wiki_pages import WikiPage
 from pipeline.wikipedia import page_document
@@ -69,7 +70,8 @@ def expand_pattern(spec: InputSpec) -> list[tuple[str, str, str]]:
 
 class ReadFile(beam.DoFn):
     """One read item -> document chunk files of about `chunk_bytes` of text, as `Chunk`s; the
-    item's counts ride on its last `Chunk` (one with no path when nothing was read)."""
+    item's counts ride on its last `Chunk` (one with no path when nothing was read). Each
+    chunk leaves a progress marker: the stored bytes read and the documents it holds."""
 
     def __init__(self, tmp: str, chunk_bytes: int, skip_bad_input: bool):
         self.tmp = tmp
@@ -77,10 +79,21 @@ class ReadFile(beam.DoFn):
         self.skip_bad_input = skip_bad_input
 
     def process(self, item):
+        done = FileSystems.join(self.tmp, "items", item_key(item) + ".json")
+        records = read_marker(done).get("chunks")
+        if records is not None:  # read by an earlier attempt, or an interrupted build
+            yield from (Chunk(**{**r, "starts": ()}) for r in records)
+            return
+        chunks = list(self.read(item))
+        write_marker(done, {"chunks": [asdict(c) for c in chunks]})
+        yield from chunks
+
+    def read(self, item):
         tally = Tally(skip_bad_input=self.skip_bad_input)
-        writer = ChunkWriter(self.tmp, item_key(item), self.chunk_bytes)
+        opened = Opener(item[3].start if item[3] else 0)
+        writer = ChunkWriter(self.tmp, item_key(item), self.chunk_bytes, opened)
         try:
-            yield from writer.add_all(read_item(item, tally, self.skip_bad_input))
+            yield from writer.add_all(read_item(item, tally, self.skip_bad_input, opened.open))
         finally:
             if item[3] is None or item[3].start <= item[3].header_end:  # a file's first span
                 tally.inc("files_read")
@@ -88,12 +101,55 @@ class ReadFile(beam.DoFn):
         yield replace(last, counts=prefixed(item[0], tally.counts))
 
 
-def read_item(item, tally: Tally, skip_bad_input: bool):
+class Opener:
+    """Opens an input file as stored and follows how far it has been read."""
+
+    def __init__(self, start: int):
+        self.start = start
+        self.file = None
+
+    def open(self, path: str):
+        self.file = TrackedFile(open_raw(path))
+        return self.file
+
+    def consumed(self) -> int:
+        return max(0, self.file.pos - self.start) if self.file else 0
+
+
+class TrackedFile:
+    """A file object that remembers its position after every read (it stays known once the
+    reader has closed the file)."""
+
+    def __init__(self, f):
+        self._f = f
+        self.pos = 0
+
+    def read(self, n=-1):
+        data = self._f.read(n)
+        self.pos = self._f.tell()
+        return data
+
+    def readinto(self, buffer):
+        n = self._f.readinto(buffer)
+        self.pos = self._f.tell()
+        return n
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+
+def read_item(item, tally: Tally, skip_bad_input: bool, opener=None):
     """Documents and pages of one read item; a bad file stops the run or, when skipped, is
     counted (what was read before the fault is kept)."""
     fmt, path, _, _ = item
     try:
-        for doc in read_input(item, tally, open_raw):
+        for doc in read_input(item, tally, opener or open_raw):
             if isinstance(doc, Document):  # Wikipedia pages are counted once rendered
                 tally.inc("documents_read")
             yield doc
@@ -122,13 +178,15 @@ def item_key(item) -> str:
 
 
 class ChunkWriter:
-    """Documents in, a chunk file out whenever `chunk_bytes` of text have gathered."""
+    """Documents in, a chunk file (and its progress marker) out whenever `chunk_bytes` of text
+    have gathered."""
 
-    def __init__(self, tmp: str, key: str, chunk_bytes: int):
-        self.tmp, self.key, self.chunk_bytes = tmp, key, chunk_bytes
+    def __init__(self, tmp: str, key: str, chunk_bytes: int, opened: Opener):
+        self.tmp, self.key, self.chunk_bytes, self.opened = tmp, key, chunk_bytes, opened
         self.pending: list = []
         self.size = 0
         self.written = 0
+        self.reported = 0
 
     def add_all(self, docs):
         """Yields a `Chunk` for each full chunk; the rest waits for `flush`."""
@@ -139,8 +197,14 @@ class ChunkWriter:
                 yield self.write()
 
     def write(self) -> Chunk:
-        name = f"{self.key}-{self.written:05d}.arrow"
-        chunk = write_documents(FileSystems.join(self.tmp, "documents", name), self.pending)
+        name = f"{self.key}-{self.written:05d}"
+        chunk = write_documents(
+            FileSystems.join(self.tmp, "documents", name + ".arrow"), self.pending
+        )
+        consumed = self.opened.consumed()
+        marker = {"bytes": consumed - self.reported, "documents": len(self.pending)}
+        write_marker(FileSystems.join(self.tmp, "progress", name + ".json"), marker)
+        self.reported = consumed
         self.pending, self.size, self.written = [], 0, self.written + 1
         return chunk
 
@@ -157,6 +221,23 @@ def item_bytes(doc) -> int:
 def open_raw(path: str):
     """A file as stored: decompression is `read_input`'s, which notices truncated files."""
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def input_bytes(specs) -> int:
+    """The stored size of every input file (what the progress line counts against)."""
+    paths = [path for spec in specs for _, path, _ in expand_pattern(spec)]
+    if not paths:
+        return 0
+    return sum(m.size_in_bytes for r in FileSystems.match(paths) for m in r.metadata_list)
+
+
+MIN_CHUNK_BYTES, MAX_CHUNK_BYTES = 1 << 20, 32 << 20
+
+
+def chunk_bytes_for(total: int) -> int:
+    """Text per chunk: about 64 chunks spread the work over workers; the bounds keep files few
+    on a large corpus and a worker's memory small (a chunk is held whole while it is worked)."""
+    return max(MIN_CHUNK_BYTES, min(MAX_CHUNK_BYTES, total // 64))
 
 
 def plan_reads(item: tuple[str, str, str]):

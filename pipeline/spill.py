@@ -16,8 +16,9 @@ A chunk is written under a temporary name and renamed, so a chunk that exists is
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +43,12 @@ class Chunk:
     starts: tuple[int, ...] = ()  # units: the first h of each record batch
 
 
-def write_table(path: str, table: pa.Table, max_rows: int | None = None) -> None:
+def write_table(path: str, table: pa.Table, max_rows: int | None = None, chunk=None) -> None:
+    """Write under a temporary name, then rename; `chunk` (its record, counts included) goes
+    into the file's metadata, so a resumed build can take the file as it is."""
+    if chunk is not None:
+        record = {k: v for k, v in asdict(chunk).items() if k != "path"}
+        table = table.replace_schema_metadata({b"chunk": json.dumps(record).encode()})
     tmp = path + ".tmp"
     with FileSystems.create(tmp) as f:
         with pa.ipc.new_file(f, table.schema) as writer:
@@ -50,6 +56,18 @@ def write_table(path: str, table: pa.Table, max_rows: int | None = None) -> None
     if FileSystems.exists(path):
         FileSystems.delete([path])
     FileSystems.rename([tmp], [path])
+
+
+def finished(path: str) -> Chunk | None:
+    """The record of a chunk file written before (by an earlier attempt or build), or None."""
+    if not FileSystems.exists(path):
+        return None
+    try:
+        metadata = open_table(path).schema.metadata or {}
+        record = json.loads(metadata[b"chunk"])
+    except (OSError, KeyError, ValueError, pa.ArrowInvalid):
+        return None  # not one of ours, or damaged: made again
+    return Chunk(path, **{**record, "starts": tuple(record.get("starts", ()))})
 
 
 def open_table(path: str) -> pa.ipc.RecordBatchFileReader:
@@ -101,8 +119,10 @@ SENTENCE_SCHEMA = pa.schema(
 )
 
 
-def write_sentences(path: str, docs: Sequence[tuple[str, str, tuple[str, ...]]]) -> Chunk:
-    """(id, source, sentences) per document."""
+def write_sentences(
+    path: str, docs: Sequence[tuple[str, str, tuple[str, ...]]], counts: dict | None = None
+) -> Chunk:
+    """(id, source, sentences) per document; `counts` are the step's own, kept with the file."""
     table = pa.table(
         {
             "id": [d[0] for d in docs],
@@ -111,8 +131,9 @@ def write_sentences(path: str, docs: Sequence[tuple[str, str, tuple[str, ...]]])
         },
         schema=SENTENCE_SCHEMA,
     )
-    write_table(path, table)
-    return Chunk(path, items=len(docs), parts=sum(len(d[2]) for d in docs))
+    chunk = Chunk(path, items=len(docs), parts=sum(len(d[2]) for d in docs), counts=counts or {})
+    write_table(path, table, chunk=chunk)
+    return chunk
 
 
 def read_sentences(path: str) -> list[tuple[str, str, list[str]]]:
@@ -133,8 +154,11 @@ def unit_schema(id_type: pa.DataType) -> pa.Schema:
     )
 
 
-def write_units(path: str, units: Sequence[tuple[int, int, TokenizedDoc]]) -> Chunk:
-    """(h, pass, document) units, sorted here by (h, pass, id); `starts` indexes the batches."""
+def write_units(
+    path: str, units: Sequence[tuple[int, int, TokenizedDoc]], documents=0, tokens=0, counts=None
+) -> Chunk:
+    """(h, pass, document) units, sorted here by (h, pass, id); `starts` indexes the batches.
+    `documents`, `tokens` (one pass) and `counts` are kept with the file."""
     units = sorted(units, key=lambda u: (u[0], u[1], u[2].id))
     id_type = pa.from_numpy_dtype(units[0][2].ids.dtype) if units else pa.uint16()
     table = pa.table(
@@ -148,9 +172,10 @@ def write_units(path: str, units: Sequence[tuple[int, int, TokenizedDoc]]) -> Ch
         },
         schema=unit_schema(id_type),
     )
-    write_table(path, table, UNIT_BATCH_ROWS)
     starts = tuple(int(u[0]) for u in units[::UNIT_BATCH_ROWS])
-    return Chunk(path, items=len(units), starts=starts)
+    chunk = Chunk(path, documents, 0, tokens, counts or {}, starts)
+    write_table(path, table, UNIT_BATCH_ROWS, chunk)
+    return chunk
 
 
 def large_lists(arrays: Sequence[np.ndarray], value_type: pa.DataType) -> pa.LargeListArray:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import replace
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -26,16 +25,18 @@ from pipeline.instances import (
     unit_tables,
 )
 from pipeline.keys import generator, scalar_generator, stable_hash
+from pipeline.progress import write_marker
 from pipeline.sentences import (
     params_to_json,
     sentence_tokenizer,
     split_paragraphs,
     train_parameters,
 )
-from pipeline.shards import rows_to_columns, write_bucket_shard
+from pipeline.shards import finished_bucket, rows_to_columns, write_bucket_shard
 from pipeline.sources import rendered
 from pipeline.spill import (
     Chunk,
+    finished,
     hash_range,
     read_documents,
     read_sentences,
@@ -53,16 +54,15 @@ def next_path(tmp: str, kind: str, chunk: Chunk) -> str:
 
 
 class CountingDoFn(beam.DoFn):
-    """Counts per (source, name) for one chunk; `chunk_done` puts them on the chunk it yields."""
+    """Counts per (source, name) for one chunk; `take_counts` hands them to the chunk."""
 
     def count(self, source: str, name: str, n: int = 1) -> None:
         if n:
             self.counts[f"{source}{SEP}{name}"] += n
 
-    def chunk_done(self, chunk: Chunk | None) -> Chunk:
-        """The chunk written (or an empty record when nothing was), with the counts so far."""
+    def take_counts(self) -> dict:
         counts, self.counts = dict(self.counts), Counter()
-        return replace(chunk or Chunk(""), counts=counts)
+        return counts
 
     def start_bundle(self):
         self.counts: Counter = Counter()
@@ -82,13 +82,18 @@ class SplitChunk(CountingDoFn):
     def process(self, chunk: Chunk):
         if not chunk.path:
             return
+        target = next_path(self.tmp, "sentences", chunk)
+        done = finished(target)  # an earlier attempt's, or an interrupted build's
+        if done is not None:
+            yield done
+            return
         tally = Tally()
         docs = rendered(read_documents(chunk.path), tally)
         out = [s for s in map(self.split, docs) if s is not None]
         for name, n in tally.counts.items():
             self.count("wikipedia", name, n)
-        written = write_sentences(next_path(self.tmp, "sentences", chunk), out) if out else None
-        yield self.chunk_done(written)
+        counts = self.take_counts()
+        yield write_sentences(target, out, counts) if out else Chunk("", counts=counts)
 
     def split(self, doc: Document):
         paragraphs = [p for p in doc.paragraphs if len(p) <= self.max_paragraph_chars]
@@ -214,15 +219,23 @@ class TokenizeChunk(CountingDoFn):
     def process(self, chunk: Chunk, vocab: Vocab):
         if not chunk.path:
             return
+        target = next_path(self.tmp, "units", chunk)
+        done = finished(target)
+        if done is not None:
+            yield done
+            return
         docs = self.encode(read_sentences(chunk.path), vocab)
         units = [
             (stable_hash(self.cfg.seed, "bucket", p, doc.id), p, doc)
             for doc in docs
             for p in range(self.cfg.dupe_factor)
         ]
-        written = write_units(next_path(self.tmp, "units", chunk), units) if units else None
         tokens = sum(len(d.ids) for d in docs)
-        yield self.chunk_done(written and replace(written, items=len(docs), tokens=tokens))
+        counts = self.take_counts()
+        if not units:
+            yield Chunk("", counts=counts)
+            return
+        yield write_units(target, units, len(docs), tokens, counts)
 
     def encode(self, sentences, vocab: Vocab) -> list[TokenizedDoc]:
         out: list[TokenizedDoc] = []
@@ -288,6 +301,12 @@ def num_buckets(totals: tuple[int, int], cfg: InstanceConfig, num_shards: int, b
     return max(1, min(wanted, cap))
 
 
+def note_buckets(buckets: int, tmp: str) -> int:
+    """The bucket count, also left for the progress line."""
+    write_marker(FileSystems.join(tmp, "buckets.json"), {"buckets": buckets})
+    return buckets
+
+
 def sum_pairs(pairs) -> tuple[int, int]:
     tokens = documents = 0
     for t, d in pairs:
@@ -307,14 +326,20 @@ class BuildBucket(beam.DoFn):
         self.build_config = build_config
 
     def process(self, bucket: int, buckets: int, chunks: list[Chunk], vocab: Vocab):
+        done = finished_bucket(self.out, bucket)
+        if done is not None:
+            yield done
+            return
         lo, hi = hash_range(bucket, buckets)
         units = [u for c in chunks if c.path for u in read_units(c, lo, hi)]
         built = build_bucket(bucket, units, self.cfg, token_spec(vocab))
         if built is None:
             return
         columns, short, sources = built
-        entry = write_bucket_shard(self.out, bucket, columns, short, vocab, self.build_config)
         counts = {f"{source}{SEP}instances": n for source, n in sources.items()}
+        entry = write_bucket_shard(
+            self.out, bucket, columns, short, vocab, self.build_config, counts
+        )
         yield bucket, entry, counts
 
 
@@ -362,6 +387,7 @@ class CreateInstances(beam.PTransform):
 
     def __init__(
         self,
+        tmp: str,
         out: str,
         vocab,
         cfg: InstanceConfig,
@@ -370,6 +396,7 @@ class CreateInstances(beam.PTransform):
         bucket_tokens: int,
     ):
         super().__init__()
+        self.tmp = tmp
         self.out = out
         self.vocab = vocab
         self.cfg = cfg
@@ -384,6 +411,7 @@ class CreateInstances(beam.PTransform):
             | "Sizes" >> beam.Map(lambda c: (c.tokens, c.items))
             | "Total" >> beam.CombineGlobally(sum_pairs)
             | "NumBuckets" >> beam.Map(num_buckets, cfg, shards, per_bucket)
+            | "NoteBuckets" >> beam.Map(note_buckets, self.tmp)
         )
         build = BuildBucket(self.out, cfg, self.build_config)
         return (

@@ -171,7 +171,9 @@ def test_create_instances_equals_the_plain_function_whatever_the_chunking(tmp_pa
             chunks.append(Chunk(chunk.path, len(part), tokens=99, starts=chunk.starts))
         with pipeline() as p:
             vocab = p | "V" >> beam.Create([VOCAB])
-            built = p | beam.Create(chunks) | CreateInstances(str(out), vocab, cfg, {}, 2, 1)
+            built = (
+                p | beam.Create(chunks) | CreateInstances(str(out), str(out), vocab, cfg, {}, 2, 1)
+            )
             assert_that(built | beam.Map(lambda b: (b[0], *shard_of(b[1]))), equal_to(expected))
 
 

@@ -1,0 +1,161 @@
+"""The scale series: one local build per corpus size, measured for memory, disk and time.
+
+    python -m bench.scale_bench --sizes 200 500 1000 2000 --workers 1 2
+    python -m bench.scale_bench --sizes 200 2000 --trained-vocab
+
+Each size is the kernel-docs prose repeated (whole copies under distinct paths, so distinct
+document ids) to N MB in the reference format. Per run: wall seconds, CPU seconds of the whole
+process tree, MB/s per CPU-second, the peak resident memory of the process tree (Beam's workers
+are subprocesses), the peak size of the build's temporary area and the final shard bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from bench.procmem import tree_rss
+
+MB = 1 << 20
+KERNEL_DOCS = "debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation"
+
+
+def corpus(data: Path, mb: int) -> Path:
+    """DATA/corpora/kernel-docs-<mb>mb/text, made on first use (hard-linked copies)."""
+    out = data / "corpora" / f"kernel-docs-{mb}mb"
+    if not (out / "text").is_dir():
+        cmd = [sys.executable, "-m", "bench.corpora", "--input", str(data / KERNEL_DOCS)]
+        subprocess.run(cmd + ["--out", str(out), "--repeat-to-mb", str(mb)], check=True)
+    return out / "text"
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds of `root` and its live descendants (user + system, reaped children too)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, stack, seen = 0.0, [root], set()
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(name))
+            stats[int(name)] = fields
+    while stack:
+        pid = stack.pop()
+        if pid in seen or pid not in stats:
+            continue
+        seen.add(pid)
+        f = stats[pid]
+        total += sum(int(x) for x in f[11:15]) / tick  # utime stime cutime cstime
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def dir_bytes(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def measure(cmd: list[str], building: Path) -> dict:
+    """Run `cmd`, polling the process tree's memory and CPU and the temporary area's size."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    peak = {"rss": 0, "disk": 0, "cpu": 0.0}
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            peak["rss"] = max(peak["rss"], tree_rss(proc.pid))
+            peak["cpu"] = max(peak["cpu"], tree_cpu(proc.pid))
+            peak["disk"] = max(peak["disk"], dir_bytes(building))
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=poll, daemon=True)
+    watcher.start()
+    out, _ = proc.communicate()
+    done.set()
+    watcher.join()
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{out.decode()[-3000:]}")
+    return {
+        "wall_s": wall,
+        "peak_rss": peak["rss"],
+        "peak_tmp": peak["disk"],
+        "tree_cpu_s": peak["cpu"],
+        "log": out.decode(),
+    }
+
+
+def run_one(text: Path, out: Path, workers: int, vocab: str | None) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--input", f"text:{text}"]
+    cmd += ["--out", str(out), "--workers", str(workers), "--max-seq-length", "128"]
+    cmd += ["--dupe-factor", "5", "--overwrite"]
+    if vocab:
+        cmd += ["--vocab", vocab]
+    before = os.times()
+    got = measure(cmd, out / "shards" / ".building")
+    after = os.times()
+    # the build and the workers it reaped; the polled tree figure is a floor when it did not
+    reaped = after.children_user - before.children_user
+    cpu = max(reaped + after.children_system - before.children_system, got["tree_cpu_s"])
+    text_bytes = dir_bytes(text)
+    shard_bytes = dir_bytes(out / "shards")
+    result = {
+        "mb": round(text_bytes / MB, 1),
+        "workers": workers,
+        "vocab": "given" if vocab else "trained",
+        "wall_s": round(got["wall_s"], 1),
+        "cpu_s": round(cpu, 1),
+        "mb_per_cpu_s": round(text_bytes / MB / max(cpu, 1e-9), 3),
+        "peak_rss_gib": round(got["peak_rss"] / (1 << 30), 3),
+        "peak_tmp_gib": round(got["peak_tmp"] / (1 << 30), 3),
+        "shard_gib": round(shard_bytes / (1 << 30), 3),
+        "tmp_over_shards": round(got["peak_tmp"] / max(shard_bytes, 1), 2),
+    }
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--data", default=os.environ.get("DATA", "data"))
+    ap.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000, 2000])
+    ap.add_argument("--workers", type=int, nargs="+", default=[2])
+    ap.add_argument("--vocab", default=None, help="a vocab.txt to build with (else trained)")
+    ap.add_argument("--scratch", default="out/bench-scale")
+    ap.add_argument("--json", default="bench/results/scale.json")
+    args = ap.parse_args(argv)
+    data = Path(args.data)
+    rows = []
+    for mb in args.sizes:
+        text = corpus(data, mb)
+        for workers in args.workers:
+            row = run_one(text, Path(args.scratch), workers, args.vocab)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

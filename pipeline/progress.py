@@ -1,0 +1,131 @@
+"""The progress line of a long build, read from what the workers leave in the temporary area.
+
+Beam's local runner reports nothing until a stage ends, and its workers are other processes,
+so the workers write what they did as files and the driver sums them: each reader writes a
+marker per chunk (`progress/<chunk>.json`: stored bytes read, documents), each later stage's
+chunk files are counted as they appear, the bucket count is written once it is known, and each
+bucket's shard appears in the build area. Every `interval` seconds one line goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+from apache_beam.io.filesystems import FileSystems
+
+STAGES = ("read", "split", "tokenize", "instances")
+
+
+def files(pattern: str) -> list:
+    try:
+        return [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
+    except Exception:  # a folder not made yet, or a listing that failed once: try next time
+        return []
+
+
+def read_marker(path: str) -> dict:
+    try:
+        with FileSystems.open(path) as f:
+            return json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def write_marker(path: str, content: dict) -> None:
+    with FileSystems.create(path) as f:
+        f.write(json.dumps(content).encode("utf-8"))
+
+
+class Snapshot:
+    """What the temporary area says now."""
+
+    def __init__(self, tmp: str, building: str, seen: dict):
+        self.markers = files(FileSystems.join(tmp, "progress", "*.json"))
+        for m in self.markers:
+            if m.path not in seen:
+                seen[m.path] = read_marker(m.path)
+        values = [seen[m.path] for m in self.markers]
+        self.bytes = sum(v.get("bytes", 0) for v in values)
+        self.documents = sum(v.get("documents", 0) for v in values)
+        self.chunks = len(files(FileSystems.join(tmp, "documents", "*.arrow")))
+        self.split = len(files(FileSystems.join(tmp, "sentences", "*.arrow")))
+        self.tokenized = len(files(FileSystems.join(tmp, "units", "*.arrow")))
+        self.buckets_done = len(files(FileSystems.join(building, "bucket-*.arrow")))
+        total = read_marker(FileSystems.join(tmp, "buckets.json"))
+        self.buckets = total.get("buckets", 0)
+
+    def stage(self) -> str:
+        if self.buckets or self.buckets_done:
+            return "instances"
+        if self.tokenized:
+            return "tokenize"
+        if self.split:
+            return "split"
+        return "read"
+
+
+def line(s: Snapshot, total_bytes: int, seconds: float) -> str:
+    """One progress line: stage, MB read of the total, documents, chunks, buckets, rate, ETA."""
+    mb, total_mb = s.bytes / 1e6, total_bytes / 1e6
+    parts = [f"{s.stage():<9}", f"read {mb:,.0f}/{total_mb:,.0f} MB", f"{s.documents:,} documents"]
+    if s.chunks:
+        parts.append(f"split {s.split}/{s.chunks} chunks, tokenized {s.tokenized}/{s.chunks}")
+    if s.buckets:
+        parts.append(f"buckets {s.buckets_done}/{s.buckets}")
+    parts.append(f"{mb / max(seconds, 1e-9):.2f} MB/s read")
+    done = fraction_done(s, total_bytes)
+    if 0 < done < 1:
+        parts.append(f"ETA {clock(seconds * (1 - done) / done)}")
+    return f"[{clock(seconds)}] " + ", ".join(parts)
+
+
+# Shares of a build's time per stage, from the profile of a local build of prose (they only
+# shape the ETA; the figures shown are counts).
+WEIGHTS = {"read": 0.1, "split": 0.3, "tokenize": 0.3, "instances": 0.3}
+
+
+def fraction_done(s: Snapshot, total_bytes: int) -> float:
+    read = min(1.0, s.bytes / total_bytes) if total_bytes else 0.0
+    split = s.split / s.chunks if s.chunks else 0.0
+    tokenized = s.tokenized / s.chunks if s.chunks else 0.0
+    built = s.buckets_done / s.buckets if s.buckets else 0.0
+    if s.stage() != "read":
+        read = 1.0
+    shares = {"read": read, "split": split, "tokenize": tokenized, "instances": built}
+    return sum(WEIGHTS[k] * v for k, v in shares.items())
+
+
+def clock(seconds: float) -> str:
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+
+class ProgressLine:
+    """A thread that prints the line every `interval` seconds while the build runs."""
+
+    def __init__(self, tmp: str, building: str, total_bytes: int, stream=None, interval=10.0):
+        self.tmp, self.building, self.total_bytes = tmp, building, total_bytes
+        self.stream = stream or sys.stderr
+        self.interval = interval
+        self.stop = threading.Event()
+        self.seen: dict = {}
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        start = time.time()
+        while not self.stop.wait(self.interval):
+            snapshot = Snapshot(self.tmp, self.building, self.seen)
+            print(line(snapshot, self.total_bytes, time.time() - start), file=self.stream)
+            self.stream.flush()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()

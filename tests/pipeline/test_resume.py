@@ -1,0 +1,88 @@
+"""A build killed at any point and started again with --resume ends with the same bytes, reusing
+what was finished; a resume of another config, input or seed is refused, saying why."""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLE_INPUT, build_shards
+from tests.pipeline.test_build import file_digests
+
+ARGS = ["--num-shards", "4", "--workers", "2", "--progress-seconds", "0"]
+
+
+def start(out: str, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--input", SAMPLE_INPUT, "--out", out]
+    return subprocess.Popen(
+        cmd + ARGS + list(extra),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: the kill takes Beam's workers too
+    )
+
+
+def kill_when(proc: subprocess.Popen, pattern: str, timeout: float = 120) -> bool:
+    """SIGKILL the build's whole process group once `pattern` matches a file; False when the
+    build ended first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if glob.glob(pattern):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.05)
+    proc.communicate()
+    return False
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> dict:
+    out = str(tmp_path_factory.mktemp("clean") / "out")
+    assert build_shards(out, *ARGS) == 0
+    return file_digests(out)
+
+
+@pytest.mark.parametrize(
+    "stage",
+    ["tmp/documents/*.arrow", "tmp/units/*.arrow", "bucket-*.json"],
+    ids=["while-reading", "while-tokenizing", "after-a-bucket"],
+)
+def test_a_killed_build_resumes_to_the_same_bytes(clean, tmp_path, stage):
+    out = str(tmp_path / "out")
+    building = f"{out}/shards/.building"
+    proc = start(out, "--seed", "12345")
+    killed = kill_when(proc, f"{building}/{stage}")
+    if killed:
+        assert not os.path.exists(f"{out}/manifest.json")
+        kept = set(glob.glob(f"{building}/bucket-*.json"))
+    assert build_shards(out, *ARGS, "--resume") == 0
+    assert file_digests(out) == clean
+    assert not os.path.exists(building)
+    if killed and stage == "bucket-*.json":
+        assert kept, "the killed build had finished a bucket"
+
+
+def test_a_resume_with_another_seed_or_config_is_refused(tmp_path, capsys):
+    out = str(tmp_path / "out")
+    proc = start(out)
+    assert kill_when(proc, f"{out}/shards/.building/build.json")
+    with pytest.raises(SystemExit) as e:
+        build_shards(out, *ARGS, "--resume", "--seed", "7")
+    assert "--resume refused" in str(e.value) and "seed 12345 -> 7" in str(e.value)
+    with pytest.raises(SystemExit) as e:
+        build_shards(out, *ARGS, "--resume", "--dupe-factor", "2")
+    assert "dupe_factor 5 -> 2" in str(e.value)
+
+
+def test_a_resume_with_nothing_to_resume_says_so(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        build_shards(str(tmp_path / "out"), *ARGS, "--resume")
+    assert "no interrupted build" in str(e.value) and "without --resume" in str(e.value)
