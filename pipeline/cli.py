@@ -175,6 +175,12 @@ def add_instance_args(ap: argparse.ArgumentParser) -> None:
         help="print a progress line this often while building (0: none; default: 10)",
     )
     ap.add_argument(
+        "--no-disk-check",
+        action="store_true",
+        help="build even when OUT's filesystem has less free space than the build's estimate "
+        "(default: refuse before any work)",
+    )
+    ap.add_argument(
         "--resume",
         action="store_true",
         help="reuse what an interrupted build of the same input, config and seed left in "
@@ -260,8 +266,16 @@ def punkt_json(path: str) -> str:
 
 def run_build(args, beam_args: list[str]) -> int:
     from pipeline.build import build, load_vocab, prepare_output, resume_record
-    from pipeline.outdir import OutputError, OutputLock, check_output
+    from pipeline.outdir import (
+        DISK_PER_TEXT_BYTE,
+        OutputError,
+        OutputLock,
+        check_free_space,
+        check_output,
+        text_bytes,
+    )
     from pipeline.runner import pipeline_options, run_pipeline
+    from pipeline.sources import input_files
     from schemas.manifest import Manifest
 
     try:
@@ -273,6 +287,8 @@ def run_build(args, beam_args: list[str]) -> int:
     cfg = check_inputs(cfg)
     try:
         check_output(cfg.out, args.overwrite)
+        if not args.no_disk_check:
+            check_free_space(cfg.out, int(DISK_PER_TEXT_BYTE * text_bytes(input_files(cfg.inputs))))
         with OutputLock(cfg.out):
             try:
                 prepare_output(cfg.out, resume_record(cfg), args.resume)

@@ -223,12 +223,17 @@ def open_raw(path: str):
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def input_bytes(specs) -> int:
-    """The stored size of every input file (what the progress line counts against)."""
+def input_files(specs) -> list[tuple[str, int]]:
+    """(path, stored size) of every input file."""
     paths = [path for spec in specs for _, path, _ in expand_pattern(spec)]
     if not paths:
-        return 0
-    return sum(m.size_in_bytes for r in FileSystems.match(paths) for m in r.metadata_list)
+        return []
+    return [(m.path, m.size_in_bytes) for r in FileSystems.match(paths) for m in r.metadata_list]
+
+
+def input_bytes(specs) -> int:
+    """The stored size of every input file (what the progress line counts against)."""
+    return sum(size for _, size in input_files(specs))
 
 
 MIN_CHUNK_BYTES, MAX_CHUNK_BYTES = 1 << 20, 32 << 20

@@ -77,3 +77,26 @@ def test_a_second_build_into_the_same_out_is_refused_naming_the_first(tmp_path):
         message = build_error(out)
     assert f"build pid {os.getpid()}" in message and "is building into it now" in message
     assert not (out / "manifest.json").exists()
+
+
+def test_a_build_is_refused_when_the_disk_lacks_its_estimate(tmp_path, monkeypatch):
+    import shutil as shutil_module
+    from collections import namedtuple
+
+    import pipeline.outdir as outdir
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil_module, "disk_usage", lambda _: usage(10**9, 10**9 - 1000, 1000))
+    message = build_error(tmp_path / "out")
+    assert "needs about" in message and "GB of free disk" in message
+    assert "--no-disk-check" in message and not (tmp_path / "out" / "shards").exists()
+    expected = outdir.DISK_PER_TEXT_BYTE * sum(
+        f.stat().st_size for f in (tmp_path / ".." / TEXT[5:]).resolve().glob("*") if f.is_file()
+    )
+    assert f"{expected / 1e9:,.1f} GB" in message
+
+
+def test_the_disk_estimate_counts_compressed_input_as_more_text():
+    from pipeline.outdir import COMPRESSED_TEXT, text_bytes
+
+    assert text_bytes([("a.txt", 10), ("b.xml.bz2", 10)]) == 10 + 10 * COMPRESSED_TEXT
