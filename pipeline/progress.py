@@ -70,7 +70,7 @@ class Snapshot:
 def line(s: Snapshot, total_bytes: int, seconds: float) -> str:
     """One progress line: stage, MB read of the total, documents, chunks, buckets, rate, ETA."""
     mb, total_mb = s.bytes / 1e6, total_bytes / 1e6
-    parts = [f"{s.stage():<9}", f"read {mb:,.0f}/{total_mb:,.0f} MB", f"{s.documents:,} documents"]
+    parts = [f"{s.stage():<9}", f"read {mb:,.1f}/{total_mb:,.1f} MB", f"{s.documents:,} documents"]
     if s.chunks:
         parts.append(f"split {s.split}/{s.chunks} chunks, tokenized {s.tokenized}/{s.chunks}")
     if s.buckets:
@@ -119,6 +119,8 @@ class ProgressLine:
         start = time.time()
         while not self.stop.wait(self.interval):
             snapshot = Snapshot(self.tmp, self.building, self.seen)
+            if self.seen and not snapshot.markers:
+                continue  # published: the build area is gone
             print(line(snapshot, self.total_bytes, time.time() - start), file=self.stream)
             self.stream.flush()
 

@@ -1,0 +1,65 @@
+"""A long build shows one progress line every few seconds and nothing of Beam's worker logs;
+a failure on 2 workers is one line; --verbose shows the logs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from pipeline.progress import Snapshot, clock, line, write_marker
+from tests.conftest import ROOT, SAMPLE_INPUT
+
+PROGRESS = re.compile(
+    r"^\[\d+:\d\d\] (read|split|tokenize|instances) *, read [\d.,]+/[\d.,]+ MB, [\d,]+ documents"
+)
+WORKER_NOISE = ("semi_persistent_directory", "Discarding unparseable args", "Traceback")
+
+
+def build(out, *extra, inputs=SAMPLE_INPUT) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--input", inputs, "--out", str(out)]
+    return subprocess.run(
+        cmd + ["--workers", "2", *extra], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_a_two_worker_build_prints_progress_and_no_worker_logs(tmp_path):
+    done = build(tmp_path / "out", "--progress-seconds", "1")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert any(PROGRESS.match(ln) for ln in lines), done.stderr
+    assert all(PROGRESS.match(ln) for ln in lines), done.stderr  # nothing else
+    assert not any(noise in done.stderr for noise in WORKER_NOISE)
+    assert "wrote 1 shard(s)" in done.stdout
+
+
+def test_a_failure_on_two_workers_is_one_line(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_bytes(b"\x00\x01binary\x00" * 100)
+    done = build(tmp_path / "out", "--progress-seconds", "0", inputs=f"books:{tmp_path}/in")
+    assert done.returncode != 0
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+    assert "a.txt" in done.stderr and "--skip-bad-input" in done.stderr
+
+
+def test_verbose_shows_the_logs(tmp_path):
+    done = build(tmp_path / "out", "--progress-seconds", "0", "--verbose")
+    assert done.returncode == 0
+    assert any(noise in done.stderr for noise in WORKER_NOISE[:2]), done.stderr[-2000:]
+
+
+def test_the_line_counts_what_the_workers_left(tmp_path):
+    tmp, building = str(tmp_path / "tmp"), str(tmp_path)
+    for name, size in (("a", 3_000_000), ("b", 1_000_000)):
+        write_marker(f"{tmp}/progress/{name}.json", {"bytes": size, "documents": 10})
+    for kind, names in (("documents", "ab"), ("sentences", "ab"), ("units", "a")):
+        for name in names:
+            write_marker(f"{tmp}/{kind}/{name}.arrow", {})
+    write_marker(f"{tmp}/buckets.json", {"buckets": 4})
+    write_marker(f"{building}/bucket-000001.arrow", {})
+    snapshot = Snapshot(tmp, building, {})
+    text = line(snapshot, 8_000_000, 2.0)
+    assert text.startswith("[0:02] instances, read 4.0/8.0 MB, 20 documents")
+    assert "split 2/2 chunks, tokenized 1/2" in text and "buckets 1/4" in text
+    assert "2.00 MB/s read" in text and "ETA" in text
+    assert clock(3725) == "1:02:05"
