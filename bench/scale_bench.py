@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.procmem import tree_rss
+from bench.procmem import tree_stats
 
 MB = 1 << 20
 KERNEL_DOCS = "debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation"
@@ -34,32 +34,6 @@ def corpus(data: Path, mb: int) -> Path:
         cmd = [sys.executable, "-m", "bench.corpora", "--input", str(data / KERNEL_DOCS)]
         subprocess.run(cmd + ["--out", str(out), "--repeat-to-mb", str(mb)], check=True)
     return out / "text"
-
-
-def tree_cpu(root: int) -> float:
-    """CPU seconds of `root` and its live descendants (user + system, reaped children too)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total, stack, seen = 0.0, [root], set()
-    children: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(name))
-            stats[int(name)] = fields
-    while stack:
-        pid = stack.pop()
-        if pid in seen or pid not in stats:
-            continue
-        seen.add(pid)
-        f = stats[pid]
-        total += sum(int(x) for x in f[11:15]) / tick  # utime stime cutime cstime
-        stack.extend(children.get(pid, []))
-    return total
 
 
 def dir_bytes(path: Path) -> int:
@@ -77,13 +51,15 @@ def measure(cmd: list[str], building: Path) -> dict:
     """Run `cmd`, polling the process tree's memory and CPU and the temporary area's size."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    peak = {"rss": 0, "disk": 0, "cpu": 0.0}
+    peak = {"rss": 0, "disk": 0, "cpu": 0.0, "one": 0}
     done = threading.Event()
 
     def poll():
         while not done.is_set():
-            peak["rss"] = max(peak["rss"], tree_rss(proc.pid))
-            peak["cpu"] = max(peak["cpu"], tree_cpu(proc.pid))
+            now = tree_stats(proc.pid)
+            peak["rss"] = max(peak["rss"], now["rss"])
+            peak["one"] = max(peak["one"], now["largest"])
+            peak["cpu"] = max(peak["cpu"], now["cpu"])
             peak["disk"] = max(peak["disk"], dir_bytes(building))
             time.sleep(0.5)
 
@@ -99,16 +75,17 @@ def measure(cmd: list[str], building: Path) -> dict:
         "wall_s": wall,
         "peak_rss": peak["rss"],
         "peak_tmp": peak["disk"],
+        "peak_one": peak["one"],
         "tree_cpu_s": peak["cpu"],
         "log": out.decode(),
     }
 
 
-def run_one(text: Path, out: Path, workers: int, vocab: str | None) -> dict:
+def run_one(text: Path, out: Path, workers: int, vocab: str | None, bucket_tokens: int) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "pipeline.cli", "build", "--input", f"text:{text}"]
     cmd += ["--out", str(out), "--workers", str(workers), "--max-seq-length", "128"]
-    cmd += ["--dupe-factor", "5", "--overwrite"]
+    cmd += ["--dupe-factor", "5", "--overwrite", "--bucket-tokens", str(bucket_tokens)]
     if vocab:
         cmd += ["--vocab", vocab]
     before = os.times()
@@ -123,10 +100,12 @@ def run_one(text: Path, out: Path, workers: int, vocab: str | None) -> dict:
         "mb": round(text_bytes / MB, 1),
         "workers": workers,
         "vocab": "given" if vocab else "trained",
+        "bucket_tokens": bucket_tokens,
         "wall_s": round(got["wall_s"], 1),
         "cpu_s": round(cpu, 1),
         "mb_per_cpu_s": round(text_bytes / MB / max(cpu, 1e-9), 3),
         "peak_rss_gib": round(got["peak_rss"] / (1 << 30), 3),
+        "peak_process_gib": round(got["peak_one"] / (1 << 30), 3),
         "peak_tmp_gib": round(got["peak_tmp"] / (1 << 30), 3),
         "shard_gib": round(shard_bytes / (1 << 30), 3),
         "tmp_over_shards": round(got["peak_tmp"] / max(shard_bytes, 1), 2),
@@ -140,6 +119,7 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=os.environ.get("DATA", "data"))
     ap.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000, 2000])
     ap.add_argument("--workers", type=int, nargs="+", default=[2])
+    ap.add_argument("--bucket-tokens", type=int, nargs="+", default=[4_000_000])
     ap.add_argument("--vocab", default=None, help="a vocab.txt to build with (else trained)")
     ap.add_argument("--scratch", default="out/bench-scale")
     ap.add_argument("--json", default="bench/results/scale.json")
@@ -149,9 +129,10 @@ def main(argv=None) -> int:
     for mb in args.sizes:
         text = corpus(data, mb)
         for workers in args.workers:
-            row = run_one(text, Path(args.scratch), workers, args.vocab)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+            for bucket_tokens in args.bucket_tokens:
+                row = run_one(text, Path(args.scratch), workers, args.vocab, bucket_tokens)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0
