@@ -27,10 +27,10 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from model.config import flag_hint
-from schemas import SCHEMA_NAME, SCHEMA_VERSION, ShardColumns, ShardSet
+from schemas import ShardColumns, ShardSet
 from schemas.manifest import MANIFEST_NAME
 from schemas.masking import MaskingRule, mask_padded
-from schemas.shard import schema_metadata
+from schemas.shard import schema_metadata, schema_problem
 
 # Distinct random streams drawn from (seed, epoch, purpose, ...).
 _SHARD_ORDER, _WINDOW_ROWS, _MASKING = 0, 1, 2
@@ -103,12 +103,9 @@ def check_shard(shards: ShardSet, index: int, table) -> None:
     """Refuse a shard whose schema, vocab or row count disagrees with what this code reads."""
     path, entry = shards.paths[index], shards.manifest.shards[index]
     md = schema_metadata(table.schema)
-    if md["schema_name"] != SCHEMA_NAME or md["schema_version"] != SCHEMA_VERSION:
-        raise ValueError(
-            f"{path}: shard schema {md['schema_name']!r} version {md['schema_version']} is not "
-            f"the one this code reads ({SCHEMA_NAME!r} version {SCHEMA_VERSION}); rebuild the "
-            "shards with this version"
-        )
+    problem = schema_problem(md["schema_name"], md["schema_version"])
+    if problem:
+        raise ValueError(f"{path}: shard {problem}; rebuild the shards with this version")
     size = shards.manifest.vocab_size
     id_type = table.schema.field("input_ids").type.value_type
     if md["vocab_size"] != size or size > 2**id_type.bit_width:

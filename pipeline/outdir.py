@@ -13,11 +13,10 @@ import fcntl
 import json
 import os
 import platform
-import re
 import shutil
 
 from pipeline.shards import BUILDING_DIR
-from schemas.manifest import MANIFEST_NAME
+from schemas.manifest import MANIFEST_NAME, SHARD_NAME_PATTERN
 from schemas.shard import SCHEMA_NAME
 
 LOCK_NAME = ".bert-shards.lock"
@@ -29,7 +28,6 @@ OUR_FILES = {
     "special_tokens_map.json",
     LOCK_NAME,
 }
-OUR_SHARD = re.compile(r"train-\d{5}-of-\d{5}\.arrow")
 
 
 class OutputError(ValueError):
@@ -49,7 +47,7 @@ def foreign_entries(out: str) -> list[str]:
             foreign += [
                 f"shards/{n}"
                 for n in sorted(os.listdir(path))
-                if not (OUR_SHARD.fullmatch(n) or n == BUILDING_DIR)
+                if not (SHARD_NAME_PATTERN.fullmatch(n) or n == BUILDING_DIR)
             ]
         elif name not in OUR_FILES or os.path.isdir(path) or os.path.islink(path):
             foreign.append(name)

@@ -21,7 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import manifest_counts
 from pipeline.instances import Pair, Rows
-from schemas.manifest import MANIFEST_NAME, Manifest, ShardEntry
+from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, Manifest, ShardEntry, shard_name
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
 from schemas.vocab import Vocab
@@ -42,7 +42,7 @@ def rows_to_columns(rows: Rows, pairs: Sequence[Pair]) -> ShardColumns:
 
 
 def shard_path(index: int, total: int) -> str:
-    return f"shards/train-{index:05d}-of-{total:05d}.arrow"
+    return f"{SHARDS_DIR}/{shard_name(index, total)}"
 
 
 def bucket_path(out: str, bucket: int) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 
@@ -17,13 +18,19 @@ from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, ShardColumns
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
-SHARDS_DIR = "shards"
+SHARDS_DIR = "shards"  # the folder of a set that holds its shards
+SHARD_NAME_PATTERN = re.compile(r"train-\d{5}-of-\d{5}\.arrow")  # the names `shard_name` gives
 
 # What a manifest may be. A real one is a few KB per hundred shards and four levels deep; these
 # bounds keep a hostile or damaged one from exhausting memory, the stack or the validator's time.
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_MANIFEST_DEPTH = 32  # nesting of JSON objects and arrays, the top level counting as 1
 MAX_SHARDS = 100_000
+
+
+def shard_name(index: int, total: int) -> str:
+    """The file name of shard `index` of a set of `total`, inside `SHARDS_DIR`."""
+    return f"train-{index:05d}-of-{total:05d}.arrow"
 
 
 def shard_path_problem(rel: object, directory: str | None = None) -> str:

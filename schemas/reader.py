@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from schemas.manifest import Manifest, read_manifest, shard_path
-from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, read_shard
+from schemas.shard import read_shard, schema_problem
 from schemas.vocab import Vocab
 
 VOCAB_NAME = "vocab.txt"
@@ -32,12 +32,11 @@ class ShardSet:
                 f"`make shards OUT={directory}`"
             )
         manifest = read_manifest(directory)
-        if manifest.schema_name != SCHEMA_NAME or manifest.schema_version != SCHEMA_VERSION:
+        problem = schema_problem(manifest.schema_name, manifest.schema_version)
+        if problem:
             raise ValueError(
-                f"{directory}/manifest.json: schema {manifest.schema_name!r} version "
-                f"{manifest.schema_version} is not the one this code reads ({SCHEMA_NAME!r} "
-                f"version {SCHEMA_VERSION}); rebuild the shards with this version or use the "
-                "matching release"
+                f"{directory}/manifest.json: {problem}; rebuild the shards with this version or "
+                "use the matching release"
             )
         for i, entry in enumerate(manifest.shards):  # refuse any path out of OUT/shards/
             shard_path(directory, i, entry.path)

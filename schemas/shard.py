@@ -33,6 +33,17 @@ META_SPECIAL_IDS = b"vocab.special_ids"
 META_CONFIG = b"build.config"
 
 
+def schema_problem(name: object, version: object) -> str:
+    """Why a schema name and version (a manifest's, or a shard's metadata) are not the ones
+    this code reads; "" when they are. The one check every reader of shards calls."""
+    if name == SCHEMA_NAME and version == SCHEMA_VERSION:
+        return ""
+    return (
+        f"schema {name!r} version {version} is not the one this code reads "
+        f"({SCHEMA_NAME!r} version {SCHEMA_VERSION})"
+    )
+
+
 def arrow_schema(id_type: str = "uint16", metadata: dict[bytes, bytes] | None = None) -> pa.Schema:
     ids = pa.uint16() if id_type == "uint16" else pa.uint32()
     return pa.schema(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from schemas.manifest import Manifest, ShardEntry, atomic_write_text
+from schemas.manifest import SHARDS_DIR, Manifest, ShardEntry, atomic_write_text, shard_name
 from schemas.masking import MaskingRule, mask_flat
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
@@ -274,14 +274,14 @@ def write_synthetic_set(directory: str, cfg: SyntheticConfig) -> Manifest:
     rng = np.random.default_rng(cfg.seed)
     vocab = synthetic_vocab(cfg.vocab_size, cfg.google_layout)
     plan = _plan_rows(cfg, rng)
-    os.makedirs(os.path.join(directory, "shards"), exist_ok=True)
+    os.makedirs(os.path.join(directory, SHARDS_DIR), exist_ok=True)
     atomic_write_text(os.path.join(directory, VOCAB_NAME), vocab.to_text())
     atomic_write_text(os.path.join(directory, TOKENIZER_NAME), tokenizer_json_text(vocab))
     used = [s for s in range(cfg.shards) if np.any(plan.shard == s)]
     entries = []
     for k, s in enumerate(used):
         rows = _subset(plan, rng.permutation(np.flatnonzero(plan.shard == s)))
-        rel = f"shards/train-{k:05d}-of-{len(used):05d}.arrow"
+        rel = f"{SHARDS_DIR}/{shard_name(k, len(used))}"
         cols = shard_columns(rows, cfg, vocab, rng)
         entries.append(
             write_shard_file(

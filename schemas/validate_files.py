@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, ShardEntry, shard_path_problem
 from schemas.rows import BatchStats
-from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, arrow_schema, schema_metadata
+from schemas.shard import arrow_schema, schema_metadata, schema_problem
 from schemas.validate_rows import check_batches
 from schemas.validate_state import Context
 
@@ -137,11 +137,9 @@ def _columns(schema: pa.Schema) -> str:
 
 def _check_metadata(ctx: Context, rel: str, schema: pa.Schema) -> None:
     md, m = schema_metadata(schema), ctx.manifest
-    if md["schema_name"] != SCHEMA_NAME or md["schema_version"] != SCHEMA_VERSION:
-        ctx.checks["schema"].fail(
-            f"{rel}: schema metadata says {md['schema_name']!r} version {md['schema_version']}, "
-            f"this code reads {SCHEMA_NAME!r} version {SCHEMA_VERSION}"
-        )
+    problem = schema_problem(md["schema_name"], md["schema_version"])
+    if problem:
+        ctx.checks["schema"].fail(f"{rel}: shard {problem}")
     if md["vocab_sha256"] != m.vocab_sha256 or md["vocab_size"] != m.vocab_size:
         ctx.checks["vocab"].fail(
             f"{rel}: built with vocab sha256 {str(md['vocab_sha256'])[:12]}... "

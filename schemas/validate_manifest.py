@@ -10,7 +10,7 @@ import os
 from schemas.manifest import MANIFEST_NAME, Manifest
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.rows import MIN_ROW_LENGTH, RowRules
-from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION
+from schemas.shard import schema_problem
 from schemas.validate_state import Context, Tally
 from schemas.vocab import SpecialIds, Vocab
 
@@ -29,11 +29,11 @@ def check_schema(ctx: Context) -> None:
     m, t = ctx.manifest, ctx.checks["schema"]
     t.ran = True
     t.summary = f"{m.schema_name} version {m.schema_version}"
-    if m.schema_name != SCHEMA_NAME or m.schema_version != SCHEMA_VERSION:
+    problem = schema_problem(m.schema_name, m.schema_version)
+    if problem:
         t.fail(
-            f"{MANIFEST_NAME}: schema {m.schema_name!r} version {m.schema_version} is not one this "
-            f"code reads ({SCHEMA_NAME!r} version {SCHEMA_VERSION}); rebuild the shards with "
-            "this version or validate them with the matching release"
+            f"{MANIFEST_NAME}: {problem}; rebuild the shards with this version or validate them "
+            "with the matching release"
         )
 
 

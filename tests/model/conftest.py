@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from schemas import Manifest, ShardColumns, ShardEntry, Vocab, shard_metadata, shard_to_bytes
+from schemas.manifest import SHARDS_DIR, shard_name
 from schemas.shard import META_SCHEMA_VERSION
 
 WORDS = (
@@ -104,7 +105,7 @@ def write_shard_set(
     schema_version: int | None = None,
 ) -> str:
     """A finished shard set in `directory`: shards/, manifest.json, vocab.txt."""
-    os.makedirs(os.path.join(directory, "shards"), exist_ok=True)
+    os.makedirs(os.path.join(directory, SHARDS_DIR), exist_ok=True)
     config = dict(CONFIG, max_seq_length=max_len, seed=seed)
     metadata = shard_metadata(vocab.sha256, len(vocab), vocab.special_ids.to_dict(), config)
     if schema_version is not None:
@@ -113,7 +114,7 @@ def write_shard_set(
     for i in range(num_shards):
         cols = shard_columns(rows, seed * 1000 + i, max_len)
         data = shard_to_bytes(cols.to_table(vocab.id_type, metadata), rows_per_batch=40)
-        path = f"shards/train-{i:05d}-of-{num_shards:05d}.arrow"
+        path = f"{SHARDS_DIR}/{shard_name(i, num_shards)}"
         with open(os.path.join(directory, path), "wb") as f:
             f.write(data)
         entries.append(

@@ -127,7 +127,7 @@ def test_manifest_row_count_off_by_one(broken):
 def test_wrong_schema_version(broken):
     edit_manifest(broken, lambda m: dataclasses.replace(m, schema_version=2))
     assert failures(broken, "schema") == [
-        "manifest.json: schema 'bert-pretraining-instances' version 2 is not one this code "
+        "manifest.json: schema 'bert-pretraining-instances' version 2 is not the one this code "
         "reads ('bert-pretraining-instances' version 1); rebuild the shards with this version "
         "or validate them with the matching release"
     ]
