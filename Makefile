@@ -13,6 +13,7 @@ DUPE    ?= 5
 SEED    ?= 12345
 WORKERS ?= 0
 RUNNER  ?= DirectRunner
+DASK_ADDRESS ?=
 PROJECT ?=
 REGION  ?=
 TEMP    ?=
@@ -42,7 +43,7 @@ basename_of = $(subst |,$(space),$(notdir $(patsubst %/,%,$(subst $(space),|,$(s
 
 SHARD_FLAGS := --input '$(INPUT)' --format $(FORMAT) --out '$(OUT)' --max-seq-length $(SEQ_LEN) \
 	--dupe-factor $(DUPE) --seed $(SEED) --workers $(WORKERS) --runner $(RUNNER) \
-	$(if $(VOCAB),--vocab '$(VOCAB)') \
+	$(if $(VOCAB),--vocab '$(VOCAB)') $(if $(DASK_ADDRESS),--dask-address '$(DASK_ADDRESS)') \
 	$(if $(filter DataflowRunner,$(RUNNER)),--project $(PROJECT) --region $(REGION) \
 	  --temp_location '$(TEMP)' --setup_file ./setup.py)
 
@@ -53,7 +54,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,gcp]'
+	$(PY) -m pip install -q -e '.[dev,gcp,dask]'
 	touch $(STAMP)
 
 shards: $(STAMP)

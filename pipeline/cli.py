@@ -68,7 +68,13 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--runner",
         default="DirectRunner",
-        help="DirectRunner (local, offline, all cores) or DataflowRunner, ...",
+        help="DirectRunner (local, offline, all cores), DaskRunner, DataflowRunner, ...",
+    )
+    ap.add_argument(
+        "--dask-address",
+        metavar="tcp://HOST:8786",
+        help="with --runner DaskRunner: the scheduler of an existing Dask cluster "
+        "(default: a local cluster of --workers processes)",
     )
     ap.add_argument(
         "--skip-bad-input",
@@ -452,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     problem = unknown_args(rest, {"build": b, "vocab": v, "punkt": t}[args.command])
     if problem:
         raise SystemExit(f"error: {problem}")
+    if args.dask_address:
+        rest = [*rest, f"--dask_client_address={args.dask_address}"]
     runner = {"build": run_build, "vocab": run_vocab, "punkt": run_punkt}[args.command]
     return runner(args, rest)
 

@@ -186,7 +186,8 @@ def write_batch(docs: list[Document], tmp: str) -> Chunk:
 
 
 class DeduplicateChunks(beam.PTransform):
-    """Document chunks -> de-duplicated document chunks, and counts (dicts).
+    """Document chunks -> de-duplicated document chunks, and count records (`Chunk`s without
+    a file, like the other stages' records, so the build sums them the same way).
 
     Unlike every other stage, de-duplication groups the documents themselves by content, so on
     the local runner it holds the corpus in memory: it is for corpora that fit (Dataflow's
@@ -209,4 +210,9 @@ class DeduplicateChunks(beam.PTransform):
             | "Write" >> beam.Map(write_batch, self.tmp)
         )
         render_counts = ready | "RenderCounts" >> beam.Map(lambda c: c.counts)
-        return out, (counts, render_counts) | "AllCounts" >> beam.Flatten()
+        records = (
+            (counts, render_counts)
+            | "AllCounts" >> beam.Flatten()
+            | "AsRecords" >> beam.Map(lambda counts: Chunk("", counts=counts))
+        )
+        return out, records

@@ -1,0 +1,192 @@
+"""The same build on the local runner and on a Dask cluster of separate processes, measured.
+
+    python -m bench.dask_bench --workers 2 --vocab /tmp/m/vocab/vocab.txt
+
+The cluster is a `dask scheduler` and `--workers` `dask worker` processes (one thread each)
+on localhost, talking over TCP, as on a real cluster but on one machine. Per run: wall
+seconds, CPU seconds of every process involved (for Dask: the driver, the scheduler and the
+workers), MB of text per CPU-second, and peak resident memory per worker (local runner: the
+largest process of the build's tree; Dask: each worker's process tree, nanny included). The
+two shard sets are compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from bench.procmem import tree_stats
+from bench.scale_bench import MB, dir_bytes, measure
+
+CORPUS = "data/corpora/kernel-docs-200mb/text"
+# 12 of the 22 copies: about 112 MB
+PATTERNS = ("copy-00*", "copy-01[01]")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def dask_cluster(workers: int, scratch: str):
+    """A scheduler and `workers` single-threaded worker processes on localhost; yields
+    (address, process ids of the scheduler and the workers). All are stopped on exit."""
+    dask = str(Path(sys.executable).with_name("dask"))
+    address = f"tcp://127.0.0.1:{free_port()}"
+    port = address.rsplit(":", 1)[1]
+    # the workers import this checkout's code (and the tests' DoFns), as the driver does
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+    procs = [
+        subprocess.Popen(
+            [dask, "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"], **quiet
+        )
+    ]
+    try:
+        for i in range(workers):
+            cmd = [dask, "worker", address, "--nworkers", "1", "--nthreads", "1"]
+            cmd += ["--no-dashboard", "--local-directory", os.path.join(scratch, f"worker-{i}")]
+            procs.append(subprocess.Popen(cmd, **quiet))
+        wait_for_workers(address, workers)
+        yield address, [p.pid for p in procs]
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def wait_for_workers(address: str, workers: int, timeout: float = 120) -> None:
+    from distributed import Client
+
+    with Client(address, timeout=timeout) as client:
+        client.wait_for_workers(workers, timeout=timeout)
+
+
+class Poll:
+    """Peak resident bytes and last CPU seconds of each of some process trees."""
+
+    def __init__(self, pids: list[int]):
+        self.pids = pids
+        self.start = {p: tree_stats(p)["cpu"] for p in pids}
+        self.peak = dict.fromkeys(pids, 0)
+        self.cpu = dict(self.start)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.is_set():
+            for p in self.pids:
+                now = tree_stats(p)
+                self.peak[p] = max(self.peak[p], now["rss"])
+                self.cpu[p] = max(self.cpu[p], now["cpu"])
+            time.sleep(0.5)
+
+    def stop(self) -> dict:
+        self.done.set()
+        self.thread.join()
+        return {p: (self.cpu[p] - self.start[p], self.peak[p]) for p in self.pids}
+
+
+def digests(out: Path) -> dict[str, str]:
+    files = sorted(out.glob("shards/*.arrow")) + [out / "vocab.txt"]
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+def build_cmd(inputs: str, out: Path, workers: int, vocab: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--input", inputs, "--out", str(out)]
+    cmd += ["--workers", str(workers), "--overwrite", "--progress-seconds", "0"]
+    return cmd + (["--vocab", vocab] if vocab else [])
+
+
+def row(runner: str, text_bytes: int, wall: float, cpu: float, per_worker: list[int]) -> dict:
+    return {
+        "runner": runner,
+        "mb": round(text_bytes / MB, 1),
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        "mb_per_cpu_s": round(text_bytes / MB / max(cpu, 1e-9), 3),
+        "peak_worker_gib": [round(b / (1 << 30), 3) for b in per_worker],
+    }
+
+
+def run_local(inputs: str, out: Path, workers: int, vocab, text_bytes: int) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    before = os.times()
+    got = measure(build_cmd(inputs, out, workers, vocab), out / "shards" / ".building")
+    after = os.times()
+    reaped = after.children_user + after.children_system
+    cpu = max(reaped - before.children_user - before.children_system, got["tree_cpu_s"])
+    result = row("local", text_bytes, got["wall_s"], cpu, [got["peak_one"]])
+    result["peak_tree_gib"] = round(got["peak_rss"] / (1 << 30), 3)
+    return result
+
+
+def run_dask(inputs: str, out: Path, workers: int, vocab, text_bytes: int, scratch: str) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    with dask_cluster(workers, scratch) as (address, pids):
+        poll = Poll(pids)
+        cmd = build_cmd(inputs, out, workers, vocab)
+        got = measure(cmd + ["--runner", "DaskRunner", "--dask-address", address], out)
+        cluster = poll.stop()
+    driver = got["tree_cpu_s"]
+    cpu = driver + sum(c for c, _ in cluster.values())
+    result = row("dask", text_bytes, got["wall_s"], cpu, [cluster[p][1] for p in pids[1:]])
+    result["driver_cpu_s"] = round(driver, 1)
+    result["scheduler_cpu_s"] = round(cluster[pids[0]][0], 1)
+    return result
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--corpus", default=CORPUS, help="a folder of reference-format text")
+    ap.add_argument(
+        "--patterns", nargs="+", default=list(PATTERNS), help="folders or files in --corpus (globs)"
+    )
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--vocab", default=None, help="a vocab.txt to build with (else trained)")
+    ap.add_argument("--scratch", default="out/bench-dask")
+    ap.add_argument("--json", default="bench/results/dask.json")
+    args = ap.parse_args(argv)
+    corpus = Path(args.corpus)
+    folders = sorted(d for p in args.patterns for d in corpus.glob(p))
+    inputs = ",".join(f"text:{d}" for d in folders)
+    text_bytes = sum(map(dir_bytes, folders))
+    scratch = Path(args.scratch)
+    rows = []
+    local = run_local(inputs, scratch / "local", args.workers, args.vocab, text_bytes)
+    rows.append(local)
+    print(json.dumps(local), flush=True)
+    on_dask = run_dask(
+        inputs, scratch / "dask", args.workers, args.vocab, text_bytes, str(scratch / "dask-tmp")
+    )
+    on_dask["identical_to_local"] = digests(scratch / "local") == digests(scratch / "dask")
+    rows.append(on_dask)
+    print(json.dumps(on_dask), flush=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,222 @@
+"""Beam's Dask runner (2.77), with the defects that break this build worked around.
+
+`apache_beam.runners.dask.dask_runner.DaskRunner` translates a graph into Dask bags, but in
+this version (each checked with a three-step pipeline on two worker processes):
+1. a ParDo's outputs go into one list made when the graph is built, so a task that runs again
+   in a worker process (side inputs make tasks run again) returns its earlier outputs too:
+   a singleton side input then holds the same value twice;
+2. the outputs of a multi-output ParDo (`with_outputs`) all land in one bag that every
+   consumer reads, main and tagged mixed, and outputs from `finish_bundle` are dropped;
+3. a side input is the producer's whole graph, computed again inside every task that reads
+   it, nested as deep as side inputs go (a vocab would be trained once per reader);
+4. `Reshuffle` is dropped, so everything after a `Create` of a few items stays in one
+   partition and runs on one worker;
+5. only the last transform's bag is computed: a branch that does not lead to it never runs.
+`DaskRunner` here keeps Beam's translations of Create, GroupByKey and Flatten and replaces
+the rest: a ParDo makes its output list per bundle and routes tagged outputs by tag; a side
+input is computed once, before its readers, and kept in the cluster; `Reshuffle` spreads the
+bag over two partitions per worker thread; every leaf of the graph is computed.
+
+Without `--dask_client_address` (the build's `--dask-address`), a local cluster of
+`--workers` single-threaded processes is started and closed around the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+
+from apache_beam import DoFn, ParDo, TaggedOutput
+from apache_beam.options.pipeline_options import DirectOptions
+from apache_beam.pipeline import PipelineVisitor
+from apache_beam.pvalue import PBegin
+from apache_beam.runners.common import (
+    DoFnContext,
+    DoFnInvoker,
+    DoFnSignature,
+    _OutputHandler,
+)
+from apache_beam.runners.dask.dask_runner import DaskOptions
+from apache_beam.runners.dask.dask_runner import DaskRunner as BeamDaskRunner
+from apache_beam.runners.dask.overrides import _Reshuffle, dask_overrides
+from apache_beam.runners.dask.transform_evaluator import (
+    TRANSLATIONS,
+    Flatten,
+    NoOp,
+    OneReceiver,
+    get_windowed_value,
+)
+from apache_beam.runners.runner import PipelineResult, PipelineState
+from apache_beam.transforms.sideinputs import SideInputMap
+
+BEAM_PATH = "apache_beam.runners.dask.dask_runner.DaskRunner"
+PARTITIONS_PER_THREAD = 2
+
+
+def run_bundle(items, fn, args, kwargs, window_fn, label, side_inputs, tagged: bool) -> list:
+    """One partition through a DoFn, with receivers of its own; (tag, value) pairs when the
+    ParDo has tagged outputs, else values."""
+    receivers = OneReceiver()
+    handler = _OutputHandler(
+        window_fn=window_fn,
+        main_receivers=receivers[None],
+        tagged_receivers=receivers,
+        per_element_output_counter=None,
+        output_batch_converter=None,
+        process_yields_batches=False,
+        process_batch_yields_elements=False,
+    )
+    invoker = DoFnInvoker.create_invoker(
+        DoFnSignature(fn),
+        handler,
+        context=DoFnContext(label, state=None),
+        side_inputs=side_inputs,
+        input_args=list(args),
+        input_kwargs=kwargs,
+        user_state_context=None,
+        bundle_finalizer_param=DoFn.BundleFinalizerParam(),
+    )
+    invoker.invoke_setup()
+    invoker.invoke_start_bundle()
+    for item in items:
+        invoker.invoke_process(get_windowed_value(item, window_fn))
+    invoker.invoke_finish_bundle()
+    invoker.invoke_teardown()
+    out = [
+        (r.tag, r.value.value) if isinstance(r, TaggedOutput) else (None, r.value)
+        for r in receivers.values
+    ]
+    return out if tagged else [value for _, value in out]
+
+
+def has_tag(tag, pair) -> bool:
+    return pair[0] == tag
+
+
+def untag(pair):
+    return pair[1]
+
+
+@dataclasses.dataclass
+class Materialized:
+    """A side input's values, computed once; iterated as Beam's side-input map expects."""
+
+    values: list
+    window_fn: object
+
+    def __iter__(self):
+        for value in self.values:
+            yield get_windowed_value(value, self.window_fn)
+
+
+class Translate(PipelineVisitor):
+    """Beam graph -> Dask bags, one per PCollection (see the module docstring)."""
+
+    def __init__(self, client, bag_kwargs: dict, spread: int):
+        self.client = client
+        self.bag_kwargs = bag_kwargs
+        self.spread = spread
+        self.bags: dict = {}  # PCollection -> bag
+        self.side_values: dict = {}  # PCollection -> its values, when read as a side input
+        self.consumed: set = set()
+        self.sinks: list = []  # bags of transforms without outputs
+
+    def visit_transform(self, node) -> None:
+        inputs = [self.bags[pc] for pc in node.inputs if not isinstance(pc, PBegin)]
+        self.consumed.update(pc for pc in node.inputs if not isinstance(pc, PBegin))
+        side = [self.side_input(si) for si in node.side_inputs]
+        transform = node.transform
+        if type(transform) is ParDo:
+            out = self.par_do(node, inputs[0], side)
+        elif isinstance(transform, _Reshuffle):
+            out = inputs[0].repartition(npartitions=max(self.spread, inputs[0].npartitions))
+        else:
+            op = TRANSLATIONS.get(type(transform), NoOp)(node, bag_kwargs=self.bag_kwargs)
+            many = len(inputs) != 1 or isinstance(op, Flatten)
+            out = op.apply(input_bag=(inputs if many else inputs[0]) if inputs else None)
+        if not node.outputs:
+            self.sinks.append(out)
+        for pc in node.outputs.values():
+            self.bags[pc] = self.by_tag(node, pc, out)
+
+    def par_do(self, node, bag, side):
+        transform = node.transform
+        main_input = next(iter(node.main_inputs.values()))
+        window_fn = getattr(getattr(main_input, "windowing", None), "windowfn", None)
+        args, kwargs = transform.raw_side_inputs
+        tagged = bool(transform.output_tags)
+        run = functools.partial(
+            run_bundle,
+            fn=transform.fn,
+            args=args,
+            kwargs=kwargs,
+            window_fn=window_fn,
+            label=transform.label,
+            side_inputs=side or None,
+            tagged=tagged,
+        )
+        return bag.map_partitions(run)
+
+    @staticmethod
+    def by_tag(node, pc, out):
+        """The bag of output `pc`: a ParDo with tagged outputs made (tag, value) pairs."""
+        tags = getattr(node.transform, "output_tags", None)
+        if type(node.transform) is not ParDo or not tags:
+            return out
+        tag = pc.tag if pc.tag in tags else None
+        return out.filter(functools.partial(has_tag, tag)).map(untag)
+
+    def side_input(self, si) -> SideInputMap:
+        pc = si.pvalue
+        if pc not in self.side_values:
+            self.bags[pc] = self.client.persist(self.bags[pc])
+            self.side_values[pc] = self.client.compute(self.bags[pc]).result()
+        values = Materialized(self.side_values[pc], si._window_mapping_fn)
+        return SideInputMap(type(si), si._view_options(), values)
+
+    def leaves(self) -> list:
+        return self.sinks + [bag for pc, bag in self.bags.items() if pc not in self.consumed]
+
+
+class DaskRunner(BeamDaskRunner):
+    """Runs a graph on a Dask cluster (an address, or a local one); blocks until it is done."""
+
+    def run_pipeline(self, pipeline, options):
+        import dask
+        import distributed
+
+        kwargs = options.view_as(DaskOptions).get_all_options(drop_default=True, current_only=True)
+        bag_kwargs = DaskOptions._extract_bag_kwargs(kwargs)
+        cluster = None
+        if not kwargs.get("address") and not kwargs.get("scheduler_file"):
+            workers = options.view_as(DirectOptions).direct_num_workers or os.cpu_count() or 1
+            cluster = distributed.LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            )
+            kwargs["address"] = cluster
+        client = distributed.Client(**kwargs)
+        try:
+            threads = sum(client.nthreads().values()) or 1
+            spread = bag_kwargs.get("npartitions") or PARTITIONS_PER_THREAD * threads
+            pipeline.replace_all(dask_overrides())
+            translate = Translate(client, bag_kwargs, spread)
+            pipeline.visit(translate)
+            unique = {bag.name: bag for bag in translate.leaves()}
+            leaves = dask.optimize(*unique.values())
+            client.gather(client.compute(list(leaves)))
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+        return DoneResult(PipelineState.DONE)
+
+
+class DoneResult(PipelineResult):
+    """The result of a run that has already finished when `run` returns."""
+
+    def wait_until_finish(self, duration=None):
+        return self._state
+
+    def metrics(self):
+        raise NotImplementedError("Beam's Dask runner does not collect metrics")

@@ -1,0 +1,98 @@
+"""The build on a Dask cluster of separate processes (a `dask scheduler` and two `dask worker`s
+on localhost, over TCP) writes the local runner's bytes; and the Dask runner's defects that
+`pipeline.dask_runner` works around stay worked around."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip(
+    "distributed", reason="the dask extra is not installed (pip install -e '.[dask]')"
+)
+
+import apache_beam as beam  # noqa: E402
+from apache_beam.options.pipeline_options import (  # noqa: E402
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+)
+
+from bench.dask_bench import dask_cluster  # noqa: E402
+from pipeline.dask_runner import DaskRunner  # noqa: E402
+from pipeline.runner import DASK_RUNNER, pipeline_options  # noqa: E402
+from tests.conftest import SAMPLE, SAMPLE_INPUT, build_shards  # noqa: E402
+from tests.pipeline.test_build import file_digests  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> str:
+    """The scheduler's address; the scheduler and workers are stopped after the module."""
+    with dask_cluster(2, str(tmp_path_factory.mktemp("dask"))) as (address, _):
+        yield address
+
+
+def test_the_short_name_means_beams_dask_runner():
+    options = pipeline_options([], "DaskRunner", 3)
+    assert options.view_as(StandardOptions).runner == DASK_RUNNER
+    assert options.view_as(DirectOptions).direct_num_workers == 3
+    assert pipeline_options([], "dask", 0).view_as(StandardOptions).runner == DASK_RUNNER
+
+
+def test_shards_on_dask_equal_the_local_runners(sample_shards, cluster, tmp_path):
+    out = str(tmp_path / "dask")
+    args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
+    assert build_shards(out, *args, "--progress-seconds", "0") == 0
+    assert file_digests(out) == file_digests(sample_shards)
+
+
+def test_dedup_on_dask_equals_the_local_runners(cluster, tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(f"{SAMPLE}/text/wiki-style.txt", copy / "again.txt")
+    inputs = f"{SAMPLE_INPUT},text:{copy}"
+    local, on_dask = str(tmp_path / "local"), str(tmp_path / "dask")
+    args = ["--num-shards", "4", "--dedup", "--progress-seconds", "0"]
+    assert build_shards(local, *args, inputs=inputs) == 0
+    dask_args = ["--runner", "DaskRunner", "--dask-address", cluster]
+    assert build_shards(on_dask, *args, *dask_args, inputs=inputs) == 0
+    assert file_digests(on_dask) == file_digests(local)
+    counts = [json.load(open(f"{o}/manifest.json"))["counts"] for o in (local, on_dask)]
+    assert counts[0] == counts[1]
+    assert counts[0]["total"]["documents_dropped.duplicate"] > 0
+
+
+class EvenOdd(beam.DoFn):
+    """Main and tagged outputs, and an output from finish_bundle."""
+
+    def process(self, x):
+        yield x if x % 2 == 0 else beam.pvalue.TaggedOutput("odd", x)
+
+    def finish_bundle(self):
+        from apache_beam.transforms.window import GlobalWindows
+
+        yield beam.pvalue.TaggedOutput("odd", GlobalWindows.windowed_value(101))
+
+
+def test_tagged_outputs_and_side_inputs_read_twice_are_carried(cluster, tmp_path):
+    # Beam's own Dask runner mixes "even" and "odd" and drops 101, and a side input read
+    # by two steps makes the second see its values twice.
+    seen = tmp_path / "seen.json"
+    options = PipelineOptions([f"--dask_client_address={cluster}"])
+    with beam.Pipeline(runner=DaskRunner(), options=options) as p:
+        split = p | beam.Create(range(6)) | beam.ParDo(EvenOdd()).with_outputs("odd", main="even")
+        evens = split.even | "Evens" >> beam.combiners.ToList()
+        odds = split.odd | "Odds" >> beam.combiners.ToList()
+        first = (
+            p
+            | "Once" >> beam.Create([None])
+            | "First" >> beam.Map(lambda _, e: sorted(e), beam.pvalue.AsSingleton(evens))
+        )
+        _ = first | "Second" >> beam.Map(
+            lambda f, e, o: seen.write_text(json.dumps([f, sorted(e), sorted(o)])),
+            beam.pvalue.AsSingleton(evens),
+            beam.pvalue.AsSingleton(odds),
+        )
+    assert json.loads(seen.read_text()) == [[0, 2, 4], [0, 2, 4], [1, 3, 5, 101]]
