@@ -1,7 +1,7 @@
 """Pre-training throughput on a GPU (issue 14): bf16 sequences/s, tokens/s, MFU, peak memory and
 the share of step time spent waiting for the loader, through the package's own training step.
 
-Runs `model.trainer.Trainer` (the step `model.train.pretrain` runs: autocast, fused AdamW,
+Runs `model.training.Trainer` (the step `model.pretrain.pretrain` runs: autocast, fused AdamW,
 clipping, schedule, `torch.compile` when asked) on batches from `model.data` over a synthetic
 shard set made by `schemas.synthetic`. Each case runs `--warmup` steps, then `--steps` timed
 steps. On CUDA the cases are base at seq 128 and 512 and large at seq 128, each without and with
@@ -32,11 +32,8 @@ import torch
 from model.bert import count_parameters, training_flops
 from model.config import TrainConfig
 from model.data import LoaderConfig, PretrainingData, batches, open_shards
-from model.distributed import Dist
-from model.holdout import split_holdout
-from model.meter import PEAK_BF16_TFLOPS
-from model.train import model_config
-from model.trainer import Trainer, to_device
+from model.pretrain import model_config, split_holdout
+from model.training import PEAK_BF16_TFLOPS, Dist, Trainer, to_device
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 
 RESULT_NAME = "gpu_bench.json"

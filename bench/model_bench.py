@@ -25,7 +25,7 @@ import torch
 from model.bert import BertForPreTraining, pretraining_loss, training_flops
 from model.config import preset
 from model.data import LoaderConfig, PretrainingData, batches, open_shards
-from model.meter import PEAK_BF16_TFLOPS
+from model.training import PEAK_BF16_TFLOPS
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 
 VOCAB_SIZE = 30522

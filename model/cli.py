@@ -236,7 +236,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 def _run(args: argparse.Namespace) -> None:
     if args.command == "pretrain":
-        from model.train import pretrain
+        from model.pretrain import pretrain
 
         pretrain(train_config(args))
     elif args.command == "finetune":

@@ -30,7 +30,7 @@ from model.config import flag_hint
 from schemas import ShardColumns, ShardSet
 from schemas.manifest import MANIFEST_NAME
 from schemas.masking import MaskingRule, mask_padded
-from schemas.shard import schema_metadata, schema_problem
+from schemas.shard import schema_metadata, schema_problem, segment_gather
 
 # Distinct random streams drawn from (seed, epoch, purpose, ...).
 _SHARD_ORDER, _WINDOW_ROWS, _MASKING = 0, 1, 2
@@ -322,8 +322,7 @@ def _take(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np
     """The concatenated values of `rows` of a flat list column, and their lengths."""
     starts = offsets[rows]
     lens = offsets[rows + 1] - starts
-    gather = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(lens.sum())
-    return values[gather], lens
+    return values[segment_gather(starts, lens)], lens
 
 
 def _columns_of(lens: np.ndarray) -> np.ndarray:

@@ -15,9 +15,9 @@ import shutil
 import torch
 from safetensors.torch import save_file
 
-from model.checkpoint import load_checkpoint
 from model.config import BertConfig
-from model.files import publish, write_text
+from model.run_dir import load_checkpoint
+from schemas.manifest import atomic_write_text, new_file_mode
 
 
 def hf_config(cfg: BertConfig) -> dict:
@@ -111,15 +111,16 @@ def export(ckpt_path: str, out_dir: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     weights = os.path.join(out_dir, "model.safetensors")
     save_file(hf_state_dict(ckpt["model"], cfg), weights + ".tmp", metadata={"format": "pt"})
-    publish(weights + ".tmp", weights)
-    write_text(os.path.join(out_dir, "config.json"), _json(hf_config(cfg)))
+    os.chmod(weights + ".tmp", new_file_mode())  # safetensors writes 0600
+    os.replace(weights + ".tmp", weights)
+    atomic_write_text(os.path.join(out_dir, "config.json"), _json(hf_config(cfg)))
     shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
     tokenizer = {
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": bool(ckpt["shard_config"].get("lowercase", True)),
         "model_max_length": cfg.max_position,
     }
-    write_text(os.path.join(out_dir, "tokenizer_config.json"), _json(tokenizer))
+    atomic_write_text(os.path.join(out_dir, "tokenizer_config.json"), _json(tokenizer))
     return out_dir
 
 

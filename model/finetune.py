@@ -29,15 +29,11 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from model.bert import BertModel, init_weights
-from model.checkpoint import load_checkpoint
 from model.config import BertConfig, flag_hint
 from model.data import PAD_MULTIPLE
-from model.distributed import resolve_device
-from model.files import write_text
 from model.hf_import import is_hf_directory, load_pretrained
-from model.meter import progress
 from model.metrics import accuracy, binary_f1, entity_f1, squad_scores
-from model.optim import WarmupLinear
+from model.run_dir import load_checkpoint
 from model.tasks import (
     GLUE_TASKS,
     IGNORE,
@@ -53,6 +49,8 @@ from model.tasks import (
     task_kind,
     token_features,
 )
+from model.training import WarmupLinear, param_groups, progress, resolve_device
+from schemas.manifest import atomic_write, atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -467,8 +465,7 @@ def dev_metric(task: str) -> str:
 def _save(model: TaskModel, data: TaskData, cfg: FinetuneConfig, name: str) -> None:
     path = os.path.join(cfg.run, name)
     state = {"config": asdict(cfg), "labels": data.labels, "model": model.state_dict()}
-    torch.save(state, path + ".tmp")
-    os.replace(path + ".tmp", path)
+    atomic_write(path, lambda f: torch.save(state, f))
 
 
 def finetune(cfg: FinetuneConfig) -> dict:
@@ -508,7 +505,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
         best_state = torch.load(os.path.join(cfg.run, "best.pt"), weights_only=True)
         model.load_state_dict(best_state["model"])
         for name, text in label_test(model, data, cfg, device, pad_id).items():
-            write_text(os.path.join(cfg.run, name), text)
+            atomic_write_text(os.path.join(cfg.run, name), text)
             print(f"{cfg.task}: labelled {os.path.join(cfg.run, name)} for the GLUE server")
     return scores
 
@@ -516,25 +513,19 @@ def finetune(cfg: FinetuneConfig) -> dict:
 def _write_run(model: TaskModel, data: TaskData, cfg: FinetuneConfig, scores: dict, best: dict):
     """The last weights, the best evaluation, the last scores and dev predictions."""
     _save(model, data, cfg, "model.pt")
-    write_text(os.path.join(cfg.run, "best.json"), json.dumps(best, indent=2) + "\n")
-    write_text(os.path.join(cfg.run, "results.json"), json.dumps(scores, indent=2) + "\n")
+    atomic_write_text(os.path.join(cfg.run, "best.json"), json.dumps(best, indent=2) + "\n")
+    atomic_write_text(os.path.join(cfg.run, "results.json"), json.dumps(scores, indent=2) + "\n")
     for name, text in data.outputs.items():
-        write_text(os.path.join(cfg.run, name), text)
+        atomic_write_text(os.path.join(cfg.run, name), text)
     if data.predictions is not None:  # the official format: question id -> answer text
         text = json.dumps(data.predictions, indent=2, ensure_ascii=False) + "\n"
-        write_text(os.path.join(cfg.run, "predictions.json"), text)
+        atomic_write_text(os.path.join(cfg.run, "predictions.json"), text)
         text = json.dumps(data.nbest, indent=2, ensure_ascii=False) + "\n"
-        write_text(os.path.join(cfg.run, "nbest_predictions.json"), text)
+        atomic_write_text(os.path.join(cfg.run, "nbest_predictions.json"), text)
 
 
 def _optimizer(model: nn.Module, cfg: FinetuneConfig, steps: int):
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    rest = [p for p in model.parameters() if p.ndim < 2]
-    groups = [
-        {"params": decay, "weight_decay": cfg.weight_decay},
-        {"params": rest, "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, eps=1e-6)
+    optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, eps=1e-6)
     return optimizer, LambdaLR(optimizer, WarmupLinear(int(cfg.warmup_ratio * steps), steps))
 
 

@@ -1,5 +1,12 @@
-"""The run directory: created (or re-entered on --resume) with the shards' vocab and tokenizer and
-the run's train_config.json; later it holds last.pt, metrics.jsonl and eval.json."""
+"""The run directory of pre-training: created (or re-entered on --resume) with the shards' vocab
+and tokenizer and the run's train_config.json; later it holds metrics.jsonl, eval.json and the
+checkpoint `last.pt`.
+
+A checkpoint holds everything the rest of a run depends on (weights, optimizer, schedule, every
+rank's RNG, the loader's position), written atomically, so that `--resume` reproduces an
+uninterrupted run exactly and a run killed at any moment (SIGKILL included) continues from its
+last checkpoint.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,13 @@ import os
 import shutil
 from dataclasses import asdict
 
+import torch
+import torch.distributed as dist
+
 from model.config import TrainConfig, flag_hint
-from model.distributed import Dist
-from model.files import write_text
+from model.training import Dist, Trainer, WarmupLinear
 from schemas import ShardSet
+from schemas.manifest import atomic_write, atomic_write_text
 
 CHECKPOINT = "last.pt"
 METRICS = "metrics.jsonl"
@@ -43,7 +53,7 @@ def _populate(cfg: TrainConfig, shards: ShardSet, checkpoint: str) -> None:
         src = os.path.join(shards.directory, name)
         if os.path.exists(src):
             shutil.copyfile(src, os.path.join(cfg.run, name))
-    write_text(os.path.join(cfg.run, "train_config.json"), to_json(asdict(cfg)))
+    atomic_write_text(os.path.join(cfg.run, "train_config.json"), to_json(asdict(cfg)))
 
 
 def trim_metrics(path: str, step: int) -> None:
@@ -52,9 +62,138 @@ def trim_metrics(path: str, step: int) -> None:
         return
     with open(path, encoding="utf-8") as f:
         lines = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
-    write_text(path, "".join(lines))
+    atomic_write_text(path, "".join(lines))
 
 
 def to_json(obj) -> str:
     """Indented, key-sorted JSON with a final newline (the run directory's .json files)."""
     return json.dumps(obj, indent=2, sort_keys=True) + "\n"
+
+
+CHECKPOINT_FORMAT = 1
+# Settings that fix the data order; a resumed run must keep them.
+ORDER_KEYS = ("seed", "batch_size", "accum", "shuffle_window", "remask", "holdout")
+
+
+def save_checkpoint(path: str, state: dict) -> None:
+    """Write atomically: a temporary file in the same directory, fsync, rename."""
+    atomic_write(path, lambda f: torch.save(state, f))
+
+
+def rng_states(d: Dist) -> list[dict]:
+    """Every rank's torch generator state (dropout), gathered on all ranks."""
+    state = {"cpu": torch.get_rng_state()}
+    if d.device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(d.device)
+    if d.world == 1:
+        return [state]
+    states: list = [None] * d.world
+    dist.all_gather_object(states, state)
+    return states
+
+
+def checkpoint_state(
+    trainer: Trainer, shards: ShardSet, step: int, position: int, rng: list[dict]
+) -> dict:
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "step": step,
+        "loader_position": position,
+        "model_config": asdict(trainer.model_cfg),
+        "train_config": asdict(trainer.cfg),
+        "vocab": {
+            "size": len(shards.vocab),
+            "sha256": shards.manifest.vocab_sha256,
+            "special_ids": shards.vocab.special_ids.to_dict(),
+        },
+        "shard_config": dict(shards.config),
+        "model": trainer.raw.state_dict(),
+        "optimizer": trainer.optimizer.state_dict(),
+        "scheduler": trainer.scheduler.state_dict(),
+        "rng": rng,
+        "world_size": trainer.d.world,
+    }
+
+
+def write_checkpoint(
+    path: str, trainer: Trainer, shards: ShardSet, step: int, position: int
+) -> None:
+    """Called on every rank (gathering the RNG states is a collective); rank 0 writes."""
+    rng = rng_states(trainer.d)
+    if trainer.d.main:
+        save_checkpoint(path, checkpoint_state(trainer, shards, step, position, rng))
+
+
+def load_checkpoint(path: str) -> dict:
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises several types for a damaged file
+        raise ValueError(
+            f"{path}: not a readable checkpoint ({type(e).__name__}: {e}); it was not written "
+            "by this package or is damaged"
+        ) from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path}: not a checkpoint of this package (format {CHECKPOINT_FORMAT})")
+    return ckpt
+
+
+def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> None:
+    """Refuse to resume a checkpoint onto a different vocab, model or data order."""
+    size, here = ckpt["vocab"]["size"], len(shards.vocab)
+    if size != here:
+        raise ValueError(
+            f"{path}: trained with a vocab of {size} pieces, but {shards.directory} has {here}; "
+            "resume on the shard set the run started with, or start a new "
+            f"{flag_hint('--run', 'DIR')}"
+        )
+    if ckpt["vocab"]["sha256"] != shards.manifest.vocab_sha256:
+        raise ValueError(
+            f"{path}: trained with vocab {ckpt['vocab']['sha256']}, but {shards.directory} uses "
+            f"{shards.manifest.vocab_sha256}; resume on the original shard set, or start a new "
+            f"{flag_hint('--run', 'DIR')}"
+        )
+    init = ckpt["train_config"].get("init", "")
+    if init != trainer.cfg.init:
+        started = f"from {init}" if init else f"from the {ckpt['train_config']['model']!r} preset"
+        raise ValueError(
+            f"{path}: the run started {started}; resume it with "
+            f"{flag_hint('--init', init) if init else 'no --init (make: none in ARGS)'}"
+        )
+    if ckpt["model_config"] != asdict(trainer.model_cfg):
+        was = ckpt["train_config"]["model"]
+        raise ValueError(
+            f"{path}: a {was!r} model; {flag_hint('--model', trainer.cfg.model)} differs"
+        )
+    changed = [k for k in ORDER_KEYS if ckpt["train_config"][k] != getattr(trainer.cfg, k)]
+    if changed:
+        old = ", ".join(f"{k}={ckpt['train_config'][k]}" for k in changed)
+        raise ValueError(f"{path}: resume with the run's own data settings ({old})")
+
+
+def restore(ckpt: dict, trainer: Trainer) -> None:
+    """Put the weights, optimizer, schedule and this rank's RNG back as the checkpoint had them."""
+    trainer.raw.load_state_dict(ckpt["model"])
+    trainer.optimizer.load_state_dict(ckpt["optimizer"])
+    trainer.scheduler.load_state_dict(ckpt["scheduler"])
+    _reschedule(trainer)
+    _restore_rng(ckpt, trainer)
+
+
+def _reschedule(trainer: Trainer) -> None:
+    """The schedule follows this run's --steps and --warmup (a resumed run may be extended)."""
+    schedule = WarmupLinear(trainer.cfg.warmup, trainer.cfg.steps)
+    trainer.scheduler.lr_lambdas = [schedule] * len(trainer.optimizer.param_groups)
+    factor = schedule(trainer.scheduler.last_epoch)
+    for group, base in zip(trainer.optimizer.param_groups, trainer.scheduler.base_lrs, strict=True):
+        group["lr"] = base * factor
+    trainer.scheduler._last_lr = [g["lr"] for g in trainer.optimizer.param_groups]
+
+
+def _restore_rng(ckpt: dict, trainer: Trainer) -> None:
+    d = trainer.d
+    if len(ckpt["rng"]) == d.world:
+        torch.set_rng_state(ckpt["rng"][d.rank]["cpu"])
+        if d.device.type == "cuda" and "cuda" in ckpt["rng"][d.rank]:
+            torch.cuda.set_rng_state(ckpt["rng"][d.rank]["cuda"], d.device)
+    else:  # another world size: the data order holds, dropout draws differ
+        torch.manual_seed(trainer.cfg.seed + d.rank + ckpt["step"])

@@ -25,6 +25,8 @@ import numpy as np
 
 from pipeline.config import InstanceConfig
 from schemas import masking
+from schemas.masking import TokenSpec
+from schemas.shard import segment_gather
 
 
 @dataclass(frozen=True)
@@ -39,30 +41,6 @@ class TokenizedDoc:
     @property
     def num_sentences(self) -> int:
         return len(self.offsets) - 1
-
-
-@dataclass(frozen=True)
-class TokenSpec:
-    """What masking needs from the vocab; ids are looked up, never assumed."""
-
-    cls: int
-    sep: int
-    mask: int
-    replacements: np.ndarray  # ids a random replacement may take (non-special pieces)
-    continuation: np.ndarray  # bool per id: a "##" piece (for whole-word masking)
-
-    def rule(self, cfg: InstanceConfig) -> masking.MaskingRule:
-        """The contract's masking rule for these ids and the config's masking settings."""
-        return masking.MaskingRule(
-            max_predictions=cfg.max_predictions_per_seq,
-            masked_lm_prob=cfg.masked_lm_prob,
-            whole_word=cfg.whole_word_mask,
-            cls_id=self.cls,
-            sep_id=self.sep,
-            mask_id=self.mask,
-            replacements=self.replacements,
-            continuation=self.continuation,
-        )
 
 
 class Pair(NamedTuple):
@@ -222,15 +200,6 @@ def random_span(offs: Sequence[int], target_b: int, rng: random.Random) -> tuple
     return offs[first], offs[min(stop, len(offs) - 1)]
 
 
-def segment_gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(s, s + n) for each (s, n), without a Python loop."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    return np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
-
-
 def assemble_rows(units: Sequence[TokenizedDoc], pairs: Sequence[Pair], spec: TokenSpec) -> Rows:
     """`[CLS] A [SEP] B [SEP]` for every pair, in one vectorised gather."""
     flat = np.concatenate([u.ids for u in units])
@@ -255,7 +224,10 @@ def assemble_rows(units: Sequence[TokenizedDoc], pairs: Sequence[Pair], spec: To
 def mask_rows(rows: Rows, cfg: InstanceConfig, spec: TokenSpec, rng: np.random.Generator) -> Rows:
     """Mask every row at once by the contract's rule (`schemas.masking`): `num_to_predict`
     positions per row (words with whole-word masking), never [CLS]/[SEP], 80/10/10."""
-    masked = masking.mask_flat(rows.ids, rows.offsets, rows.segment_b_start, spec.rule(cfg), rng)
+    rule = masking.MaskingRule(
+        cfg.max_predictions_per_seq, cfg.masked_lm_prob, cfg.whole_word_mask, spec
+    )
+    masked = masking.mask_flat(rows.ids, rows.offsets, rows.segment_b_start, rule, rng)
     return Rows(
         masked.ids,
         rows.offsets,

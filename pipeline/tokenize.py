@@ -15,8 +15,9 @@ import numpy as np
 from tokenizers import BertWordPieceTokenizer
 
 from pipeline.config import VocabConfig
-from pipeline.instances import TokenizedDoc, TokenSpec
-from schemas.vocab import SPECIAL_TOKENS, Vocab
+from pipeline.instances import TokenizedDoc
+from schemas.masking import TokenSpec
+from schemas.vocab import SPECIAL_TOKENS, Vocab, bert_normalizer
 
 
 def train_vocab(sentences: Sequence[str], cfg: VocabConfig) -> tuple[Vocab, str]:
@@ -28,9 +29,7 @@ def train_vocab(sentences: Sequence[str], cfg: VocabConfig) -> tuple[Vocab, str]
     Fixing the alphabet and registering every `##c` up front, in sorted order, makes the
     result a pure function of the sample.
     """
-    tok = BertWordPieceTokenizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=cfg.lowercase
-    )
+    tok = BertWordPieceTokenizer(**bert_normalizer(cfg.lowercase))
     alphabet = corpus_alphabet(sentences, tok, cfg.limit_alphabet)
     tok.train_from_iterator(
         sentences,
@@ -61,13 +60,7 @@ def corpus_alphabet(sentences: Sequence[str], tok: BertWordPieceTokenizer, limit
 
 @functools.lru_cache(maxsize=2)
 def wordpiece_tokenizer(vocab: Vocab, lowercase: bool) -> BertWordPieceTokenizer:
-    return BertWordPieceTokenizer(
-        vocab.index,
-        clean_text=True,
-        handle_chinese_chars=True,
-        strip_accents=None,
-        lowercase=lowercase,
-    )
+    return BertWordPieceTokenizer(vocab.index, **bert_normalizer(lowercase))
 
 
 def tokenizer_json(vocab: Vocab, lowercase: bool) -> str:
@@ -115,11 +108,5 @@ def encode_documents(
 
 
 def token_spec(vocab: Vocab) -> TokenSpec:
-    sp = vocab.special_ids
-    return TokenSpec(
-        cls=sp.cls,
-        sep=sp.sep,
-        mask=sp.mask,
-        replacements=np.flatnonzero(~vocab.special_mask()),
-        continuation=vocab.continuation_mask(),
-    )
+    """The vocab's ids that building rows and masking them need (`schemas.masking`)."""
+    return TokenSpec.from_vocab(vocab)

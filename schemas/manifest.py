@@ -10,7 +10,9 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import BinaryIO
 
 import numpy as np
 
@@ -209,17 +211,40 @@ def read_manifest(directory: str) -> Manifest:
     return Manifest.from_json(text, where=path)
 
 
-def atomic_write_text(path: str, text: str) -> str:
+def new_file_mode() -> int:
+    """The mode `open(path, "w")` gives a new file: 0666 less the process umask (0644 under
+    the usual 022)."""
+    umask = os.umask(0)  # the only way to read it is to set it
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def atomic_write(path: str, write: Callable[[BinaryIO], object]) -> str:
+    """Publish `path` atomically: `write(f)` fills a temporary file beside it (`NAME.tmp-*`),
+    which is fsynced and renamed onto `path`; on any error it is removed. The file gets the
+    mode a new file gets under the umask, not mkstemp's 0600, so a manifest, config or
+    checkpoint stays readable by whoever shares the directory. Returns `path`."""
     directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f"{os.path.basename(path)}.tmp-", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
+            os.fchmod(f.fileno(), new_file_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def atomic_write_text(path: str, text: str) -> str:
+    """`atomic_write` of UTF-8 text."""
+    return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def atomic_write_bytes(path: str, data: bytes) -> str:
+    """`atomic_write` of bytes."""
+    return atomic_write(path, lambda f: f.write(data))

@@ -49,17 +49,35 @@ def num_to_predict(lengths: np.ndarray, masked_lm_prob: float, max_predictions: 
 
 
 @dataclass(frozen=True, eq=False)
+class TokenSpec:
+    """What building and masking rows need from the vocab; ids are looked up, never assumed."""
+
+    cls: int
+    sep: int
+    mask: int
+    replacements: np.ndarray  # ids a random replacement may take: the non-special pieces
+    continuation: np.ndarray  # bool per id: a `##` piece, which continues the previous word
+
+    @classmethod
+    def from_vocab(cls, vocab: Vocab) -> TokenSpec:
+        sp = vocab.special_ids
+        return cls(
+            cls=sp.cls,
+            sep=sp.sep,
+            mask=sp.mask,
+            replacements=np.flatnonzero(~vocab.special_mask()),
+            continuation=vocab.continuation_mask(),
+        )
+
+
+@dataclass(frozen=True, eq=False)
 class MaskingRule:
     """Everything masking needs: the build config's three masking keys and the vocab's ids."""
 
     max_predictions: int  # max_predictions_per_seq
     masked_lm_prob: float  # share of a row's pieces selected for prediction
     whole_word: bool  # whole_word_mask: a word's pieces are taken together, one 80/10/10 choice
-    cls_id: int
-    sep_id: int
-    mask_id: int
-    replacements: np.ndarray  # ids a random replacement may take: the non-special pieces
-    continuation: np.ndarray  # bool per id: a `##` piece, which continues the previous word
+    tokens: TokenSpec
 
     def __post_init__(self):
         if self.max_predictions < 1:
@@ -68,11 +86,12 @@ class MaskingRule:
             raise ValueError(
                 f"masking: masked_lm_prob must be in (0, 1] (got {self.masked_lm_prob})"
             )
-        if len(self.replacements) == 0:
+        if len(self.tokens.replacements) == 0:
             raise ValueError(
                 "masking: no piece may replace a masked one; the vocab is all specials"
             )
-        if self.continuation.dtype != bool or self.continuation.ndim != 1:
+        continuation = self.tokens.continuation
+        if continuation.dtype != bool or continuation.ndim != 1:
             raise ValueError("masking: continuation must be one bool per vocab id")
 
     @classmethod
@@ -82,16 +101,11 @@ class MaskingRule:
         missing = [k for k in ("max_predictions_per_seq", "masked_lm_prob") if k not in config]
         if missing:
             raise ValueError(f"the build config lacks {', '.join(missing)}, needed to mask")
-        sp = vocab.special_ids
         return cls(
             max_predictions=int(config["max_predictions_per_seq"]),
             masked_lm_prob=float(config["masked_lm_prob"]),
             whole_word=bool(config.get("whole_word_mask", False)),
-            cls_id=sp.cls,
-            sep_id=sp.sep,
-            mask_id=sp.mask,
-            replacements=np.flatnonzero(~vocab.special_mask()),
-            continuation=vocab.continuation_mask(),
+            tokens=TokenSpec.from_vocab(vocab),
         )
 
 
@@ -150,7 +164,7 @@ def mask_flat(
         hi = min(lo + block_rows, rows)
         n = lengths[lo:hi]
         valid = np.arange(int(n.max()) if len(n) else 0) < n[:, None]
-        grid = np.full(valid.shape, rule.cls_id, ids.dtype)  # any id: padding is no candidate
+        grid = np.full(valid.shape, rule.tokens.cls, ids.dtype)  # any id: padding is no candidate
         grid[valid] = ids[offsets[lo] : offsets[hi]]
         chosen, _, u = _select(grid, n, b_start[lo:hi], rule, rng)
         flat = chosen[valid]
@@ -181,7 +195,7 @@ def _select(
     if t == 0:
         return cand, np.zeros(0, np.int64), np.zeros(0)
     if rule.whole_word:
-        return _select_words(ids, cand, budget, rule.continuation, rng)
+        return _select_words(ids, cand, budget, rule.tokens.continuation, rng)
     # A uniform key per candidate; a row takes its `budget` smallest (keys are distinct).
     col = np.arange(t)
     key = rng.integers(0, _SCORES, size=cand.shape, dtype=np.uint32).astype(np.int64)
@@ -266,6 +280,7 @@ def _replace(
     flat: np.ndarray, where: np.ndarray, u: np.ndarray, rule: MaskingRule, rng: np.random.Generator
 ) -> None:
     """In place: [MASK] where u < 0.8, a random non-special piece where 0.8 <= u < 0.9."""
-    flat[where[u < 0.8]] = rule.mask_id
+    tokens = rule.tokens
+    flat[where[u < 0.8]] = tokens.mask
     swap = where[(u >= 0.8) & (u < 0.9)]
-    flat[swap] = rule.replacements[rng.integers(len(rule.replacements), size=len(swap))]
+    flat[swap] = tokens.replacements[rng.integers(len(tokens.replacements), size=len(swap))]

@@ -71,6 +71,16 @@ def shard_metadata(
     }
 
 
+def segment_gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(s, s + n) for each (s, n), without a Python loop: the flat
+    indices of some rows of a list column laid end to end (int64)."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
+
+
 @dataclass
 class ShardColumns:
     """A shard's rows as flat numpy arrays: values plus row offsets (length rows + 1)."""

@@ -16,11 +16,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from schemas.manifest import SHARDS_DIR, Manifest, ShardEntry, atomic_write_text, shard_name
+from schemas.manifest import (
+    SHARDS_DIR,
+    Manifest,
+    ShardEntry,
+    atomic_write_bytes,
+    atomic_write_text,
+    shard_name,
+)
 from schemas.masking import MaskingRule, mask_flat
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
-from schemas.vocab import SPECIAL_TOKENS, Vocab
+from schemas.vocab import SPECIAL_TOKENS, Vocab, bert_normalizer
 
 SENTENCE_PIECES = 24  # a typical English sentence, in WordPieces
 
@@ -97,13 +104,7 @@ def tokenizer_json_text(vocab: Vocab) -> str:
         "truncation": None,
         "padding": None,
         "added_tokens": added,
-        "normalizer": {
-            "type": "BertNormalizer",
-            "clean_text": True,
-            "handle_chinese_chars": True,
-            "strip_accents": None,
-            "lowercase": True,
-        },
+        "normalizer": {"type": "BertNormalizer", **bert_normalizer(lowercase=True)},
         "pre_tokenizer": {"type": "BertPreTokenizer"},
         "post_processor": {
             "type": "BertProcessing",
@@ -221,33 +222,6 @@ def _subset(rows: _Rows, index: np.ndarray) -> _Rows:
     return _Rows(**pick, documents=rows.documents)
 
 
-def take_rows(cols: ShardColumns, rows: np.ndarray) -> ShardColumns:
-    """The given rows (in that order) of a ShardColumns, as a new ShardColumns."""
-    lengths = np.diff(cols.input_offsets)[rows]
-    mcounts = np.diff(cols.masked_offsets)[rows]
-    ids_index = _ranges(cols.input_offsets[rows], lengths)
-    m_index = _ranges(cols.masked_offsets[rows], mcounts)
-    return ShardColumns(
-        input_ids=cols.input_ids[ids_index],
-        input_offsets=np.r_[0, np.cumsum(lengths)].astype(np.int64),
-        segment_b_start=cols.segment_b_start[rows],
-        masked_positions=cols.masked_positions[m_index],
-        masked_labels=cols.masked_labels[m_index],
-        masked_offsets=np.r_[0, np.cumsum(mcounts)].astype(np.int64),
-        is_random_next=cols.is_random_next[rows],
-    )
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenated arange(s, s + n) for each (s, n), without a Python loop."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    ends = np.cumsum(lengths)
-    shift = np.repeat(starts - (ends - lengths), lengths)
-    return np.arange(total, dtype=np.int64) + shift
-
-
 def write_shard_file(
     directory: str,
     rel: str,
@@ -262,9 +236,7 @@ def write_shard_file(
     data = shard_to_bytes(cols.to_table(vocab.id_type, metadata), rows_per_batch)
     path = os.path.join(directory, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "wb") as f:
-        f.write(data)
-    os.replace(path + ".tmp", path)
+    atomic_write_bytes(path, data)
     return ShardEntry.describe(rel, data, cols, short_rows=short_rows)
 
 

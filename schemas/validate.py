@@ -32,26 +32,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from schemas.manifest import MANIFEST_NAME, read_manifest
-from schemas.validate_files import SHARDS_DIR, check_files, check_shard, sha256_file
-from schemas.validate_manifest import REQUIRED_CONFIG, check_config, check_schema, check_vocab
-from schemas.validate_report import CHECKS, Check, Report, format_report
-from schemas.validate_set import KEEP_SHARE, MASK_SHARE, RANDOM_SHARE, set_checks, summarise
+from schemas.validate_files import check_files, check_shard, sha256_file
+from schemas.validate_manifest import check_config, check_schema, check_vocab
+from schemas.validate_report import CHECKS, Report
+from schemas.validate_set import set_checks, summarise
 from schemas.validate_state import Context, Tallies, ValidateOptions
-
-__all__ = [
-    "CHECKS",
-    "KEEP_SHARE",
-    "MASK_SHARE",
-    "RANDOM_SHARE",
-    "REQUIRED_CONFIG",
-    "SHARDS_DIR",
-    "Check",
-    "Report",
-    "ValidateOptions",
-    "format_report",
-    "sha256_file",
-    "validate",
-]
 
 
 def validate(directory: str, options: ValidateOptions | None = None) -> Report:

@@ -18,8 +18,6 @@ from schemas.shard import arrow_schema, schema_metadata, schema_problem
 from schemas.validate_rows import check_batches
 from schemas.validate_state import Context
 
-__all__ = ["SHARDS_DIR", "check_files", "check_shard", "sha256_file"]
-
 
 def check_files(ctx: Context) -> set[str]:
     """Shard paths safe (relative, inside `shards/`, no symlink out), listed shards present,

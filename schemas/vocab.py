@@ -14,6 +14,18 @@ import numpy as np
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
+def bert_normalizer(lowercase: bool) -> dict:
+    """The BERT tokenizer's text normalisation, as `tokenizers.BertWordPieceTokenizer` takes it
+    and a `tokenizer.json` records it: accents are stripped when (and only when) lowercasing,
+    as BERT's own tokenizer does."""
+    return {
+        "clean_text": True,
+        "handle_chinese_chars": True,
+        "strip_accents": None,
+        "lowercase": lowercase,
+    }
+
+
 @dataclass(frozen=True)
 class SpecialIds:
     pad: int

@@ -15,6 +15,7 @@ import pytest
 
 from schemas import Manifest, ShardColumns, ShardEntry, Vocab, shard_metadata, shard_to_bytes
 from schemas.manifest import SHARDS_DIR, shard_name
+from schemas.masking import MaskingRule, mask_flat
 from schemas.shard import META_SCHEMA_VERSION
 
 WORDS = (
@@ -55,43 +56,22 @@ def synthetic_row(rng: np.random.Generator, max_len: int) -> tuple[list[int], in
     return [sp.cls, *words_a, sp.sep, *words_b, sp.sep], a + 2, random_next
 
 
-def mask_row(ids: list[int], rng: np.random.Generator) -> tuple[list[int], list[int], list[int]]:
-    """The reference rule: 15% of the non-[CLS]/[SEP] positions, 80/10/10."""
-    sp = VOCAB.special_ids
-    cand = [i for i, t in enumerate(ids) if t not in (sp.cls, sp.sep)]
-    k = min(CONFIG["max_predictions_per_seq"], max(1, round(len(ids) * 0.15)))
-    positions = sorted(rng.choice(cand, size=k, replace=False).tolist())
-    out = list(ids)
-    for p in positions:
-        u = rng.random()
-        if u < 0.8:
-            out[p] = sp.mask
-        elif u < 0.9:
-            out[p] = FIRST_WORD + int(rng.integers(len(WORDS)))
-    return out, positions, [ids[p] for p in positions]
-
-
 def shard_columns(rows: int, seed: int, max_len: int) -> ShardColumns:
+    """`rows` learnable rows, masked by the contract's rule (`schemas.masking`)."""
     rng = np.random.default_rng(seed)
-    ids, offs, seg, pos, lab, moffs, nsp = [], [0], [], [], [], [0], []
-    for _ in range(rows):
-        row, b_start, random_next = synthetic_row(rng, max_len)
-        masked, positions, labels = mask_row(row, rng)
-        ids += masked
-        offs.append(len(ids))
-        pos += positions
-        lab += labels
-        moffs.append(len(pos))
-        seg.append(b_start)
-        nsp.append(random_next)
+    made = [synthetic_row(rng, max_len) for _ in range(rows)]
+    offsets = np.r_[0, np.cumsum([len(ids) for ids, _, _ in made])].astype(np.int64)
+    ids = np.array([t for row, _, _ in made for t in row], np.uint16)
+    b_start = np.array([b for _, b, _ in made], np.uint16)
+    masked = mask_flat(ids, offsets, b_start, MaskingRule.from_vocab(VOCAB, CONFIG), rng)
     return ShardColumns(
-        input_ids=np.array(ids, np.uint16),
-        input_offsets=np.array(offs, np.int64),
-        segment_b_start=np.array(seg, np.uint16),
-        masked_positions=np.array(pos, np.uint16),
-        masked_labels=np.array(lab, np.uint16),
-        masked_offsets=np.array(moffs, np.int64),
-        is_random_next=np.array(nsp, bool),
+        input_ids=masked.ids,
+        input_offsets=offsets,
+        segment_b_start=b_start,
+        masked_positions=masked.positions.astype(np.uint16),
+        masked_labels=masked.labels,
+        masked_offsets=masked.offsets,
+        is_random_next=np.array([r for _, _, r in made], bool),
     )
 
 
@@ -168,7 +148,7 @@ def _one_thread():
 def pretrained_run(shards_dir, tmp_path_factory) -> str:
     """A run directory after 60 tiny-model steps on `shards_dir` (last.pt, metrics, vocab)."""
     from model.config import TrainConfig
-    from model.train import pretrain
+    from model.pretrain import pretrain
 
     run = str(tmp_path_factory.mktemp("runs") / "tiny")
     cfg = TrainConfig(

@@ -9,7 +9,7 @@ import torch
 
 from model.bert import BertForPreTraining, count_parameters, pretraining_loss
 from model.config import PRESETS, BertConfig, TrainConfig, preset
-from model.train import make_optimizer
+from model.training import make_optimizer
 
 
 def small_config(**overrides) -> BertConfig:

@@ -17,7 +17,7 @@ from model.bert import BertForPreTraining
 from model.cli import main
 from model.config import BertConfig
 from model.hf_import import load_pretrained
-from model.train import load_checkpoint
+from model.run_dir import load_checkpoint
 from schemas import Vocab
 from tests.model.conftest import VOCAB
 from tests.model.test_finetune import finetune_args, results, write_sst2

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from model.data import LoaderConfig, PretrainingData, batches, open_shards
 from schemas import ShardSet, read_shard
-from schemas.masking import MaskingRule, mask_padded
+from schemas.masking import MaskingRule, TokenSpec, mask_padded
 
 
 def oracle_rows(directory: str) -> dict[tuple[int, int], dict]:
@@ -139,11 +139,9 @@ def _rule(whole_word: bool = False, vocab: int = 40) -> MaskingRule:
         max_predictions=20,
         masked_lm_prob=0.15,
         whole_word=whole_word,
-        cls_id=2,
-        sep_id=3,
-        mask_id=4,
-        replacements=np.arange(7, vocab),
-        continuation=continuation,
+        tokens=TokenSpec(
+            cls=2, sep=3, mask=4, replacements=np.arange(7, vocab), continuation=continuation
+        ),
     )
 
 
@@ -172,7 +170,7 @@ def test_remask_invariants(seed, b, t):
     assert np.array_equal(labels[chosen], ids[chosen])
     assert np.array_equal(out[~chosen], ids[~chosen])
     changed = chosen & (out != 4)
-    assert np.isin(out[changed], rule.replacements).all()
+    assert np.isin(out[changed], rule.tokens.replacements).all()
 
 
 def test_remask_is_80_10_10():
@@ -277,16 +275,16 @@ def test_refuses_a_shard_path_out_of_the_set(tmp_path, make_shards, path):
 
 
 def test_checkpoints_load_with_weights_only(tmp_path, monkeypatch):
-    from model import checkpoint
+    from model import run_dir
 
     seen = {}
 
     def spy(*args, **kwargs):
         seen.update(kwargs)
-        return {"format": checkpoint.CHECKPOINT_FORMAT}
+        return {"format": run_dir.CHECKPOINT_FORMAT}
 
-    monkeypatch.setattr(checkpoint.torch, "load", spy)
-    checkpoint.load_checkpoint(str(tmp_path / "x.pt"))
+    monkeypatch.setattr(run_dir.torch, "load", spy)
+    run_dir.load_checkpoint(str(tmp_path / "x.pt"))
     assert seen.get("weights_only") is True
 
 

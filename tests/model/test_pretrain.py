@@ -12,10 +12,12 @@ import time
 import pytest
 import torch
 
-import model.train as train_module
+import model.training as training
 from model.cli import main
 from model.config import TrainConfig
-from model.train import WarmupLinear, load_checkpoint, micro_batch_size, pretrain
+from model.pretrain import pretrain
+from model.run_dir import load_checkpoint
+from model.training import WarmupLinear, micro_batch_size
 from schemas import Vocab
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -88,7 +90,7 @@ def test_resume_reproduces_an_uninterrupted_run(shards_dir, tmp_path, monkeypatc
     whole = config(shards_dir, str(tmp_path / "whole"), remask=True, accum=2)
     pretrain(whole)
     split = config(shards_dir, str(tmp_path / "split"), remask=True, accum=2)
-    real_step, calls = train_module.Trainer.step, []
+    real_step, calls = training.Trainer.step, []
 
     def step_then_stop(self, micro_batches):
         if len(calls) == 6:  # steps 1-6 done, checkpoint at 4: steps 5-6 are lost
@@ -96,11 +98,11 @@ def test_resume_reproduces_an_uninterrupted_run(shards_dir, tmp_path, monkeypatc
         calls.append(1)
         return real_step(self, micro_batches)
 
-    monkeypatch.setattr(train_module.Trainer, "step", step_then_stop)
+    monkeypatch.setattr(training.Trainer, "step", step_then_stop)
     with pytest.raises(Interrupted):
         pretrain(split)
     assert len(metrics(split.run)) == 6
-    monkeypatch.setattr(train_module.Trainer, "step", real_step)
+    monkeypatch.setattr(training.Trainer, "step", real_step)
     pretrain(config(shards_dir, split.run, remask=True, accum=2, resume=True))
     assert without_timing(metrics(split.run)) == without_timing(metrics(whole.run))
     a = load_checkpoint(os.path.join(whole.run, "last.pt"))
@@ -213,7 +215,7 @@ def test_a_single_shard_holds_out_its_last_tenth(tmp_path, make_shards):
 
 def test_device_names_are_checked():
     with pytest.raises(ValueError, match="unknown --device 'tpu'"):
-        train_module.resolve_device("tpu")
+        training.resolve_device("tpu")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="torch sees no CUDA device"):
-            train_module.resolve_device("cuda")
+            training.resolve_device("cuda")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from model.cli import main
-from model.files import default_mode, write_text
+from schemas.manifest import atomic_write_text, new_file_mode
 from tests.model.test_finetune import finetune_args, write_sst2
 
 
@@ -31,10 +31,10 @@ def modes(directory: str) -> dict[str, int]:
 
 def test_write_text_follows_the_umask(tmp_path, umask_022):
     path = str(tmp_path / "results.json")
-    assert write_text(path, "{}\n") == path and default_mode() == 0o644
+    assert atomic_write_text(path, "{}\n") == path and new_file_mode() == 0o644
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
     os.umask(0o027)
-    write_text(path, "{}\n")  # an existing file is replaced, the mode follows the umask again
+    atomic_write_text(path, "{}\n")  # an existing file is replaced; the mode follows the umask
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
 
 

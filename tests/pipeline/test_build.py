@@ -13,7 +13,7 @@ from tokenizers import BertWordPieceTokenizer
 from pipeline.config import InstanceConfig
 from pipeline.instances import num_to_predict
 from schemas import ShardColumns, ShardSet
-from schemas.validate import REQUIRED_CONFIG
+from schemas.validate_manifest import REQUIRED_CONFIG
 from tests.conftest import SAMPLE, SAMPLE_INPUT, build_shards
 from tests.pipeline.test_tokenize import google_layout
 

@@ -63,9 +63,9 @@ def words_of(tokens: np.ndarray, b_start: int) -> list[list[int]]:
 
 def test_rule_from_vocab_and_config():
     r = rule(whole_word=True)
-    assert (r.cls_id, r.sep_id, r.mask_id) == (CLS, SEP, MASK)
-    assert r.replacements.tolist() == [WANT, WANT_C, ED, UN, RUNN, ING]
-    assert np.flatnonzero(r.continuation).tolist() == [WANT_C, ED, ING]
+    assert (r.tokens.cls, r.tokens.sep, r.tokens.mask) == (CLS, SEP, MASK)
+    assert r.tokens.replacements.tolist() == [WANT, WANT_C, ED, UN, RUNN, ING]
+    assert np.flatnonzero(r.tokens.continuation).tolist() == [WANT_C, ED, ING]
     assert (r.max_predictions, r.masked_lm_prob, r.whole_word) == (20, 0.15, True)
     plain = MaskingRule.from_vocab(VOCAB, {"max_predictions_per_seq": 3, "masked_lm_prob": 0.2})
     assert not plain.whole_word  # whole_word_mask is optional
@@ -112,7 +112,7 @@ def test_golden_budget_of_one_word():
     for seed in range(20):
         out, positions, labels = mask_one(ROW, ROW_B, rule(whole_word=True), seed)
         assert positions.tolist() == [1] and labels.tolist() == [UN]
-        assert out[1] in (MASK, UN, *rule().replacements)
+        assert out[1] in (MASK, UN, *rule().tokens.replacements)
         assert np.array_equal(np.delete(out, 1), np.delete(ROW, 1))
         _, positions, _ = mask_one(ROW, ROW_B, rule(), seed)
         assert len(positions) == 1 and positions[0] in (1, 2, 3, 5, 6)

@@ -1,76 +1,54 @@
-"""Pre-training: MLM + NSP on the shards, on a CPU or under `torchrun` on GPUs.
+"""Pre-training: MLM + NSP on the shards, on a CPU or under `torchrun` on GPUs, then the
+held-out evaluation.
 
 One process per device. Under `torchrun` each rank reads its slice of every global batch
 (`model.data`), DDP averages the gradients, and rank 0 writes metrics and checkpoints. A
-checkpoint (`model.checkpoint`) holds everything the rest of the run depends on, so `--resume`
-reproduces an uninterrupted run exactly.
-
-This module is the loop and its wiring; the parts live beside it: `model.distributed` (ranks,
-devices), `model.optim` (AdamW, schedule), `model.trainer` (one optimizer step), `model.meter`
-(metrics records, progress line), `model.checkpoint`, `model.run_dir` (the run directory) and
-`model.holdout` (the final held-out evaluation). Their public names are importable from here too.
+checkpoint (`model.run_dir`) holds everything the rest of the run depends on, so `--resume`
+reproduces an uninterrupted run exactly. The step, optimizer and metrics are `model.training`'s,
+which fine-tuning shares.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import time
 from typing import IO
 
+import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from model.bert import count_parameters
-from model.checkpoint import (
-    CHECKPOINT_FORMAT,
-    ORDER_KEYS,
+from model.config import BertConfig, TrainConfig, preset
+from model.data import LoaderConfig, Part, PretrainingData, batches, open_shards, whole_shards
+from model.hf_import import Imported, load_pretrained
+from model.run_dir import (
+    CHECKPOINT,
+    EVAL,
+    METRICS,
     check_resume,
-    checkpoint_state,
     load_checkpoint,
+    prepare_run,
     restore,
-    save_checkpoint,
+    to_json,
+    trim_metrics,
     write_checkpoint,
 )
-from model.config import BertConfig, TrainConfig, preset
-from model.data import LoaderConfig, PretrainingData, batches, open_shards
-from model.distributed import Dist, init_distributed, micro_batch_size, resolve_device
-from model.files import write_text
-from model.hf_import import Imported, load_pretrained
-from model.holdout import evaluate, split_holdout
-from model.meter import PEAK_BF16_TFLOPS, Meter, progress_line
-from model.optim import WarmupLinear, make_optimizer
-from model.run_dir import CHECKPOINT, EVAL, METRICS, prepare_run, to_json, trim_metrics
-from model.trainer import Trainer, to_device
+from model.training import (
+    Dist,
+    Meter,
+    Trainer,
+    init_distributed,
+    micro_batch_size,
+    model_inputs,
+    progress_line,
+    to_device,
+)
 from schemas import ShardSet
-
-__all__ = [
-    "CHECKPOINT",
-    "CHECKPOINT_FORMAT",
-    "METRICS",
-    "ORDER_KEYS",
-    "PEAK_BF16_TFLOPS",
-    "Dist",
-    "Meter",
-    "Trainer",
-    "WarmupLinear",
-    "check_resume",
-    "checkpoint_state",
-    "evaluate",
-    "init_distributed",
-    "load_checkpoint",
-    "make_optimizer",
-    "micro_batch_size",
-    "model_config",
-    "prepare_run",
-    "pretrain",
-    "progress_line",
-    "resolve_device",
-    "restore",
-    "save_checkpoint",
-    "split_holdout",
-    "trim_metrics",
-]
+from schemas.manifest import atomic_write_text
 
 
 def model_config(name: str, shards: ShardSet) -> BertConfig:
@@ -160,7 +138,7 @@ def _announce(cfg: TrainConfig, trainer: Trainer, data: PretrainingData, step: i
 
 
 def _report_eval(cfg: TrainConfig, result: dict) -> None:
-    write_text(os.path.join(cfg.run, EVAL), to_json(result))
+    atomic_write_text(os.path.join(cfg.run, EVAL), to_json(result))
     shown = " ".join(
         f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
         for k, v in result.items()
@@ -209,3 +187,74 @@ def _log(metrics: IO[str] | None, record: dict, steps: int, started: float, firs
         metrics.write(json.dumps(record) + "\n")
         metrics.flush()
         print(progress_line(record, steps, started, first), flush=True)
+
+
+def split_holdout(shards: ShardSet, holdout: int) -> tuple[list[Part], list[Part]]:
+    """Train on all shards but the last `holdout` (manifest order), evaluated at the end. A set
+    with too few shards holds out the last tenth of its last shard's rows instead."""
+    n = len(shards)
+    if holdout == 0:
+        return whole_shards(shards, range(n)), []
+    if n > holdout:
+        return whole_shards(shards, range(n - holdout)), whole_shards(shards, range(n - holdout, n))
+    rows = shards.manifest.shards[n - 1].rows
+    held = max(1, rows // 10)
+    print(
+        f"note: {n} shard(s), too few to hold {holdout} out: evaluating on the last {held} rows "
+        f"of {shards.manifest.shards[n - 1].path} instead (they may share documents with "
+        "training rows; build more shards for a clean held-out set)"
+    )
+    train = whole_shards(shards, range(n - 1)) + [(n - 1, 0, rows - held)]
+    return train, [(n - 1, rows - held, rows)]
+
+
+@torch.no_grad()
+def evaluate(trainer: Trainer, shards: ShardSet, held: list[Part], micro: int) -> dict | None:
+    """MLM and NSP loss and accuracy on the held-out rows, with their own (static) masks."""
+    if sum(stop - start for _, start, stop in held) == 0:
+        return None
+    cfg, d = trainer.cfg, trainer.d
+    lc = LoaderConfig(micro, cfg.seed, d.rank, d.world, shuffle=False, drop_last=False)
+    data = PretrainingData(shards, held, lc)
+    stop = min(data.batches_per_epoch, cfg.eval_batches)
+    sums = torch.zeros(6, dtype=torch.float64, device=d.device)
+    trainer.raw.eval()
+    for batch in batches(data, 0, stop):
+        batch = to_device(batch, d.device)
+        with trainer.amp():
+            mlm, nsp = trainer.raw(*model_inputs(batch), batch["mlm_positions"])
+        sums += _batch_sums(mlm, nsp, batch)
+    trainer.raw.train()
+    if d.world > 1:
+        dist.all_reduce(sums)
+    return _eval_record(sums.tolist(), shards, held)
+
+
+def _batch_sums(mlm: torch.Tensor, nsp: torch.Tensor, batch: dict[str, torch.Tensor]):
+    """[mlm_loss, nsp_loss, mlm_correct, mlm_count, nsp_correct, nsp_count], summed, float64."""
+    mlm_l, nsp_l, device = batch["mlm_labels"], batch["nsp_labels"], mlm.device
+    return torch.stack(
+        [
+            F.cross_entropy(mlm.float(), mlm_l, reduction="sum").double(),
+            F.cross_entropy(nsp.float(), nsp_l, reduction="sum").double(),
+            (mlm.argmax(-1) == mlm_l).sum().double(),
+            torch.tensor(float(len(mlm_l)), device=device, dtype=torch.float64),
+            (nsp.argmax(-1) == nsp_l).sum().double(),
+            torch.tensor(float(len(nsp_l)), device=device, dtype=torch.float64),
+        ]
+    )
+
+
+def _eval_record(sums: list[float], shards: ShardSet, held: list[Part]) -> dict:
+    mlm_sum, nsp_sum, mlm_ok, mlm_n, nsp_ok, nsp_n = sums
+    mlm_loss, nsp_loss = mlm_sum / mlm_n, nsp_sum / nsp_n
+    return {
+        "loss": mlm_loss + nsp_loss,
+        "mlm_loss": mlm_loss,
+        "nsp_loss": nsp_loss,
+        "mlm_acc": mlm_ok / mlm_n,
+        "nsp_acc": nsp_ok / nsp_n,
+        "mlm_perplexity": math.exp(min(mlm_loss, 50.0)),
+        "sequences": int(nsp_n),
+        "held_out": [f"{shards.manifest.shards[i].path}[{a}:{b}]" for i, a, b in held],
+    }
