@@ -19,8 +19,8 @@ import sys
 import time
 
 from pipeline.config import InstanceConfig, VocabConfig, default_max_predictions
-from pipeline.documents import READERS
 from pipeline.options import at_least
+from pipeline.readers import READERS
 from pipeline.sources import InputSpec, expand_pattern
 
 

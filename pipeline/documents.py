@@ -1,19 +1,19 @@
-"""Documents and the plain (Beam-free) readers that turn one input file into documents.
+"""Documents, the counts readers keep, and bounded-memory line reading: the readers' base.
 
-A reader takes a binary file object, the file's path relative to its input root (which makes
-document ids stable, whatever the worker or the reading order) and a `Tally` for counts, and
-yields `Document`s in reading order. Readers for other formats follow the same shape.
+The readers that turn one input file into documents live in their own modules
+(`pipeline.text_formats`, `pipeline.wikipedia`, `pipeline.jsonl`) and are named by format in
+`pipeline.readers`; this module imports none of them. A reader takes a binary file object,
+the file's path relative to its input root (which makes document ids stable, whatever the
+worker or the reading order) and a `Tally` for counts, and yields `Document`s in reading
+order. Readers for other formats follow the same shape.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
-
-from pipeline.boilerplate import strip_boilerplate, text_stream
 
 CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # longer lines are skipped and counted, never buffered whole
@@ -103,76 +103,3 @@ def decode(raw: bytes, tally: Tally) -> str:
         text = raw.decode("utf-8", errors="replace").rstrip("\r")
         tally.inc("undecodable_bytes_replaced", text.count("\ufffd") - raw.count(b"\xef\xbf\xbd"))
         return text
-
-
-def read_text(f: BinaryIO, rel: str, tally: Tally, source: str = "text") -> Iterator[Document]:
-    """The reference format: one sentence per line, a blank line between documents. Binary
-    input is a bad record; UTF-16/32 with a byte-order mark is decoded; an empty file is
-    counted as `documents_dropped.empty_file`."""
-    f = text_stream(f, rel, tally)
-    if f is None:
-        return
-    block: list[str] = []
-    number = 0
-    for line in iter_lines(f, tally):
-        line = line.strip()
-        if line:
-            block.append(line)
-            continue
-        if block:
-            yield Document(f"{source}:{rel}#{number}", source, tuple(block), presplit=True)
-            number += 1
-            block = []
-    if block:
-        yield Document(f"{source}:{rel}#{number}", source, tuple(block), presplit=True)
-    elif number == 0:
-        tally.drop("empty_file")
-
-
-_SPACE = re.compile(r"\s+")
-
-
-def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Iterator[Document]:
-    """One book per file; paragraphs split on blank lines, lines inside a paragraph joined.
-    A file with no text at all is dropped (counted as `documents_dropped.empty_file`); a
-    binary file is a bad record; front and back matter are stripped (`pipeline.boilerplate`)."""
-    f = text_stream(f, rel, tally)
-    if f is None:
-        return
-    paragraphs: list[str] = []
-    current: list[str] = []
-    too_long = tally.counts["lines_dropped.too_long"]
-    for line in iter_lines(f, tally):
-        if line.strip():
-            current.append(line.strip())
-        elif current:
-            paragraphs.append(_SPACE.sub(" ", " ".join(current)))
-            current = []
-    if current:
-        paragraphs.append(_SPACE.sub(" ", " ".join(current)))
-    if not paragraphs:  # a book of overlong lines only is not an empty file
-        overlong = tally.counts["lines_dropped.too_long"] > too_long
-        tally.drop("only_overlong_lines" if overlong else "empty_file")
-        return
-    paragraphs = strip_boilerplate(paragraphs, tally)
-    if not paragraphs:
-        tally.drop("books_no_prose")
-        return
-    yield Document(f"{source}:{rel}", source, tuple(paragraphs))
-
-
-def read_wikipedia(f: BinaryIO, rel: str, tally: Tally, source: str = "wikipedia"):
-    """MediaWiki XML exports: see `pipeline.wikipedia` (imported here, as it builds on this)."""
-    from pipeline.wikipedia import read_wikipedia as read
-
-    return read(f, rel, tally, source)
-
-
-def read_jsonl(f: BinaryIO, rel: str, tally: Tally, source: str = "jsonl"):
-    """JSON Lines with `text` and optional `id`: see `pipeline.jsonl`."""
-    from pipeline.jsonl import read_jsonl as read
-
-    return read(f, rel, tally, source)
-
-
-READERS = {"text": read_text, "books": read_book, "wikipedia": read_wikipedia, "jsonl": read_jsonl}

@@ -22,14 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from pipeline.documents import CHUNK_BYTES, READERS, BadInputError, Document, Tally, iter_lines
-from pipeline.wikipedia import (
-    MAX_HEADER_BYTES,
-    WikiPage,
-    iter_pages,
-    iter_span_pages,
-    parse_siteinfo,
-)
+from pipeline.documents import CHUNK_BYTES, BadInputError, Document, Tally, iter_lines
+from pipeline.readers import READERS
+from pipeline.wiki_pages import WikiPage, iter_pages, iter_span_pages, parse_siteinfo
+from pipeline.wiki_split import MAX_HEADER_BYTES
 
 COMPRESSED = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
 SPAN_BYTES = 64 << 20  # compressed bytes per span of a multistream dump (~250 MB of XML)

@@ -18,10 +18,11 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import SEP
-from pipeline.documents import READERS, BadInputError, Document, Tally
+from pipeline.documents import BadInputError, Document, Tally
 from pipeline.keys import stable_hash
 from pipeline.multistream import is_index, plan_wikipedia, read_input
 from pipeline.progress import read_marker, write_marker
+from pipeline.readers import READERS
 from pipeline.spill import Chunk, write_documents
 from pipeline.wiki_pages import WikiPage
 from pipeline.wikipedia import page_document

@@ -120,16 +120,28 @@ class SplitSentences(beam.PTransform):
         return chunks | "Spread" >> beam.Reshuffle() | "Split" >> beam.ParDo(split)
 
 
-def sample_paragraphs(chunk: Chunk, total: int, bound: int, seed: int):
-    """Paragraphs kept with probability bound / total by a stable hash (see sample_sentences)."""
+def hash_sample(docs, total: int, bound: int, seed: int, label: str) -> list[tuple[int, str]]:
+    """(key, text) for each text of each (document id, texts) kept with probability
+    bound / total, decided by a stable hash of (seed, label, document id, position): the sample
+    is the same whatever the runner or the chunking, and its size is about the bound."""
     limit = min(1.0, bound / max(total, 1)) * 2.0**64
     out = []
-    for doc in rendered(read_documents(chunk.path), Tally()):
-        for i, p in enumerate(doc.paragraphs):
-            key = stable_hash(seed, "punkt-sample", doc.id, i)
+    for doc_id, texts in docs:
+        for i, text in enumerate(texts):
+            key = stable_hash(seed, label, doc_id, i)
             if key < limit:
-                out.append((key, p))
+                out.append((key, text))
     return out
+
+
+def sample_paragraphs(chunk: Chunk, total: int, bound: int, seed: int):
+    docs = ((d.id, d.paragraphs) for d in rendered(read_documents(chunk.path), Tally()))
+    return hash_sample(docs, total, bound, seed, "punkt-sample")
+
+
+def sample_sentences(chunk: Chunk, total: int, cfg: VocabConfig) -> list[tuple[int, str]]:
+    docs = ((doc_id, sentences) for doc_id, _, sentences in read_sentences(chunk.path))
+    return hash_sample(docs, total, cfg.sample_sentences, cfg.seed, "vocab-sample")
 
 
 @beam.ptransform_fn
@@ -143,65 +155,49 @@ def TotalParts(chunks):  # noqa: N802 (a PTransform, named as one)
     )
 
 
-class TrainPunkt(beam.PTransform):
-    """A deterministic sample of about `bound` paragraphs -> Punkt parameters as JSON, for
-    languages other than English (`bert-shards punkt`, then `build --punkt FILE`)."""
-
-    def __init__(self, bound: int, seed: int):
-        super().__init__()
-        self.bound = bound
-        self.seed = seed
-
-    def expand(self, chunks):
-        total = chunks | "Count" >> TotalParts()
-        return (
-            chunks
-            | "WithFile" >> beam.Filter(lambda c: bool(c.path))
-            | "Sample"
-            >> beam.Map(sample_paragraphs, beam.pvalue.AsSingleton(total), self.bound, self.seed)
-            | "Gather" >> beam.CombineGlobally(concat)
-            | "Train"
-            >> beam.Map(
-                lambda sample: params_to_json(train_parameters(p for _, p in sorted(sample)))
-            )
-        )
-
-
-def sample_sentences(chunk: Chunk, total: int, cfg: VocabConfig) -> list[tuple[int, str]]:
-    """Each sentence kept with probability sample_sentences / total, decided by a stable hash,
-    so the sample is the same whatever the runner, and its size is about the bound."""
-    limit = min(1.0, cfg.sample_sentences / max(total, 1)) * 2.0**64
-    out = []
-    for doc_id, _, sentences in read_sentences(chunk.path):
-        for i, s in enumerate(sentences):
-            key = stable_hash(cfg.seed, "vocab-sample", doc_id, i)
-            if key < limit:
-                out.append((key, s))
-    return out
-
-
 def concat(lists) -> list:
     return [x for chunk in lists for x in chunk]
 
 
-class TrainVocab(beam.PTransform):
-    """Sentence chunks -> a WordPiece vocab trained on a deterministic sample of about
-    `sample_sentences` sentences (only the sample is ever held)."""
+class TrainOnSample(beam.PTransform):
+    """Chunks -> `train(texts)` on a deterministic sample: `sample(chunk, total)` draws from
+    each chunk file, and only the sample is ever gathered, in key order."""
 
-    def __init__(self, cfg: VocabConfig):
+    def __init__(self, sample, train):
         super().__init__()
-        self.cfg = cfg
+        self.sample = sample
+        self.train = train
 
     def expand(self, chunks):
-        cfg = self.cfg
         total = chunks | "Count" >> TotalParts()
+        train = self.train
         return (
             chunks
             | "WithFile" >> beam.Filter(lambda c: bool(c.path))
-            | "Sample" >> beam.Map(sample_sentences, beam.pvalue.AsSingleton(total), cfg)
+            | "Sample" >> beam.Map(self.sample, beam.pvalue.AsSingleton(total))
             | "Gather" >> beam.CombineGlobally(concat)
-            | "Train"
-            >> beam.Map(lambda sample: train_vocab([s for _, s in sorted(sample)], cfg)[0])
+            | "Train" >> beam.Map(lambda sample: train([t for _, t in sorted(sample)]))
+        )
+
+
+class TrainPunkt(TrainOnSample):
+    """Document chunks -> Punkt parameters as JSON from about `bound` paragraphs, for languages
+    other than English (`bert-shards punkt`, then `build --punkt FILE`)."""
+
+    def __init__(self, bound: int, seed: int):
+        super().__init__(
+            lambda chunk, total: sample_paragraphs(chunk, total, bound, seed),
+            lambda texts: params_to_json(train_parameters(texts)),
+        )
+
+
+class TrainVocab(TrainOnSample):
+    """Sentence chunks -> a WordPiece vocab trained on about `sample_sentences` sentences."""
+
+    def __init__(self, cfg: VocabConfig):
+        super().__init__(
+            lambda chunk, total: sample_sentences(chunk, total, cfg),
+            lambda texts: train_vocab(texts, cfg)[0],
         )
 
 

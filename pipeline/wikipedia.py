@@ -9,8 +9,8 @@ Reading is split in two so that the costly half can run anywhere:
 - `render_wikitext` (`pipeline.wiki_render`, then `pipeline.wiki_prose`) turns one article's
   wikitext into paragraphs of running prose with `mwparserfromhell`'s token stream.
 
-This module joins the two and is where the rest of the pipeline imports them from. Ids are
-`wikipedia:<page id>`.
+This module joins the two (`read_wikipedia`, `page_document`); each name is imported from the
+module that defines it. Ids are `wikipedia:<page id>`.
 """
 
 from __future__ import annotations
@@ -19,34 +19,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from pipeline.documents import Document, Tally
-from pipeline.wiki_pages import (
-    Siteinfo,
-    WikiPage,
-    iter_pages,
-    iter_span_pages,
-    parse_page,
-    parse_siteinfo,
-)
-from pipeline.wiki_prose import clean_line
+from pipeline.wiki_pages import WikiPage, iter_pages
 from pipeline.wiki_render import render_wikitext
-from pipeline.wiki_split import MAX_HEADER_BYTES, MAX_PAGE_BYTES, PageSplitter, as_utf8
-
-__all__ = [
-    "MAX_HEADER_BYTES",
-    "MAX_PAGE_BYTES",
-    "PageSplitter",
-    "Siteinfo",
-    "WikiPage",
-    "as_utf8",
-    "clean_line",
-    "iter_pages",
-    "iter_span_pages",
-    "page_document",
-    "parse_page",
-    "parse_siteinfo",
-    "read_wikipedia",
-    "render_wikitext",
-]
 
 
 def page_document(page: WikiPage, tally: Tally, source: str = "wikipedia") -> Document | None:

@@ -20,10 +20,12 @@ import tracemalloc
 
 import pytest
 
-from pipeline.documents import BadInputError, Tally, read_book, read_text
+from pipeline.documents import BadInputError, Tally
 from pipeline.jsonl import MAX_RECORD_BYTES, read_jsonl
 from pipeline.multistream import DecompressingReader
-from pipeline.wikipedia import PageSplitter, read_wikipedia
+from pipeline.text_formats import read_book, read_text
+from pipeline.wiki_split import PageSplitter
+from pipeline.wikipedia import read_wikipedia
 from schemas import ShardSet
 from tests.conftest import build_shards
 from tests.pipeline.test_wikipedia import export, page_xml

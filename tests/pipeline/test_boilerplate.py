@@ -14,7 +14,8 @@ from pipeline.boilerplate import (
     looks_binary,
     strip_boilerplate,
 )
-from pipeline.documents import BadInputError, Tally, read_book
+from pipeline.documents import BadInputError, Tally
+from pipeline.text_formats import read_book
 
 ROOT = Path(__file__).resolve().parents[2]
 STORY = [f"Paragraph {i} of the story, in which something quietly happens." for i in range(40)]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 
-from pipeline.documents import Tally, iter_lines, read_book, read_text
+from pipeline.documents import Tally, iter_lines
+from pipeline.text_formats import read_book, read_text
 
 
 def test_text_format_blocks_are_documents():

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from pipeline.documents import READERS, BadInputError, Document, Tally
+from pipeline.documents import BadInputError, Document, Tally
 from pipeline.jsonl import numbered_lines, read_jsonl, text_paragraphs
+from pipeline.readers import READERS
 
 
 def jsonl(*records) -> bytes:

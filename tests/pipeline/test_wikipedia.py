@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.documents import READERS, Document, Tally
+from pipeline.documents import Document, Tally
 from pipeline.multistream import (
     DecompressingReader,
     Span,
@@ -21,13 +21,11 @@ from pipeline.multistream import (
     read_span,
     stream_offsets,
 )
-from pipeline.wikipedia import (
-    PageSplitter,
-    WikiPage,
-    iter_pages,
-    read_wikipedia,
-    render_wikitext,
-)
+from pipeline.readers import READERS
+from pipeline.wiki_pages import WikiPage, iter_pages
+from pipeline.wiki_render import render_wikitext
+from pipeline.wiki_split import PageSplitter
+from pipeline.wikipedia import read_wikipedia
 from tests.pipeline.wikidata import (
     ARTICLES,
     BULGARIAN,
