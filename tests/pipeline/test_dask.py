@@ -23,8 +23,10 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
 from bench.dask_bench import dask_cluster  # noqa: E402
 from pipeline.dask_runner import DaskRunner  # noqa: E402
 from pipeline.runner import DASK_RUNNER, pipeline_options  # noqa: E402
-from tests.conftest import SAMPLE, SAMPLE_INPUT, build_shards  # noqa: E402
+from tests.conftest import SAMPLE, build_shards  # noqa: E402
 from tests.pipeline.test_build import file_digests  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def test_dedup_on_dask_equals_the_local_runners(cluster, tmp_path):
     copy = tmp_path / "copy"
     copy.mkdir()
     shutil.copy(f"{SAMPLE}/text/wiki-style.txt", copy / "again.txt")
-    inputs = f"{SAMPLE_INPUT},text:{copy}"
+    inputs = f"text:{SAMPLE}/text,text:{copy}"
     local, on_dask = str(tmp_path / "local"), str(tmp_path / "dask")
     args = ["--num-shards", "4", "--dedup", "--progress-seconds", "0"]
     assert build_shards(local, *args, inputs=inputs) == 0
