@@ -41,26 +41,6 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         "reference format: one sentence per line, blank line between documents)",
     )
     ap.add_argument("--out", required=True, help="output directory (local or gs://...)")
-    ap.add_argument(
-        "--vocab-size", type=at_least(1), default=30000, help="pieces in a trained vocab"
-    )
-    ap.add_argument(
-        "--vocab-sample-sentences",
-        type=at_least(1),
-        default=1_000_000,
-        help="bound on the sentences the vocab trainer sees (deterministic sample)",
-    )
-    case = ap.add_mutually_exclusive_group()
-    case.add_argument(
-        "--lowercase",
-        dest="lowercase",
-        action="store_true",
-        default=True,
-        help="uncased: lowercase and strip accents (default)",
-    )
-    case.add_argument(
-        "--cased", dest="lowercase", action="store_false", help="keep case and accents"
-    )
     ap.add_argument("--seed", type=int, default=12345, help="seed for every random draw")
     ap.add_argument(
         "--workers", type=at_least(0), default=0, help="local worker processes (0: all cores)"
@@ -80,6 +60,36 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         "--skip-bad-input",
         action="store_true",
         help="skip and count unreadable or corrupt files instead of failing",
+    )
+
+
+def text_args_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(add_help=False)
+    add_text_args(ap)
+    return ap
+
+
+def add_text_args(ap: argparse.ArgumentParser) -> None:
+    """What `build` and `vocab` share beyond reading: the vocab, casing, cleaning."""
+    ap.add_argument(
+        "--vocab-size", type=at_least(1), default=30000, help="pieces in a trained vocab"
+    )
+    ap.add_argument(
+        "--vocab-sample-sentences",
+        type=at_least(1),
+        default=1_000_000,
+        help="bound on the sentences the vocab trainer sees (deterministic sample)",
+    )
+    case = ap.add_mutually_exclusive_group()
+    case.add_argument(
+        "--lowercase",
+        dest="lowercase",
+        action="store_true",
+        default=True,
+        help="uncased: lowercase and strip accents (default)",
+    )
+    case.add_argument(
+        "--cased", dest="lowercase", action="store_false", help="keep case and accents"
     )
     ap.add_argument(
         "--dedup",
@@ -431,13 +441,17 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build a shard set (vocab, instances, manifest)")
     add_input_args(b)
+    add_text_args(b)
     add_instance_args(b)
     v = sub.add_parser("vocab", help="train a WordPiece vocab only")
     add_input_args(v)
+    add_text_args(v)
     t = sub.add_parser(
         "punkt", help="train Punkt sentence-splitting parameters on the corpus (OUT/punkt.json)"
     )
     add_input_args(t)
+    # punkt reads and samples paragraphs only; the shared config takes these defaults
+    t.set_defaults(**{a.dest: a.default for a in text_args_parser()._actions if a.dest != "help"})
     t.add_argument(
         "--sample-paragraphs",
         type=at_least(1),

@@ -111,3 +111,15 @@ def test_forwarded_commands_name_themselves_in_help(capsys, command):
         main([command, "--help"])
     assert e.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: bert-shards {command}")
+
+
+def test_punkt_help_lists_only_its_own_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["punkt", "--help"])
+    text = capsys.readouterr().out
+    assert "--sample-paragraphs" in text and "--input" in text
+    for foreign in ("--vocab-size", "--cased", "--dedup", "--punkt", "--max-paragraph-chars"):
+        assert foreign not in text, foreign
+    with pytest.raises(SystemExit) as e:
+        main(["punkt", "--input", "x", "--out", "y", "--vocab-size", "10"])
+    assert "--vocab-size" in str(e.value)
