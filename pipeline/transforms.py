@@ -6,6 +6,7 @@ next one under the temporary area `tmp`, and yields a small record with its coun
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 
@@ -14,7 +15,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SEP
-from pipeline.documents import Document, Tally
+from pipeline.documents import BadInputError, Document, Tally
 from pipeline.instances import (
     FORCED_ACTUAL,
     FORCED_RANDOM,
@@ -339,6 +340,19 @@ class BuildBucket(beam.DoFn):
         yield bucket, entry, counts
 
 
+def refuse_repeated_ids(units) -> None:
+    """Two documents with one id would make the output depend on reading order (and one could
+    be paired with itself as "another" document). Both passes of an id land in the same bucket
+    (the bucket hash is of the id), so each bucket checks its own sorted units."""
+    for (p, a), (q, b) in itertools.pairwise(units):
+        if p == q and a.id == b.id:
+            raise BadInputError(
+                f"document id {a.id!r} occurs twice in the input (JSONL records with the same "
+                "id in two files, or one Wikipedia page in two dumps); an id names one "
+                "document: remove the repeat, or pass --dedup when the copies are equal"
+            )
+
+
 def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
     """A bucket's (pass, document) units -> (ShardColumns, pair counts, instances per source).
 
@@ -346,6 +360,7 @@ def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
     (seed, pass, document id); the pairs are shuffled and the bucket masked with (seed, bucket).
     """
     units = sorted(units, key=lambda u: (u[0], u[1].id))
+    refuse_repeated_ids(units)
     docs = [doc for _, doc in units]
     offsets, ids = unit_tables(docs)
     can_pick_other = len(set(ids)) > 1

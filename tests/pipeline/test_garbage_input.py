@@ -85,3 +85,17 @@ def test_a_repeated_jsonl_id_is_refused_naming_both_lines():
     docs, counts = read(read_jsonl, data, skip=True)
     assert [d.id for d in docs] == ["jsonl:a", "jsonl:b"]
     assert counts["documents_dropped.jsonl_duplicate_id"] == 1
+
+
+def test_one_id_in_two_jsonl_files_stops_the_build(tmp_path):
+    from tests.conftest import build_shards
+
+    (tmp_path / "in").mkdir()
+    for name, text in (("a.jsonl", "First copy. It has words."), ("b.jsonl", "Second one. Other.")):
+        stem = name.split(".")[0]
+        lines = [f'{{"id": "{stem}-{i}", "text": "Filler number {i}. More."}}' for i in range(30)]
+        lines.append(f'{{"id": "same", "text": "{text}"}}')
+        (tmp_path / "in" / name).write_text("\n".join(lines) + "\n")
+    with pytest.raises(SystemExit, match=r"document id 'jsonl:same' occurs twice in the input"):
+        build_shards(str(tmp_path / "out"), "--vocab-size", "200", inputs=f"jsonl:{tmp_path}/in")
+    assert not (tmp_path / "out" / "manifest.json").exists()
