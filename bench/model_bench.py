@@ -1,4 +1,4 @@
-"""Model figures (DESIGN section 7): the training step against transformers, the shard loader.
+"""Model figures: the training step against transformers, the shard loader.
 
 - CPU training step (forward, backward, AdamW) of our BERT and of
   `transformers.BertForPreTraining` with the same size, the same batch (taken from the loader:

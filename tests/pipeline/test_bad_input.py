@@ -1,13 +1,13 @@
 """Bad input, everywhere: each case has a defined outcome, and nothing is lost without a count.
 
-Outcomes (DESIGN section 3): undecodable bytes are replaced and counted; an overlong line or
-page is skipped and counted; an empty file is a counted drop; a malformed record (XML page,
-JSON line, binary book) or a damaged file (truncated or corrupt compressed data, an export cut
-short) stops the run naming the file and place, or with `--skip-bad-input` is skipped and
-counted. The "1 GB single-line file" is streamed from a generator (no disk, no 1 GB buffer)
-through each reader under `tracemalloc`; through the whole CLI a 48 MB single line stands in
-for it, which is enough to exceed every line and page limit while keeping the suite fast.
-"""
+Outcomes (the README's "Bad input" section): undecodable bytes are replaced and counted; an
+overlong line or page is skipped and counted; an empty file is a counted drop; a malformed
+record (XML page, JSON line, binary book) or a damaged file (truncated or corrupt compressed
+data, an export cut short) stops the run naming the file and place, or with `--skip-bad-input`
+is skipped and counted. The "1 GB single-line file" is streamed from a generator (no disk, no 1
+GB buffer) through each reader under `tracemalloc`; through the whole CLI a 48 MB single line
+stands in for it, which is enough to exceed every line and page limit while keeping the suite
+fast."""
 
 from __future__ import annotations
 
