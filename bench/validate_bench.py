@@ -50,7 +50,7 @@ def _row(metric: str, value: float, unit: str, note: str) -> dict:
 def _kernel(directory: str, repeats: int) -> tuple[float, int]:
     """CPU seconds of the row rules over every batch held in memory, and the row count."""
     ss = ShardSet.open(directory)
-    rules = RowRules.build(ss.vocab, len(ss.vocab), ss.vocab.special_ids, ss.config)
+    rules = RowRules.build(ss.vocab, len(ss.vocab), ss.vocab.special_ids, ss.shard_config)
     batches = []
     for path in ss.paths:
         reader = pa.ipc.open_file(pa.memory_map(path))

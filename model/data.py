@@ -57,8 +57,9 @@ class LoaderConfig:
 
 def masking_rule(shards: ShardSet) -> MaskingRule:
     """The shards' own masking rule (DESIGN section 5), for dynamic re-masking."""
+    config = shards.shard_config
     try:
-        return MaskingRule.from_vocab(shards.vocab, shards.config)
+        return MaskingRule.from_vocab(shards.vocab, config)
     except ValueError as e:
         raise ValueError(
             f"{shards.directory}/{MANIFEST_NAME}: {e}; rebuild the shards or train "
@@ -90,13 +91,7 @@ def open_shards(directory: str) -> ShardSet:
 
 def max_seq_length(shards: ShardSet) -> int:
     """The manifest's max_seq_length: the longest row the loader lets through."""
-    n = shards.config.get("max_seq_length") if isinstance(shards.config, dict) else None
-    if not (isinstance(n, int) and not isinstance(n, bool) and 5 <= n < 65536):
-        raise ValueError(
-            f"{shards.directory}/{MANIFEST_NAME}: config max_seq_length={n!r} is not an integer "
-            "in [5, 65535]; run `make validate` and rebuild the set"
-        )
-    return n
+    return shards.shard_config.max_seq_length
 
 
 def check_shard(shards: ShardSet, index: int, table) -> None:

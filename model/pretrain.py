@@ -53,7 +53,7 @@ from schemas.manifest import atomic_write_text
 
 def model_config(name: str, shards: ShardSet) -> BertConfig:
     """The preset sized to the shards: their vocab, their [PAD], their sequence length."""
-    max_len = int(shards.config.get("max_seq_length", 512))
+    max_len = shards.shard_config.max_seq_length
     pad = shards.vocab.special_ids.pad
     return preset(name, len(shards.vocab), pad_id=pad, max_position=max(512, max_len))
 
@@ -103,7 +103,7 @@ def init_model(cfg: TrainConfig, shards: ShardSet) -> Imported:
     imported = load_pretrained(
         cfg.init, cfg.seed, shards.vocab, f"the shards in {shards.directory}", cfg.init_map_vocab
     )
-    rows = int(shards.config.get("max_seq_length", 0))
+    rows = shards.shard_config.max_seq_length
     if imported.cfg.max_position < rows:
         raise ValueError(
             f"{cfg.init}: max_position_embeddings {imported.cfg.max_position} is shorter than "

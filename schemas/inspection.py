@@ -182,7 +182,10 @@ def summarize(ss: ShardSet, batch_size: int = 32, seed: int = 0) -> Summary:
         random_next += int(pc.sum(table.column("is_random_next")).as_py() or 0)
     lens = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     mcount = np.concatenate(masks) if masks else np.zeros(0, np.int64)
-    max_len = int(ss.config.get("max_seq_length", lens.max() if len(lens) else 0))
+    try:
+        max_len = ss.shard_config.max_seq_length
+    except ValueError:  # the inspector looks inside broken sets too
+        max_len = int(lens.max()) if len(lens) else 0
     tokens = int(lens.sum())
     return Summary(
         shards=len(ss),

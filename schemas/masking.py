@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from schemas.config import ShardConfig
 from schemas.vocab import Vocab
 
 FLAT_BLOCK_ROWS = 1024  # rows per grid in mask_flat: bounds its memory, keeps grids in cache
@@ -95,16 +96,12 @@ class MaskingRule:
             raise ValueError("masking: continuation must be one bool per vocab id")
 
     @classmethod
-    def from_vocab(cls, vocab: Vocab, config: dict) -> MaskingRule:
-        """From a vocab and a build config (the manifest's `config`: `max_predictions_per_seq`,
-        `masked_lm_prob` and, optional, `whole_word_mask`)."""
-        missing = [k for k in ("max_predictions_per_seq", "masked_lm_prob") if k not in config]
-        if missing:
-            raise ValueError(f"the build config lacks {', '.join(missing)}, needed to mask")
+    def from_vocab(cls, vocab: Vocab, config: ShardConfig) -> MaskingRule:
+        """From a vocab and the build config's masking settings."""
         return cls(
-            max_predictions=int(config["max_predictions_per_seq"]),
-            masked_lm_prob=float(config["masked_lm_prob"]),
-            whole_word=bool(config.get("whole_word_mask", False)),
+            max_predictions=config.max_predictions_per_seq,
+            masked_lm_prob=config.masked_lm_prob,
+            whole_word=config.whole_word_mask,
             tokens=TokenSpec.from_vocab(vocab),
         )
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from schemas.manifest import Manifest, read_manifest, shard_path
+from schemas.config import ShardConfig
+from schemas.manifest import MANIFEST_NAME, Manifest, read_manifest, shard_path
 from schemas.shard import read_shard, schema_problem
 from schemas.vocab import Vocab
 
@@ -61,4 +62,16 @@ class ShardSet:
 
     @property
     def config(self) -> dict:
+        """The build config as recorded (every key the pipeline wrote)."""
         return self.manifest.config
+
+    @property
+    def shard_config(self) -> ShardConfig:
+        """The build config parsed (`schemas.config`); ValueError when it is unusable."""
+        try:
+            return ShardConfig.parse(self.manifest.config)
+        except ValueError as e:
+            raise ValueError(
+                f"{os.path.join(self.directory, MANIFEST_NAME)}: config {e}; run "
+                "`make validate` and rebuild the set"
+            ) from None

@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from schemas.config import MIN_SEQ_LENGTH, ShardConfig
 from schemas.masking import num_to_predict
 from schemas.shard import ShardColumns
 from schemas.vocab import SpecialIds, Vocab
 
-MIN_ROW_LENGTH = 5  # [CLS] a [SEP] b [SEP]
 ROW_RULES = (
     "cls_first",
     "two_sep",
@@ -63,7 +63,9 @@ class RowRules:
     replacements: int  # how many pieces a random replacement may take
 
     @classmethod
-    def build(cls, vocab: Vocab | None, size: int, specials: SpecialIds, config: dict) -> RowRules:
+    def build(
+        cls, vocab: Vocab | None, size: int, specials: SpecialIds, config: ShardConfig
+    ) -> RowRules:
         """From the vocab; without a trustworthy vocab, from the manifest's size and specials."""
         if vocab is not None:
             special = np.r_[vocab.special_mask(), False]
@@ -83,10 +85,10 @@ class RowRules:
             special=special,
             special_not_mask=not_mask,
             continuation=continuation,
-            max_seq_length=int(config["max_seq_length"]),
-            max_predictions=int(config["max_predictions_per_seq"]),
-            masked_lm_prob=float(config["masked_lm_prob"]),
-            whole_word_mask=bool(config["whole_word_mask"]),
+            max_seq_length=config.max_seq_length,
+            max_predictions=config.max_predictions_per_seq,
+            masked_lm_prob=config.masked_lm_prob,
+            whole_word_mask=config.whole_word_mask,
             replacements=int(size - special[:size].sum()),
         )
 
@@ -282,7 +284,7 @@ def _frame_findings(ids, off, lens, sbs, tokens: _Tokens, rules: RowRules) -> di
     return {
         "cls_first": cls_bad,
         "two_sep": sep_bad,
-        "length": (lens < MIN_ROW_LENGTH) | (lens > rules.max_seq_length),
+        "length": (lens < MIN_SEQ_LENGTH) | (lens > rules.max_seq_length),
         "no_pad": no_pad,
         "ids_in_vocab": in_vocab,
     }
@@ -377,7 +379,7 @@ def _describe_sep(ids, sbs, pos, lab, rules: RowRules) -> str:
 
 
 def _describe_length(ids, sbs, pos, lab, rules: RowRules) -> str:
-    return f"length {len(ids)} is outside [{MIN_ROW_LENGTH}, {rules.max_seq_length}]"
+    return f"length {len(ids)} is outside [{MIN_SEQ_LENGTH}, {rules.max_seq_length}]"
 
 
 def _describe_pad(ids, sbs, pos, lab, rules: RowRules) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from schemas.config import ShardConfig
 from schemas.manifest import (
     SHARDS_DIR,
     Manifest,
@@ -202,7 +203,11 @@ def shard_columns(
     ids = _pieces(rows.lengths, vocab, rng)
     _frame(ids, off, rows.b_start, vocab, rng)
     masked = mask_flat(
-        ids, off, rows.b_start, MaskingRule.from_vocab(vocab, cfg.build_config()), rng
+        ids,
+        off,
+        rows.b_start,
+        MaskingRule.from_vocab(vocab, ShardConfig.parse(cfg.build_config())),
+        rng,
     )
     return ShardColumns(
         masked.ids,

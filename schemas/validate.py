@@ -60,8 +60,7 @@ def validate(directory: str, options: ValidateOptions | None = None) -> Report:
             "the set with `make shards`"
         )
         checks.skip(CHECKS, "not run: the manifest is malformed")
-    wwm = isinstance(manifest.config, dict) and manifest.config.get("whole_word_mask")
-    omit = set() if wwm else {"whole_words"}
+    omit = set() if ctx.config and ctx.config.whole_word_mask else {"whole_words"}
     rows = sum(s.rows for s in ctx.shard_stats.values())
     return Report(directory, checks.result(omit), rows, time.perf_counter() - start)
 

@@ -7,22 +7,13 @@ from __future__ import annotations
 import json
 import os
 
+from schemas.config import REQUIRED_KEYS, ShardConfig, missing_keys
 from schemas.manifest import MANIFEST_NAME, Manifest
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
-from schemas.rows import MIN_ROW_LENGTH, RowRules
+from schemas.rows import RowRules
 from schemas.shard import schema_problem
 from schemas.validate_state import Context, Tally
 from schemas.vocab import SpecialIds, Vocab
-
-REQUIRED_CONFIG = (
-    "max_seq_length",
-    "max_predictions_per_seq",
-    "masked_lm_prob",
-    "short_seq_prob",
-    "dupe_factor",
-    "random_next_prob",
-    "whole_word_mask",
-)
 
 
 def check_schema(ctx: Context) -> None:
@@ -106,20 +97,21 @@ def _check_tokenizer_json(ctx: Context, vocab: Vocab) -> None:
 
 
 def check_config(ctx: Context) -> None:
-    """The config's keys and ranges; when sound, the row rules it implies."""
+    """The config's keys and ranges (`schemas.config`); when sound, the row rules it implies."""
     m, t = ctx.manifest, ctx.checks["config"]
     t.ran = True
-    missing = [k for k in REQUIRED_CONFIG if k not in m.config]
+    config = m.config if isinstance(m.config, dict) else {}
+    missing = missing_keys(config)
     if missing:
         t.fail(f"{MANIFEST_NAME}: config lacks {', '.join(missing)}; the row checks need them")
     else:
-        problem = _config_problem(m.config)
-        if problem:
-            t.fail(f"{MANIFEST_NAME}: config {problem}")
+        try:
+            ctx.config = ShardConfig.parse(config)
+        except ValueError as e:
+            t.fail(f"{MANIFEST_NAME}: config {e}")
         else:
             _build_rules(ctx)
-    c = m.config
-    t.summary = ", ".join(f"{k}={c[k]}" for k in REQUIRED_CONFIG if k in c)
+    t.summary = ", ".join(f"{k}={config[k]}" for k in REQUIRED_KEYS if k in config)
 
 
 def _build_rules(ctx: Context) -> None:
@@ -127,23 +119,6 @@ def _build_rules(ctx: Context) -> None:
     size = ctx.vocab and len(ctx.vocab) or m.vocab_size
     try:
         specials = SpecialIds.from_dict(m.special_ids)
-        ctx.rules = RowRules.build(ctx.vocab, size, specials, m.config)
+        ctx.rules = RowRules.build(ctx.vocab, size, specials, ctx.config)
     except (KeyError, ValueError, TypeError, IndexError) as e:
         ctx.checks["vocab"].fail(f"{MANIFEST_NAME}: special ids unusable ({e})")
-
-
-def _config_problem(c: dict) -> str:
-    def number(key, lo, hi):
-        v = c[key]
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi
-
-    if not (isinstance(c["max_seq_length"], int) and MIN_ROW_LENGTH <= c["max_seq_length"] < 65536):
-        return f"max_seq_length={c['max_seq_length']!r} is not an integer in [5, 65535]"
-    if not (isinstance(c["max_predictions_per_seq"], int) and c["max_predictions_per_seq"] >= 1):
-        return f"max_predictions_per_seq={c['max_predictions_per_seq']!r} is not an integer >= 1"
-    for key in ("masked_lm_prob", "short_seq_prob", "random_next_prob"):
-        if not number(key, 0.0, 1.0):
-            return f"{key}={c[key]!r} is not a probability"
-    if not (isinstance(c["dupe_factor"], int) and c["dupe_factor"] >= 1):
-        return f"dupe_factor={c['dupe_factor']!r} is not an integer >= 1"
-    return ""

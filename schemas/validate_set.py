@@ -112,7 +112,7 @@ def _check_random_next(ctx: Context, s: BatchStats) -> None:
     document never can), so the other rows of the set, and of every shard, are binomial draws
     with probability random_next_prob. Per shard the level is corrected for the shard count."""
     t, z = ctx.checks["random_next"], ctx.options.z
-    q = float(ctx.manifest.config["random_next_prob"])
+    q = ctx.config.random_next_prob
     t.ran = True
     entries = {e.path: e for e in ctx.manifest.shards}
     coin = {
@@ -174,11 +174,11 @@ def _check_short_rows(ctx: Context, s: BatchStats) -> None:
     noise of the number of document passes (documents_used * dupe_factor)."""
     t, m = ctx.checks["short_rows"], ctx.manifest
     t.ran = True
-    p = float(m.config["short_seq_prob"])
+    p = ctx.config.short_seq_prob
     listed = {e.path: e for e in m.shards}
     short = sum(listed[rel].short_rows for rel in ctx.shard_stats)
     share = short / s.rows
-    passes = _document_passes(m)
+    passes = _document_passes(m, ctx.config.dupe_factor)
     t.figures = {
         "short_rows": short,
         "rows": s.rows,
@@ -201,10 +201,10 @@ def _check_short_rows(ctx: Context, s: BatchStats) -> None:
     _check_short_share(ctx, t, share, p, passes, full)
 
 
-def _document_passes(m: Manifest) -> int:
+def _document_passes(m: Manifest, dupe_factor: int) -> int:
     """documents_used * dupe_factor, or 0 when the manifest's counts lack documents_used."""
     docs = m.counts.get("total", {}).get("documents_used")
-    return int(docs) * int(m.config["dupe_factor"]) if isinstance(docs, int) else 0
+    return int(docs) * dupe_factor if isinstance(docs, int) else 0
 
 
 def _check_short_share(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from schemas.config import ShardConfig
 from schemas.manifest import Manifest
 from schemas.rows import BatchStats, RowRules
 from schemas.validate_report import CHECKS, Check
@@ -74,6 +75,7 @@ class Context:
     checks: Tallies
     manifest: Manifest
     vocab: Vocab | None = None  # only when it is the one the manifest names
+    config: ShardConfig | None = None  # the build config, once `check_config` parsed it
     rules: RowRules | None = None
     shard_stats: dict[str, BatchStats] = field(default_factory=dict)  # rel path -> figures
     digests: dict[str, Future] = field(default_factory=dict)  # rel path -> sha256, computing

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from schemas import Manifest, ShardColumns, ShardEntry, Vocab, shard_metadata, shard_to_bytes
+from schemas.config import ShardConfig
 from schemas.manifest import SHARDS_DIR, shard_name
 from schemas.masking import MaskingRule, mask_flat
 from schemas.shard import META_SCHEMA_VERSION
@@ -63,7 +64,9 @@ def shard_columns(rows: int, seed: int, max_len: int) -> ShardColumns:
     offsets = np.r_[0, np.cumsum([len(ids) for ids, _, _ in made])].astype(np.int64)
     ids = np.array([t for row, _, _ in made for t in row], np.uint16)
     b_start = np.array([b for _, b, _ in made], np.uint16)
-    masked = mask_flat(ids, offsets, b_start, MaskingRule.from_vocab(VOCAB, CONFIG), rng)
+    masked = mask_flat(
+        ids, offsets, b_start, MaskingRule.from_vocab(VOCAB, ShardConfig.parse(CONFIG)), rng
+    )
     return ShardColumns(
         input_ids=masked.ids,
         input_offsets=offsets,

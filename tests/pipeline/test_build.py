@@ -13,7 +13,7 @@ from tokenizers import BertWordPieceTokenizer
 from pipeline.config import InstanceConfig
 from pipeline.instances import num_to_predict
 from schemas import ShardColumns, ShardSet
-from schemas.validate_manifest import REQUIRED_CONFIG
+from schemas.config import INSTANCE_KEYS
 from tests.conftest import SAMPLE, SAMPLE_INPUT, build_shards
 from tests.pipeline.test_tokenize import google_layout
 
@@ -52,7 +52,7 @@ def test_sample_shards_read_back_and_conserve_counts(sample_shards):
 
 def test_sample_shards_follow_the_algorithm(sample_shards):
     s = ShardSet.open(sample_shards)
-    cfg = InstanceConfig(**{k: s.config[k] for k in (*REQUIRED_CONFIG, "seed")})
+    cfg = InstanceConfig(**{k: s.config[k] for k in (*INSTANCE_KEYS, "seed")})
     sp = s.vocab.special_ids
     n_rows = n_random = n_masked = n_mask_token = 0
     for c in rows(sample_shards):

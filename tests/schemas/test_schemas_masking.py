@@ -7,13 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from schemas.config import ShardConfig
 from schemas.masking import (
     MaskingRule,
+    TokenSpec,
     candidates,
     mask_flat,
     mask_padded,
     num_to_predict,
 )
+from schemas.synthetic import SyntheticConfig
 from schemas.vocab import Vocab
 
 # [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 want=5 ##want=6 ##ed=7 un=8 runn=9 ##ing=10
@@ -28,12 +31,7 @@ ROW_B = 5
 
 
 def rule(whole_word: bool = False, prob: float = 0.15, max_predictions: int = 20) -> MaskingRule:
-    config = {
-        "max_predictions_per_seq": max_predictions,
-        "masked_lm_prob": prob,
-        "whole_word_mask": whole_word,
-    }
-    return MaskingRule.from_vocab(VOCAB, config)
+    return MaskingRule(max_predictions, prob, whole_word, TokenSpec.from_vocab(VOCAB))
 
 
 def flat_rows(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -67,13 +65,13 @@ def test_rule_from_vocab_and_config():
     assert r.tokens.replacements.tolist() == [WANT, WANT_C, ED, UN, RUNN, ING]
     assert np.flatnonzero(r.tokens.continuation).tolist() == [WANT_C, ED, ING]
     assert (r.max_predictions, r.masked_lm_prob, r.whole_word) == (20, 0.15, True)
-    plain = MaskingRule.from_vocab(VOCAB, {"max_predictions_per_seq": 3, "masked_lm_prob": 0.2})
-    assert not plain.whole_word  # whole_word_mask is optional
+    config = ShardConfig.parse(SyntheticConfig(whole_word_mask=True).build_config())
+    from_config = MaskingRule.from_vocab(VOCAB, config)
+    assert (from_config.max_predictions, from_config.masked_lm_prob) == (20, 0.15)
+    assert from_config.whole_word
 
 
-def test_rule_refuses_an_incomplete_config_and_bad_values():
-    with pytest.raises(ValueError, match="lacks masked_lm_prob"):
-        MaskingRule.from_vocab(VOCAB, {"max_predictions_per_seq": 20})
+def test_rule_refuses_bad_values():
     with pytest.raises(ValueError, match="masked_lm_prob must be in"):
         rule(prob=1.5)
     with pytest.raises(ValueError, match="max_predictions must be >= 1"):

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from schemas.config import ShardConfig
 from schemas.manifest import read_manifest
 from schemas.rows import ROW_RULES, RowRules, describe_row, num_to_predict, row_findings
 from schemas.shard import ShardColumns
@@ -34,6 +35,10 @@ CONFIG = {
     "max_predictions_per_seq": 3,
     "masked_lm_prob": 0.15,
     "whole_word_mask": False,
+    "short_seq_prob": 0.1,
+    "dupe_factor": 1,
+    "random_next_prob": 0.5,
+    "lowercase": True,
 }
 
 
@@ -62,7 +67,8 @@ def make_columns(rows: list[dict]) -> ShardColumns:
 
 
 def rules(**config) -> RowRules:
-    return RowRules.build(VOCAB, len(VOCAB), VOCAB.special_ids, {**CONFIG, **config})
+    config = ShardConfig.parse({**CONFIG, **config})
+    return RowRules.build(VOCAB, len(VOCAB), VOCAB.special_ids, config)
 
 
 def findings(rows, **config) -> dict[str, list[int]]:
