@@ -432,6 +432,23 @@ def read_text_file(path: str) -> str:
         raise SystemExit(f"error: cannot read {path}: {e}") from None
 
 
+class Help(argparse.HelpFormatter):
+    """Every option's help ends with its default (or says it is required), unless the
+    sentence already names it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or not action.option_strings or action.dest == "help":
+            return text
+        if action.required:
+            return f"{text} (required)"
+        if action.nargs == 0:  # a switch
+            return f"{text} (default: off)"
+        if action.default is None:
+            return f"{text} (default: none)"
+        return f"{text} (default: %(default)s)"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="bert-shards",
@@ -439,15 +456,19 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = ap.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build a shard set (vocab, instances, manifest)")
+    b = sub.add_parser(
+        "build", help="build a shard set (vocab, instances, manifest)", formatter_class=Help
+    )
     add_input_args(b)
     add_text_args(b)
     add_instance_args(b)
-    v = sub.add_parser("vocab", help="train a WordPiece vocab only")
+    v = sub.add_parser("vocab", help="train a WordPiece vocab only", formatter_class=Help)
     add_input_args(v)
     add_text_args(v)
     t = sub.add_parser(
-        "punkt", help="train Punkt sentence-splitting parameters on the corpus (OUT/punkt.json)"
+        "punkt",
+        help="train Punkt sentence-splitting parameters on the corpus (OUT/punkt.json)",
+        formatter_class=Help,
     )
     add_input_args(t)
     # punkt reads and samples paragraphs only; the shared config takes these defaults

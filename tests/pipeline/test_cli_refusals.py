@@ -123,3 +123,15 @@ def test_punkt_help_lists_only_its_own_options(capsys):
     with pytest.raises(SystemExit) as e:
         main(["punkt", "--input", "x", "--out", "y", "--vocab-size", "10"])
     assert "--vocab-size" in str(e.value)
+
+
+@pytest.mark.parametrize("command", ["build", "vocab", "punkt"])
+def test_every_option_in_help_says_its_default(capsys, monkeypatch, command):
+    monkeypatch.setenv("COLUMNS", "400")  # one line per option
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out.split("options:", 1)[1]
+    blocks = [b for b in text.split("\n  -") if b.strip() and not b.startswith("h, --help")]
+    assert len(blocks) > 8
+    for block in blocks:
+        assert "default" in block or "(required)" in block, block
