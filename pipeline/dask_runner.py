@@ -14,8 +14,10 @@ this version (each checked with a three-step pipeline on two worker processes):
 5. only the last transform's bag is computed: a branch that does not lead to it never runs.
 `DaskRunner` here keeps Beam's translations of Create, GroupByKey and Flatten and replaces
 the rest: a ParDo makes its output list per bundle and routes tagged outputs by tag; a side
-input is computed once, before its readers, and kept in the cluster; `Reshuffle` spreads the
-bag over two partitions per worker thread; every leaf of the graph is computed.
+input is computed once, before its readers, with every bag made so far, and all of them are
+kept in the cluster (so no step runs twice; with `--dedup` that holds the documents in the
+workers' memory, as the local runner does); `Reshuffle` spreads the bag over two partitions
+per worker thread; every leaf of the graph is computed.
 
 Without `--dask_client_address` (the build's `--dask-address`), a local cluster of
 `--workers` single-threaded processes is started and closed around the run.
@@ -119,6 +121,7 @@ class Translate(PipelineVisitor):
         self.spread = spread
         self.bags: dict = {}  # PCollection -> bag
         self.side_values: dict = {}  # PCollection -> its values, when read as a side input
+        self.persisted: set = set()  # PCollections whose bags are kept in the cluster
         self.consumed: set = set()
         self.sinks: list = []  # bags of transforms without outputs
 
@@ -170,10 +173,22 @@ class Translate(PipelineVisitor):
     def side_input(self, si) -> SideInputMap:
         pc = si.pvalue
         if pc not in self.side_values:
-            self.bags[pc] = self.client.persist(self.bags[pc])
+            self.persist_all()
             self.side_values[pc] = self.client.compute(self.bags[pc]).result()
         values = Materialized(self.side_values[pc], si._window_mapping_fn)
         return SideInputMap(type(si), si._view_options(), values)
+
+    def persist_all(self) -> None:
+        """Keep every bag made so far in the cluster, so that no step runs twice: a later
+        computation starts from these results. (A step run again would write its chunk files
+        again, and batching by `BatchElements` need not cut the same batches twice.)"""
+        pending = [pc for pc in self.bags if pc not in self.persisted]
+        if not pending:
+            return
+        kept = self.client.persist([self.bags[pc] for pc in pending])
+        for pc, bag in zip(pending, kept, strict=True):
+            self.bags[pc] = bag
+        self.persisted.update(pending)
 
     def leaves(self) -> list:
         return self.sinks + [bag for pc, bag in self.bags.items() if pc not in self.consumed]
