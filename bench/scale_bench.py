@@ -114,6 +114,31 @@ def run_one(text: Path, out: Path, workers: int, vocab: str | None, bucket_token
     return result
 
 
+def run(data: str = "data", sizes=(200, 500, 1000, 2000), workers=(2,), vocab=None) -> list[dict]:
+    """`make bench`'s scale series, as rows of bench.run's table (one per size and workers)."""
+    rows = []
+    for mb in sizes:
+        text = corpus(Path(data), mb)
+        for w in workers:
+            got = run_one(text, Path("out/bench-scale"), w, vocab, 4_000_000)
+            note = (
+                f"{got['mb']} MB, {w} worker(s), vocab {got['vocab']}: {got['wall_s']} s wall, "
+                f"{got['cpu_s']} CPU s, peak process {got['peak_process_gib']} GiB, "
+                f"peak temp {got['peak_tmp_gib']} GiB ({got['tmp_over_shards']}x the shards)"
+            )
+            rows.append(
+                {
+                    "area": "scale",
+                    "metric": f"peak memory, {mb} MB, {w} worker(s)",
+                    "value": got["peak_rss_gib"],
+                    "unit": "GiB",
+                    "note": note,
+                }
+            )
+            print(json.dumps(got), flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data", default=os.environ.get("DATA", "data"))
