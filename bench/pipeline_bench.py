@@ -222,12 +222,27 @@ def raw_floor(vocab_path: str, dirs: list[str], size: int) -> float:
 # --- the two builders ---------------------------------------------------------------------------
 
 
+def rooted(path: str) -> str:
+    """An input pattern for one copy's file or folder whose document ids keep the copy's name.
+
+    Ids are relative to an input's folder (to the part before its first glob character), so
+    `copy-003/part-00000.txt` given as a file would have the same ids as every other copy's
+    `part-00000.txt` (and the build refuses an id twice); `[c]opy-003/...` matches the same
+    path with ids relative to the corpus folder above the copies.
+    """
+    parts = path.rstrip("/").split("/")
+    at = max(i for i, part in enumerate(parts) if part.startswith("copy-"))
+    parts[at] = f"[{parts[at][0]}]{parts[at][1:]}"
+    return "/".join(parts) + ("/**" if os.path.isdir(path) else "")
+
+
 def build(
     fmt: str, inputs: list[str], out: str, vocab: str, workers: int, seed: int = SEED
 ) -> tuple[Measured, dict]:
     cmd = [sys.executable, "-m", "pipeline.cli", "build", "--format", fmt, "--out", out]
     cmd += ["--vocab", vocab, "--workers", str(workers), "--seed", str(seed)]
-    cmd += ["--max-seq-length", "128", "--dupe-factor", "5", "--input", ",".join(inputs)]
+    patterns = ",".join(rooted(p) for p in inputs)
+    cmd += ["--max-seq-length", "128", "--dupe-factor", "5", "--input", patterns]
     measured = run_measured(cmd, {**os.environ, "RAYON_NUM_THREADS": "1"})
     with open(f"{out}/manifest.json") as f:
         return measured, json.load(f)

@@ -407,3 +407,16 @@ def test_slice_takes_whole_files(tmp_path):
         "copy-001/part-00000.txt",
     ]
     assert size == 1_200_000
+
+
+def test_rooted_inputs_keep_the_copy_in_document_ids(tmp_path):
+    (tmp_path / "copy-003").mkdir()
+    (tmp_path / "copy-003" / "part-00000.txt").write_text("x")
+    assert pb.rooted(f"{tmp_path}/copy-003/part-00000.txt") == (
+        f"{tmp_path}/[c]opy-003/part-00000.txt"
+    )
+    assert pb.rooted(f"{tmp_path}/copy-003") == f"{tmp_path}/[c]opy-003/**"
+    from pipeline.sources import InputSpec, expand_pattern
+
+    found = expand_pattern(InputSpec("text", pb.rooted(f"{tmp_path}/copy-003")))
+    assert [rel for _, _, rel in found] == ["copy-003/part-00000.txt"]
