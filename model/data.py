@@ -56,7 +56,7 @@ class LoaderConfig:
 
 
 def masking_rule(shards: ShardSet) -> MaskingRule:
-    """The shards' own masking rule (DESIGN section 5), for dynamic re-masking."""
+    """The shards' own masking rule (`schemas.masking`), for dynamic re-masking."""
     config = shards.shard_config
     try:
         return MaskingRule.from_vocab(shards.vocab, config)

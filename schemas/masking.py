@@ -1,6 +1,6 @@
-"""The masking rule of the shard contract (DESIGN section 5), the one implementation that the
-pipeline (whole buckets), the synthetic writer (whole shards) and the model's loader (dynamic
-re-masking of padded batches) all call.
+"""The masking rule of the shard contract (the README's "Instances"), the one implementation
+that the pipeline (whole buckets), the synthetic writer (whole shards) and the model's loader
+(dynamic re-masking of padded batches) all call.
 
 The rule, per row of `length` pieces:
 

@@ -6,7 +6,7 @@ break which rule together with the batch's figures (pieces, masks, the 80/10/10 
 `describe_row` says in one line why a given row breaks a rule; it is called for the few rows
 a report quotes.
 
-The rules (DESIGN sections 5 and 6):
+The rules (the contract, described in docs/validation.md):
 
 - `cls_first`: `[CLS]` at position 0 and nowhere else;
 - `two_sep`: exactly two `[SEP]`, at `segment_b_start - 1` and at the end, A and B non-empty;
