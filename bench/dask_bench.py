@@ -160,7 +160,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--corpus", default=CORPUS, help="a folder of reference-format text")
     ap.add_argument(
-        "--patterns", nargs="+", default=list(PATTERNS), help="folders or files in --corpus (globs)"
+        "--patterns", nargs="+", default=list(PATTERNS), help="folders in --corpus (globs)"
     )
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--vocab", default=None, help="a vocab.txt to build with (else trained)")
@@ -168,9 +168,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="bench/results/dask.json")
     args = ap.parse_args(argv)
     corpus = Path(args.corpus)
-    folders = sorted(d for p in args.patterns for d in corpus.glob(p))
-    inputs = ",".join(f"text:{d}" for d in folders)
-    text_bytes = sum(map(dir_bytes, folders))
+    # globs, so that ids are taken from the corpus folder: the copies' files share names
+    inputs = ",".join(f"text:{corpus / p}/*" for p in args.patterns)
+    text_bytes = sum(map(dir_bytes, (d for p in args.patterns for d in corpus.glob(p))))
     scratch = Path(args.scratch)
     rows = []
     local = run_local(inputs, scratch / "local", args.workers, args.vocab, text_bytes)
