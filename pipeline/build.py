@@ -12,7 +12,8 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SumCounts
 from pipeline.dedup import DedupConfig, DeduplicateChunks
-from pipeline.shards import BUILDING_DIR, Publish, write_text
+from pipeline.fsio import building_dir, write_text
+from pipeline.shards import Publish
 from pipeline.sources import InputSpec, ReadChunks
 from pipeline.transforms import (
     CreateInstances,
@@ -88,7 +89,7 @@ def load_vocab(path: str) -> Vocab:
 
 def temp_area(out: str) -> str:
     """Where the build keeps its intermediate chunk files; removed when the set is published."""
-    return FileSystems.join(out, "shards", BUILDING_DIR, "tmp")
+    return FileSystems.join(building_dir(out), "tmp")
 
 
 def build(p: beam.Pipeline, cfg: BuildConfig):
@@ -176,7 +177,7 @@ def prepare_output(out: str, record: dict, resume: bool = False) -> None:
     """Make the directory invalid until this build publishes: drop the old manifest first.
     A fresh build clears the build area; a resume keeps it, when `record` matches the one the
     interrupted build left (else ValueError, saying why)."""
-    building = FileSystems.join(out, "shards", BUILDING_DIR)
+    building = building_dir(out)
     path = FileSystems.join(building, RESUME_RECORD)
     if resume:
         old = None

@@ -332,17 +332,16 @@ def run_build(args, beam_args: list[str]) -> int:
 
 def progress_line(cfg, interval: float):
     """The progress line's factory for `run_pipeline` (none when the interval is 0)."""
-    from apache_beam.io.filesystems import FileSystems
 
     from pipeline.build import temp_area
+    from pipeline.fsio import building_dir
     from pipeline.progress import ProgressLine
-    from pipeline.shards import BUILDING_DIR
     from pipeline.sources import input_bytes
 
     if interval <= 0:
         return None
     total = input_bytes(cfg.inputs)
-    building = FileSystems.join(cfg.out, "shards", BUILDING_DIR)
+    building = building_dir(cfg.out)
     return lambda stream: ProgressLine(temp_area(cfg.out), building, total, stream, interval)
 
 
@@ -366,8 +365,8 @@ def run_vocab(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
     from pipeline.build import BuildConfig
+    from pipeline.fsio import write_text
     from pipeline.runner import make_pipeline, pipeline_options
-    from pipeline.shards import write_text
     from pipeline.sources import ReadChunks
     from pipeline.tokenize import tokenizer_json
     from pipeline.transforms import SplitSentences, TrainVocab
@@ -392,8 +391,8 @@ def run_vocab(args, beam_args: list[str]) -> int:
 def run_punkt(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
+    from pipeline.fsio import write_text
     from pipeline.runner import make_pipeline, pipeline_options
-    from pipeline.shards import write_text
     from pipeline.sources import ReadChunks
     from pipeline.transforms import TrainPunkt
 

@@ -15,8 +15,8 @@ import os
 import platform
 import shutil
 
-from pipeline.shards import BUILDING_DIR
-from schemas.manifest import MANIFEST_NAME, SHARD_NAME_PATTERN
+from pipeline.fsio import BUILDING_DIR
+from schemas.manifest import MANIFEST_NAME, SHARD_NAME_PATTERN, SHARDS_DIR
 from schemas.shard import SCHEMA_NAME
 
 LOCK_NAME = ".bert-shards.lock"
@@ -43,9 +43,9 @@ def foreign_entries(out: str) -> list[str]:
     foreign = []
     for name in sorted(os.listdir(out)):
         path = os.path.join(out, name)
-        if name == "shards" and os.path.isdir(path) and not os.path.islink(path):
+        if name == SHARDS_DIR and os.path.isdir(path) and not os.path.islink(path):
             foreign += [
-                f"shards/{n}"
+                f"{SHARDS_DIR}/{n}"
                 for n in sorted(os.listdir(path))
                 if not (SHARD_NAME_PATTERN.fullmatch(n) or n == BUILDING_DIR)
             ]

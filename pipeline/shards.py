@@ -20,13 +20,12 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import manifest_counts
+from pipeline.fsio import atomic_create, building_dir, write_text
 from pipeline.instances import Pair, Rows
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, Manifest, ShardEntry, shard_name
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
 from schemas.vocab import Vocab
-
-BUILDING_DIR = ".building"
 
 
 def rows_to_columns(rows: Rows, pairs: Sequence[Pair]) -> ShardColumns:
@@ -46,7 +45,7 @@ def shard_path(index: int, total: int) -> str:
 
 
 def bucket_path(out: str, bucket: int) -> str:
-    return FileSystems.join(out, "shards", BUILDING_DIR, f"bucket-{bucket:06d}.arrow")
+    return FileSystems.join(building_dir(out), f"bucket-{bucket:06d}.arrow")
 
 
 def write_bucket_shard(
@@ -63,12 +62,8 @@ def write_bucket_shard(
     metadata = shard_metadata(vocab.sha256, len(vocab), vocab.special_ids.to_dict(), config)
     data = shard_to_bytes(columns.to_table(vocab.id_type, metadata))
     path = bucket_path(out, bucket)
-    tmp = path + ".tmp"
-    with FileSystems.create(tmp) as f:
+    with atomic_create(path) as f:
         f.write(data)
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([tmp], [path])
     entry = ShardEntry.describe(path, data, columns, **pair_counts)
     record = {"entry": dataclasses.asdict(entry), "counts": counts or {}}
     write_text(path[: -len(".arrow")] + ".json", json.dumps(record))
@@ -90,16 +85,6 @@ def finished_bucket(out: str, bucket: int):
     if digest != entry.sha256 or entry.path != path:
         return None
     return bucket, entry, record["counts"]
-
-
-def write_text(path: str, text: str) -> None:
-    """Write through Beam filesystems, under a temporary name, then rename."""
-    tmp = path + ".tmp"
-    with FileSystems.create(tmp) as f:
-        f.write(text.encode("utf-8"))
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([tmp], [path])
 
 
 def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, config: dict):
@@ -129,7 +114,7 @@ def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, 
         },
     )
     write_text(FileSystems.join(out, MANIFEST_NAME), manifest.to_json())
-    building = FileSystems.join(out, "shards", BUILDING_DIR)
+    building = building_dir(out)
     if FileSystems.exists(building + "/"):
         FileSystems.delete([building])
     return manifest
@@ -163,7 +148,7 @@ def tokenizer_config_files(config: dict) -> dict[str, str]:
 def remove_stale_shards(out: str, keep: set[str]) -> None:
     """Shards of an earlier build into the same directory that this one did not write (another
     shard count): removed before the manifest appears, so it never lists fewer files than exist."""
-    shards_dir = FileSystems.join(out, "shards")
+    shards_dir = FileSystems.join(out, SHARDS_DIR)
     pattern = FileSystems.join(shards_dir, "train-*.arrow")
     found = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
     # The name inside OUT/shards/, never a split on "/shards/": OUT itself may contain it.

@@ -25,6 +25,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.documents import Document
+from pipeline.fsio import atomic_create
 from pipeline.instances import TokenizedDoc
 from pipeline.wiki_pages import WikiPage
 
@@ -49,13 +50,8 @@ def write_table(path: str, table: pa.Table, max_rows: int | None = None, chunk=N
     if chunk is not None:
         record = {k: v for k, v in asdict(chunk).items() if k != "path"}
         table = table.replace_schema_metadata({b"chunk": json.dumps(record).encode()})
-    tmp = path + ".tmp"
-    with FileSystems.create(tmp) as f:
-        with pa.ipc.new_file(f, table.schema) as writer:
-            writer.write_table(table, max_chunksize=max_rows)
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([tmp], [path])
+    with atomic_create(path) as f, pa.ipc.new_file(f, table.schema) as writer:
+        writer.write_table(table, max_chunksize=max_rows)
 
 
 def finished(path: str) -> Chunk | None:
