@@ -70,51 +70,62 @@ def expand_pattern(spec: InputSpec) -> list[tuple[str, str, str]]:
 
 
 class ReadFile(beam.DoFn):
-    """One read item -> document chunk files of about `chunk_bytes` of text, as `Chunk`s; the
-    item's counts ride on its last `Chunk` (one with no path when nothing was read). Each
-    chunk leaves a progress marker: the stored bytes read and the documents it holds."""
+    """A group of read items (see `pack_reads`) -> document chunk files of about `chunk_bytes`
+    of text, as `Chunk`s; the group's counts ride on its last `Chunk` (one with no path when
+    nothing was read). Each chunk leaves a progress marker: stored bytes read, documents."""
 
     def __init__(self, tmp: str, chunk_bytes: int, skip_bad_input: bool):
         self.tmp = tmp
         self.chunk_bytes = chunk_bytes
         self.skip_bad_input = skip_bad_input
 
-    def process(self, item):
-        done = FileSystems.join(self.tmp, "items", item_key(item) + ".json")
+    def process(self, group):
+        done = FileSystems.join(self.tmp, "items", item_key(group[0]) + ".json")
         records = read_marker(done).get("chunks")
         if records is not None:  # read by an earlier attempt, or an interrupted build
             yield from (Chunk(**{**r, "starts": ()}) for r in records)
             return
-        chunks = list(self.read(item))
+        chunks = list(self.read(group))
         write_marker(done, {"chunks": [asdict(c) for c in chunks]})
         yield from chunks
 
-    def read(self, item):
-        tally = Tally(skip_bad_input=self.skip_bad_input)
-        opened = Opener(item[3].start if item[3] else 0)
-        writer = ChunkWriter(self.tmp, item_key(item), self.chunk_bytes, opened)
-        try:
-            yield from writer.add_all(read_item(item, tally, self.skip_bad_input, opened.open))
-        finally:
-            if item[3] is None or item[3].start <= item[3].header_end:  # a file's first span
-                tally.inc("files_read")
+    def read(self, group):
+        opened = Opener()
+        writer = ChunkWriter(self.tmp, item_key(group[0]), self.chunk_bytes, opened)
+        counts: dict = {}
+        for item in group:
+            tally = Tally(skip_bad_input=self.skip_bad_input)
+            opened.start_item(item[3].start if item[3] else 0)
+            try:
+                yield from writer.add_all(read_item(item, tally, self.skip_bad_input, opened.open))
+            finally:
+                if item[3] is None or item[3].start <= item[3].header_end:  # a first span
+                    tally.inc("files_read")
+            for key, n in prefixed(item[0], tally.counts).items():
+                counts[key] = counts.get(key, 0) + n
         last = writer.flush() or Chunk("")
-        yield replace(last, counts=prefixed(item[0], tally.counts))
+        yield replace(last, counts=counts)
 
 
 class Opener:
-    """Opens an input file as stored and follows how far it has been read."""
+    """Opens the input files of a group as stored and follows how far they have been read."""
 
-    def __init__(self, start: int):
-        self.start = start
+    def __init__(self):
+        self.done = 0  # bytes of the group's finished items
+        self.start = 0
         self.file = None
+
+    def start_item(self, start: int):
+        self.done = self.consumed()
+        self.start, self.file = start, None
 
     def open(self, path: str):
         self.file = TrackedFile(open_raw(path))
         return self.file
 
     def consumed(self) -> int:
-        return max(0, self.file.pos - self.start) if self.file else 0
+        here = max(0, self.file.pos - self.start) if self.file else 0
+        return self.done + here
 
 
 class TrackedFile:
@@ -260,6 +271,30 @@ def plan_reads(item: tuple[str, str, str]):
         yield fmt, path, rel, span
 
 
+def read_sizes(item) -> tuple:
+    """A read item and the bytes it covers (a span's length, or the file's stored size)."""
+    fmt, path, rel, span = item
+    if span is not None:
+        return item, span.end - span.start
+    return item, FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+
+
+def pack_reads(sized: list, chunk_bytes: int) -> list[tuple]:
+    """Read items -> groups read by one worker call: consecutive small files (in path order)
+    together up to `chunk_bytes`, so that a corpus of many small files (BooksCorpus has 17,000)
+    makes chunks of about `chunk_bytes`, not one per file: a bucket reads every units file."""
+    groups, current, size = [], [], 0
+    for item, n in sorted(sized, key=lambda s: (s[0][0], s[0][1], s[0][3].start if s[0][3] else 0)):
+        if current and size + n > chunk_bytes:
+            groups.append(tuple(current))
+            current, size = [], 0
+        current.append(item)
+        size += n
+    if current:
+        groups.append(tuple(current))
+    return groups
+
+
 def rendered(items, tally: Tally):
     """Documents of a chunk, Wikipedia pages rendered here (the costly part of reading them,
     so it runs where the chunks are spread over workers); `tally` counts the rendering."""
@@ -290,6 +325,9 @@ class ReadChunks(beam.PTransform):
             | "Inputs" >> beam.Create(self.inputs)
             | "ListFiles" >> beam.FlatMap(expand_pattern)
             | "PlanReads" >> beam.FlatMap(plan_reads)
+            | "Sizes" >> beam.Map(read_sizes)
+            | "Gather" >> beam.combiners.ToList()
+            | "Pack" >> beam.FlatMap(pack_reads, self.chunk_bytes)
             | "SpreadFiles" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(read)
         )

@@ -200,3 +200,24 @@ def test_dofns_pickle_round_trip():
         Chunk("/x", 1, 2, 3, {"a/b": 1}, (1, 2)),
     ):
         assert pickle.loads(pickle.dumps(obj)).__class__ is obj.__class__
+
+
+def test_small_files_are_read_together_up_to_the_chunk_size():
+    from pipeline.multistream import Span
+    from pipeline.sources import pack_reads
+
+    def item(path, span=None):
+        return ("text", path, path, span)
+
+    sized = [(item(f"f{i}"), 10) for i in (3, 1, 2, 0, 4)] + [
+        (("wikipedia", "w", "w", Span(0, 100)), 100),
+        (("wikipedia", "w", "w", Span(100, 130)), 30),
+    ]
+    groups = pack_reads(sized, 25)
+    assert [[g[1] for g in group] for group in groups[:3]] == [["f0", "f1"], ["f2", "f3"], ["f4"]]
+    assert [[g[3].start for g in group] for group in groups[3:]] == [[0], [100]]
+
+    def key(i):
+        return i[1], i[3].start if i[3] else -1
+
+    assert sorted(map(key, (i for g in groups for i in g))) == sorted(key(i) for i, _ in sized)
