@@ -156,6 +156,38 @@ def run_dask(inputs: str, out: Path, workers: int, vocab, text_bytes: int, scrat
     return result
 
 
+def compare(corpus: Path, patterns, workers: int, vocab, scratch: str) -> list[dict]:
+    """The same build on the local runner and on a Dask cluster of `workers` processes."""
+    # globs, so that ids are taken from the corpus folder: the copies' files share names
+    inputs = ",".join(f"text:{corpus / p}/*" for p in patterns)
+    text_bytes = sum(map(dir_bytes, (d for p in patterns for d in corpus.glob(p))))
+    scratch = Path(scratch)
+    local = run_local(inputs, scratch / "local", workers, vocab, text_bytes)
+    print(json.dumps(local), flush=True)
+    on_dask = run_dask(inputs, scratch / "dask", workers, vocab, text_bytes, str(scratch / "tmp"))
+    on_dask["identical_to_local"] = digests(scratch / "local") == digests(scratch / "dask")
+    print(json.dumps(on_dask), flush=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return [local, on_dask]
+
+
+def rows(data: str = "data") -> list[dict]:
+    """`make bench`'s rows: MB per CPU-second and peak memory per worker, local and Dask."""
+    corpus = Path(data) / "corpora" / "kernel-docs-200mb" / "text"
+    out = []
+    for r in compare(corpus, PATTERNS, 2, None, "out/bench-dask"):
+        note = (
+            f"{r['mb']} MB, 2 workers: {r['wall_s']} s wall, {r['cpu_s']} CPU s, "
+            f"peak per worker {r['peak_worker_gib']} GiB"
+            + (f", identical to local: {r['identical_to_local']}" if r["runner"] == "dask" else "")
+        )
+        rate = {"area": "dask", "unit": "MB/CPU-s", "note": note}
+        out.append(
+            {**rate, "metric": f"build rate, {r['runner']} runner", "value": r["mb_per_cpu_s"]}
+        )
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--corpus", default=CORPUS, help="a folder of reference-format text")
@@ -167,22 +199,7 @@ def main(argv=None) -> int:
     ap.add_argument("--scratch", default="out/bench-dask")
     ap.add_argument("--json", default="bench/results/dask.json")
     args = ap.parse_args(argv)
-    corpus = Path(args.corpus)
-    # globs, so that ids are taken from the corpus folder: the copies' files share names
-    inputs = ",".join(f"text:{corpus / p}/*" for p in args.patterns)
-    text_bytes = sum(map(dir_bytes, (d for p in args.patterns for d in corpus.glob(p))))
-    scratch = Path(args.scratch)
-    rows = []
-    local = run_local(inputs, scratch / "local", args.workers, args.vocab, text_bytes)
-    rows.append(local)
-    print(json.dumps(local), flush=True)
-    on_dask = run_dask(
-        inputs, scratch / "dask", args.workers, args.vocab, text_bytes, str(scratch / "dask-tmp")
-    )
-    on_dask["identical_to_local"] = digests(scratch / "local") == digests(scratch / "dask")
-    rows.append(on_dask)
-    print(json.dumps(on_dask), flush=True)
-    shutil.rmtree(scratch, ignore_errors=True)
+    rows = compare(Path(args.corpus), args.patterns, args.workers, args.vocab, args.scratch)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

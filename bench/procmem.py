@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import threading
-import time
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -52,27 +49,3 @@ def tree_stats(root: int) -> dict[str, float]:
 def tree_rss(root: int) -> int:
     """Bytes resident in `root` and every process below it, from /proc."""
     return int(tree_stats(root)["rss"])
-
-
-def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, int, str]:
-    """(wall seconds, peak bytes of the process tree, combined output) of one run."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    peak = 0
-    done = threading.Event()
-
-    def poll():
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, tree_rss(proc.pid))
-            time.sleep(0.1)
-
-    watcher = threading.Thread(target=poll, daemon=True)
-    watcher.start()
-    out, _ = proc.communicate()
-    done.set()
-    watcher.join()
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{out.decode()[-3000:]}")
-    return wall, peak, out.decode()

@@ -18,7 +18,7 @@ import platform
 import sys
 import traceback
 
-AREAS = ("pipeline", "wikipedia", "validate", "model")
+AREAS = ("pipeline", "wikipedia", "validate", "model", "scale", "dask")
 
 
 def run_area(area: str, args) -> list[dict]:
@@ -34,6 +34,14 @@ def run_area(area: str, args) -> list[dict]:
         from bench import validate_bench
 
         return validate_bench.run()
+    if area == "scale":  # local builds of 0.2 to 2 GB: memory, temporary disk, time
+        from bench import scale_bench
+
+        return scale_bench.run(os.environ.get("DATA", "data"), args.scale_mb)
+    if area == "dask":
+        from bench import dask_bench
+
+        return dask_bench.rows(os.environ.get("DATA", "data"))
     from bench import model_bench
 
     return model_bench.run()
@@ -55,6 +63,13 @@ def main(argv=None) -> int:
     from bench.pipeline_bench import add_args
 
     add_args(ap, "pipeline-")
+    ap.add_argument(
+        "--scale-mb",
+        type=int,
+        nargs="+",
+        default=[200, 500, 1000, 2000],
+        help="corpus sizes of the scale series (default: 200 500 1000 2000)",
+    )
     ap.add_argument("--out", default="bench/results/bench.json")
     args = ap.parse_args(argv)
     rows, failed = [], []
