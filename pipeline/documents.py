@@ -55,8 +55,8 @@ class Tally:
         skips bad input, else the run stops here, naming the file and the place."""
         if not self.skip_bad_input:
             raise BadInputError(
-                f"{where}: {detail}. Fix or remove it, or pass --skip-bad-input to skip and "
-                "count such input"
+                f"{where}: {detail}. Fix or remove it, or pass --skip-bad-input (make: "
+                "ARGS=--skip-bad-input) to skip and count such input"
             )
         self.drop(reason, n)
 

@@ -88,7 +88,7 @@ def check_output(out: str, overwrite: bool) -> None:
         )
         raise OutputError(
             f"--out {out}: holds files this build did not write ({shown}); choose an empty "
-            "directory, or pass --overwrite to replace them"
+            "directory, or pass --overwrite (make: ARGS=--overwrite) to replace them"
         )
 
 
@@ -154,5 +154,5 @@ def check_free_space(out: str, needed: int) -> None:
             f"{out}: the build needs about {needed / 1e9:,.1f} GB of free disk at its peak "
             f"({DISK_PER_TEXT_BYTE}x the input text, the shards included) and its filesystem "
             f"has {free / 1e9:,.1f} GB; free space, choose another OUT, or pass "
-            "--no-disk-check to try anyway"
+            "--no-disk-check (make: ARGS=--no-disk-check) to try anyway"
         )

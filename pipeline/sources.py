@@ -173,8 +173,8 @@ def read_item(item, tally: Tally, skip_bad_input: bool, opener=None):
         if not skip_bad_input:
             raise ValueError(
                 f"{path}: cannot be read as {fmt} input ({type(e).__name__}: {e}); the file is "
-                "truncated or corrupt. Fix or remove it, or pass --skip-bad-input to skip and "
-                "count bad files"
+                "truncated or corrupt. Fix or remove it, or pass --skip-bad-input (make: "
+                "ARGS=--skip-bad-input) to skip and count bad files"
             ) from e
         tally.inc("files_dropped.unreadable")
 

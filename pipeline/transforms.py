@@ -349,7 +349,8 @@ def refuse_repeated_ids(units) -> None:
             raise BadInputError(
                 f"document id {a.id!r} occurs twice in the input (JSONL records with the same "
                 "id in two files, or one Wikipedia page in two dumps); an id names one "
-                "document: remove the repeat, or pass --dedup when the copies are equal"
+                "document: remove the repeat, or pass --dedup (make: ARGS=--dedup) when the copies "
+                "are equal"
             )
 
 

@@ -36,7 +36,10 @@ def test_a_directory_of_someone_elses_files_is_refused_and_left_alone(tmp_path):
     files = someone_elses(out)
     message = build_error(out)
     assert "holds files this build did not write" in message
-    assert "shards/train-final-model.arrow" in message and "--overwrite" in message
+    assert (
+        "shards/train-final-model.arrow" in message
+        and "--overwrite (make: ARGS=--overwrite)" in message
+    )
     for rel, data in files.items():
         assert (out / rel).read_bytes() == data
 
@@ -89,7 +92,10 @@ def test_a_build_is_refused_when_the_disk_lacks_its_estimate(tmp_path, monkeypat
     monkeypatch.setattr(shutil_module, "disk_usage", lambda _: usage(10**9, 10**9 - 1000, 1000))
     message = build_error(tmp_path / "out")
     assert "needs about" in message and "GB of free disk" in message
-    assert "--no-disk-check" in message and not (tmp_path / "out" / "shards").exists()
+    assert (
+        "--no-disk-check (make: ARGS=--no-disk-check)" in message
+        and not (tmp_path / "out" / "shards").exists()
+    )
     expected = outdir.DISK_PER_TEXT_BYTE * sum(
         f.stat().st_size for f in (tmp_path / ".." / TEXT[5:]).resolve().glob("*") if f.is_file()
     )

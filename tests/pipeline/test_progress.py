@@ -39,7 +39,9 @@ def test_a_failure_on_two_workers_is_one_line(tmp_path):
     done = build(tmp_path / "out", "--progress-seconds", "0", inputs=f"books:{tmp_path}/in")
     assert done.returncode != 0
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
-    assert "a.txt" in done.stderr and "--skip-bad-input" in done.stderr
+    assert "a.txt" in done.stderr and "--skip-bad-input (make: ARGS=--skip-bad-input)" in (
+        done.stderr
+    )
 
 
 def test_verbose_shows_the_logs(tmp_path):
