@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.procmem import CLK_TCK, PAGE, proc_stats, tree
+
 # Per-core figures: the tokenizer's Rust thread pool gets one thread; it reads this variable
 # when it starts, and nothing here imports `tokenizers` before this line runs.
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
@@ -44,8 +46,6 @@ CORPUS = f"{DATA}/corpora/kernel-docs-200mb"
 REFERENCE_ENV = os.environ.get("REFERENCE_ENV", f"{DATA}/bench-env")
 RUNNER = Path(__file__).with_name("reference.py")
 SEED = 12345
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -77,34 +77,6 @@ class Measured:
     output: str
 
 
-def _proc_table() -> dict[int, tuple[int, float, int]]:
-    """pid -> (parent, CPU seconds of the process itself, resident bytes), from /proc."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
-        table[int(name)] = (int(fields[1]), cpu, int(fields[21]) * PAGE)
-    return table
-
-
-def _descendants(table: dict[int, tuple[int, float, int]], root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    out, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        out.append(pid)
-        stack.extend(children.get(pid, []))
-    return out
-
-
 def run_measured(cmd: list[str], env: dict | None = None) -> Measured:
     """Run `cmd`; its wall time, the CPU time of its process tree and the tree's peak memory.
 
@@ -120,10 +92,10 @@ def run_measured(cmd: list[str], env: dict | None = None) -> Measured:
     def poll() -> None:
         nonlocal peak
         while not done.is_set():
-            table = _proc_table()
-            tree = [p for p in _descendants(table, proc.pid) if p in table]
-            peak = max(peak, sum(table[p][2] for p in tree))
-            seen.update({p: table[p][1] for p in tree})
+            table = proc_stats()
+            pids = tree(proc.pid, table)
+            peak = max(peak, sum(int(table[p][21]) * PAGE for p in pids))
+            seen.update({p: (int(table[p][11]) + int(table[p][12])) / CLK_TCK for p in pids})
             time.sleep(0.2)
 
     watcher = threading.Thread(target=poll, daemon=True)
