@@ -176,7 +176,7 @@ def cli_defaults() -> dict[str, object]:
     import argparse
 
     from model.cli import build_parser
-    from pipeline.cli import add_input_args, add_instance_args
+    from pipeline.arguments import add_input_args, add_instance_args
 
     build = argparse.ArgumentParser()
     add_input_args(build)

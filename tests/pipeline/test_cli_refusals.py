@@ -45,7 +45,7 @@ def test_beam_options_pass():
 def _parser():
     import argparse
 
-    from pipeline.cli import add_input_args, add_instance_args
+    from pipeline.arguments import add_input_args, add_instance_args
 
     ap = argparse.ArgumentParser()
     add_input_args(ap)
