@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow as pa
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.documents import Document
@@ -69,7 +70,14 @@ def finished(path: str) -> Chunk | None:
 def open_table(path: str) -> pa.ipc.RecordBatchFileReader:
     if "://" not in path:  # local: mapped, so a bucket touches only the rows it reads
         return pa.ipc.open_file(pa.memory_map(path))
-    return pa.ipc.open_file(pa.BufferReader(FileSystems.open(path).read()))
+    return open_stream(path)
+
+
+def open_stream(path: str) -> pa.ipc.RecordBatchFileReader:
+    """Through a seekable Beam file: the footer, then only the batches asked for are read (a
+    bucket reads a few batches of each units file, never the whole file)."""
+    f = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return pa.ipc.open_file(pa.PythonFile(f, mode="r"))
 
 
 DOCUMENT_SCHEMA = pa.schema(

@@ -221,3 +221,13 @@ def test_small_files_are_read_together_up_to_the_chunk_size():
         return i[1], i[3].start if i[3] else -1
 
     assert sorted(map(key, (i for g in groups for i in g))) == sorted(key(i) for i, _ in sized)
+
+
+def test_a_units_file_read_as_a_stream_equals_the_mapped_one(tmp_path):
+    from pipeline.spill import open_stream, open_table
+
+    units = [(stable_hash(i), 0, tokenized(f"d{i}", 2)) for i in range(600)]
+    path = write_units(str(tmp_path / "u.arrow"), units).path
+    mapped, stream = open_table(path), open_stream(path)
+    assert stream.num_record_batches == mapped.num_record_batches == 3
+    assert stream.get_batch(2).equals(mapped.get_batch(2))
