@@ -41,6 +41,13 @@ def _pretrain_parser(sub) -> None:
     p.add_argument(
         "--model", default="tiny", choices=list(PRESETS), help="size preset (default: tiny)"
     )
+    _optimizer_flags(p)
+    _runtime_flags(p)
+    _start_flags(p)
+
+
+def _optimizer_flags(p: argparse.ArgumentParser) -> None:
+    """Pre-training: steps, batch, schedule, regularisation, seed."""
     p.add_argument("--steps", type=int, default=1000, help="optimizer steps (default: %(default)s)")
     p.add_argument(
         "--batch-size",
@@ -65,6 +72,10 @@ def _pretrain_parser(sub) -> None:
     p.add_argument(
         "--seed", type=int, default=0, help="seed for init, dropout and data order (default: 0)"
     )
+
+
+def _runtime_flags(p: argparse.ArgumentParser) -> None:
+    """Pre-training: device and precision, data order, logging, checkpoints, evaluation."""
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     p.add_argument(
         "--precision",
@@ -108,6 +119,10 @@ def _pretrain_parser(sub) -> None:
         default=0.0,
         help="GPU bf16 peak for MFU (default: looked up by name)",
     )
+
+
+def _start_flags(p: argparse.ArgumentParser) -> None:
+    """Pre-training: what the weights start from."""
     p.add_argument("--resume", action="store_true", help="continue from RUN/last.pt")
     p.add_argument(
         "--init",
