@@ -9,7 +9,6 @@ next-sentence classifier on the pooled `[CLS]`. Every weight has its counterpart
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import torch
@@ -193,8 +192,3 @@ def training_flops(cfg: BertConfig, tokens: int, length: int, masked: int) -> fl
     attention = 12 * cfg.num_layers * h * length * tokens
     head = 6 * (h * h + h * cfg.vocab_size) * masked
     return float(encoder + attention + head)
-
-
-def expected_initial_loss(vocab_size: int) -> float:
-    """MLM + NSP loss of a model that knows nothing: ln(vocab) + ln(2)."""
-    return math.log(vocab_size) + math.log(2)

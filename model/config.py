@@ -58,10 +58,6 @@ class BertConfig:
         if not (0 <= self.dropout < 1 and 0 <= self.attention_dropout < 1):
             raise ValueError("dropout probabilities must lie in [0, 1)")
 
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
-
 
 def preset(name: str, vocab_size: int, **overrides) -> BertConfig:
     """The named size with the given vocab; `overrides` replace any other field."""
