@@ -154,8 +154,9 @@ def makefile_defaults() -> dict[str, str]:
 
 
 def readme_variable_rows() -> dict[str, str]:
-    """The README's make-variable table: variable -> its row (a row may name several)."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    """The documented make-variable table (docs/build-flags.md, linked from the README):
+    variable -> its row (a row may name several)."""
+    with open(os.path.join(ROOT, "docs", "build-flags.md"), encoding="utf-8") as f:
         text = f.read()
     table = text.split("Make variables are the stable interface:", 1)[1].split("\n\n")[1]
     rows = {}
