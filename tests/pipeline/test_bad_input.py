@@ -1,6 +1,6 @@
 """Bad input, everywhere: each case has a defined outcome, and nothing is lost without a count.
 
-Outcomes (the README's "Bad input" section): undecodable bytes are replaced and counted; an
+Outcomes (docs/bad-input.md): undecodable bytes are replaced and counted; an
 overlong line or page is skipped and counted; an empty file is a counted drop; a malformed
 record (XML page, JSON line, binary book) or a damaged file (truncated or corrupt compressed
 data, an export cut short) stops the run naming the file and place, or with `--skip-bad-input`
