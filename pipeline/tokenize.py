@@ -1,7 +1,8 @@
 """WordPiece: training a vocab with HF `tokenizers`, and encoding documents in batches.
 
-Encoding goes through `tokenizers.BertWordPieceTokenizer` built from the same `vocab.txt`,
-so the ids are exactly those any BERT tokenizer loaded from that file gives.
+Encoding gives exactly the ids of `tokenizers.BertWordPieceTokenizer` built from the same
+`vocab.txt` (any BERT tokenizer loaded from that file): ASCII sentences through a word cache
+(`pipeline.word_cache`), the rest through the tokenizer's batch call.
 """
 
 from __future__ import annotations
@@ -9,14 +10,16 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Sequence
-from itertools import chain
+from itertools import chain, compress
 
 import numpy as np
-from tokenizers import BertWordPieceTokenizer
+from tokenizers import BertWordPieceTokenizer, Tokenizer
 
 from pipeline.config import VocabConfig
 from pipeline.instances import TokenizedDoc
+from pipeline.word_cache import WordCache, by_cache
 from schemas.masking import TokenSpec
+from schemas.shard import segment_gather
 from schemas.vocab import SPECIAL_TOKENS, Vocab, bert_normalizer
 
 
@@ -73,38 +76,83 @@ def encode_documents(
     lowercase: bool,
     counts: Counter | None = None,
 ) -> list[TokenizedDoc]:
-    """Encode many (id, source, sentences) documents in one batch call; sentences with no pieces
-    are removed, documents left with no sentences are omitted (the caller counts them).
+    """Encode many (id, source, sentences) documents at once; sentences with no pieces are
+    removed, documents left with no sentences are omitted (the caller counts them).
 
     A BERT tokenizer maps the literal text "[SEP]" (also [CLS], [MASK], [PAD]) to the control id,
     which would break the instance layout; such pieces become [UNK], counted per source in
     `counts` as `control_tokens_in_text`.
     """
-    tok = wordpiece_tokenizer(vocab, lowercase)
+    flat, lengths = sentence_pieces([s for _, _, ss in docs for s in ss], vocab, lowercase)
     sp = vocab.special_ids
     controls = np.array([sp.pad, sp.cls, sp.sep, sp.mask])
-    flat = [s for _, _, sentences in docs for s in sentences]
-    # encode_batch_fast skips character offsets, which are not needed here.
-    encodings = tok._tokenizer.encode_batch_fast(flat, add_special_tokens=False)
-    dtype = np.uint16 if vocab.id_type == "uint16" else np.uint32
+    flat = flat.astype(np.uint16 if vocab.id_type == "uint16" else np.uint32, copy=False)
+    ends = np.cumsum(lengths)
     out: list[TokenizedDoc] = []
-    pos = 0
+    first = 0
     for doc_id, source, sentences in docs:
-        ids = [e.ids for e in encodings[pos : pos + len(sentences)] if e.ids]
-        pos += len(sentences)
-        if not ids:
-            continue
-        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        flat_ids = np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(offsets[-1]))
-        control = np.isin(flat_ids, controls)
-        if control.any():
-            flat_ids[control] = sp.unk
-            if counts is not None:
-                counts[(source, "control_tokens_in_text")] += int(control.sum())
-        out.append(TokenizedDoc(doc_id, flat_ids, offsets, source))
+        stop = first + len(sentences)
+        kept = lengths[first:stop]
+        kept = kept[kept > 0]
+        if len(kept):
+            lo = int(ends[first] - lengths[first])
+            offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+            np.cumsum(kept, out=offsets[1:])
+            ids = flat[lo : lo + int(offsets[-1])]
+            control = np.isin(ids, controls)
+            if control.any():
+                ids = ids.copy()
+                ids[control] = sp.unk
+                if counts is not None:
+                    counts[(source, "control_tokens_in_text")] += int(control.sum())
+            out.append(TokenizedDoc(doc_id, ids, offsets, source))
+        first = stop
     return out
+
+
+def sentence_pieces(
+    sentences: Sequence[str], vocab: Vocab, lowercase: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every sentence's pieces, flat (uint32), and each sentence's piece count.
+
+    Sentences the word cache takes (`pipeline.word_cache.by_cache`) go through it, the rest
+    through the tokenizer; the two are laid back in sentence order.
+    """
+    cached = np.fromiter(map(by_cache, sentences), dtype=bool, count=len(sentences))
+    lengths = np.zeros(len(sentences), dtype=np.int64)
+    parts = []
+    if cached.any():
+        pieces, n = word_cache(vocab, lowercase).encode(list(compress(sentences, cached)))
+        lengths[cached] = n
+        parts.append((cached, pieces, n))
+    if not cached.all():
+        rest = list(compress(sentences, ~cached))
+        encodings = bert_tokenizer(vocab, lowercase).encode_batch_fast(
+            rest, add_special_tokens=False
+        )
+        ids = [e.ids for e in encodings]
+        n = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        lengths[~cached] = n
+        pieces = np.fromiter(chain.from_iterable(ids), dtype=np.uint32, count=int(n.sum()))
+        parts.append((~cached, pieces, n))
+    if len(parts) == 1:
+        return parts[0][1], lengths
+    flat = np.empty(int(lengths.sum()), dtype=np.uint32)
+    starts = np.cumsum(lengths) - lengths
+    for which, pieces, n in parts:
+        flat[segment_gather(starts[which], n)] = pieces
+    return flat, lengths
+
+
+@functools.lru_cache(maxsize=2)
+def bert_tokenizer(vocab: Vocab, lowercase: bool) -> Tokenizer:
+    """The BERT tokenizer of `vocab` as a plain `tokenizers.Tokenizer` (its batch API)."""
+    return Tokenizer.from_str(tokenizer_json(vocab, lowercase))
+
+
+@functools.lru_cache(maxsize=2)
+def word_cache(vocab: Vocab, lowercase: bool) -> WordCache:
+    return WordCache(bert_tokenizer(vocab, lowercase), lowercase)
 
 
 def token_spec(vocab: Vocab) -> TokenSpec:
