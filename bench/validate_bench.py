@@ -27,9 +27,9 @@ from schemas.reader import ShardSet
 from schemas.rows import RowRules, row_findings
 from schemas.shard import ShardColumns
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
-from schemas.validate import validate
-from schemas.validate_files import sha256_file
-from schemas.validate_state import ValidateOptions
+from schemas.validate.files import sha256_file
+from schemas.validate.run import validate
+from schemas.validate.state import ValidateOptions
 
 
 def _timed(fn, repeats: int) -> tuple[float, float, object]:

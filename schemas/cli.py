@@ -119,8 +119,8 @@ def _parser(prog: str = "bert-schemas") -> argparse.ArgumentParser:
 
 
 def _validate(args) -> int:
-    from schemas.validate import validate
-    from schemas.validate_state import ValidateOptions
+    from schemas.validate.run import validate
+    from schemas.validate.state import ValidateOptions
 
     if args.examples < 0 or args.z <= 0:
         print("bert-schemas validate: --examples must be >= 0 and --z > 0", file=sys.stderr)

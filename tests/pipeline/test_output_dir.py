@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.tokenize import wordpiece_tokenizer
 from schemas import ShardColumns, ShardSet
-from schemas.validate import validate
+from schemas.validate.run import validate
 from tests.conftest import build_shards
 
 TEXT = "text:" + os.path.join(os.path.dirname(__file__), "..", "..", "sample", "text")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from schemas.manifest import read_manifest
-from schemas.validate import validate
+from schemas.validate.run import validate
 from schemas.vocab import Vocab
 from tests.schemas.shard_surgery import (
     columns,

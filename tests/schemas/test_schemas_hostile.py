@@ -21,8 +21,8 @@ from schemas.manifest import (
     shard_path_problem,
 )
 from schemas.reader import ShardSet
-from schemas.validate import validate
-from schemas.validate_state import ValidateOptions
+from schemas.validate.run import validate
+from schemas.validate.state import ValidateOptions
 from tests.schemas.shard_surgery import copy_set, edit_manifest
 
 

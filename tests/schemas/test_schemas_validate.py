@@ -16,7 +16,7 @@ from schemas.manifest import read_manifest
 from schemas.rows import ROW_RULES, RowRules, describe_row, num_to_predict, row_findings
 from schemas.shard import ShardColumns
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
-from schemas.validate import validate
+from schemas.validate.run import validate
 from schemas.vocab import Vocab
 from tests.schemas.shard_surgery import (
     columns,

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from schemas.rows import ROW_RULES, BatchStats, RowRules, describe_row, row_findings
 from schemas.shard import ShardColumns
-from schemas.validate_state import Context
+from schemas.validate.state import Context
 
 
 def check_batches(

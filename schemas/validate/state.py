@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from schemas.config import ShardConfig
 from schemas.manifest import Manifest
 from schemas.rows import BatchStats, RowRules
-from schemas.validate_report import CHECKS, Check
+from schemas.validate.report import CHECKS, Check
 from schemas.vocab import Vocab
 
 

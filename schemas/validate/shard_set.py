@@ -13,7 +13,7 @@ import numpy as np
 from schemas.manifest import MANIFEST_NAME, Manifest
 from schemas.rows import ROW_RULES, BatchStats
 from schemas.stats import binomial_tolerance, bonferroni_z
-from schemas.validate_state import Context, Tally
+from schemas.validate.state import Context, Tally
 
 MASK_SHARE, KEEP_SHARE, RANDOM_SHARE = 0.8, 0.1, 0.1  # the reference's 80/10/10
 SET_CHECKS = ("mask_rate", "split", "random_next", "short_rows", "balance")

@@ -15,8 +15,8 @@ import pyarrow as pa
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, ShardEntry, shard_path_problem
 from schemas.rows import BatchStats
 from schemas.shard import arrow_schema, schema_metadata, schema_problem
-from schemas.validate_rows import check_batches
-from schemas.validate_state import Context
+from schemas.validate.rows import check_batches
+from schemas.validate.state import Context
 
 
 def check_files(ctx: Context) -> set[str]:

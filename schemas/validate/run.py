@@ -18,11 +18,10 @@
 The result is a `Report`: a table of checks with the figures behind them, one line per failure
 naming the shard and row, and `ok` only when every check passes.
 
-This module runs the checks in that order; they live beside it: `validate_manifest`
-(manifest, vocab, config), `validate_files` (files, integrity, Arrow structure, counts),
-`validate_rows` (the row rules per record batch), `validate_set` (the statistics),
-`validate_state` (options and tallies of a run) and `validate_report` (the result and its
-table and JSON renderings).
+This module runs the checks in that order; they live beside it, in `schemas.validate`: `manifest`
+(manifest, vocab, config), `files` (files, integrity, Arrow structure, counts), `rows` (the row
+rules per record batch), `shard_set` (the statistics), `state` (options and tallies of a run)
+and `report` (the result and its table and JSON renderings).
 """
 
 from __future__ import annotations
@@ -32,11 +31,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from schemas.manifest import MANIFEST_NAME, read_manifest
-from schemas.validate_files import check_files, check_shard, sha256_file
-from schemas.validate_manifest import check_config, check_schema, check_vocab
-from schemas.validate_report import CHECKS, Report
-from schemas.validate_set import set_checks, summarise
-from schemas.validate_state import Context, Tallies, ValidateOptions
+from schemas.validate.files import check_files, check_shard, sha256_file
+from schemas.validate.manifest import check_config, check_schema, check_vocab
+from schemas.validate.report import CHECKS, Report
+from schemas.validate.shard_set import set_checks, summarise
+from schemas.validate.state import Context, Tallies, ValidateOptions
 
 
 def validate(directory: str, options: ValidateOptions | None = None) -> Report:

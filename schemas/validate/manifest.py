@@ -12,7 +12,7 @@ from schemas.manifest import MANIFEST_NAME, Manifest
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.rows import RowRules
 from schemas.shard import schema_problem
-from schemas.validate_state import Context, Tally
+from schemas.validate.state import Context, Tally
 from schemas.vocab import SpecialIds, Vocab
 
 
