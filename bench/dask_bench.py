@@ -131,13 +131,10 @@ def row(runner: str, text_bytes: int, wall: float, cpu: float, per_worker: list[
 
 def run_local(inputs: str, out: Path, workers: int, vocab, text_bytes: int) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    before = os.times()
     got = measure(build_cmd(inputs, out, workers, vocab), out / "shards" / ".building")
-    after = os.times()
-    reaped = after.children_user + after.children_system
-    cpu = max(reaped - before.children_user - before.children_system, got["tree_cpu_s"])
-    result = row("local", text_bytes, got["wall_s"], cpu, [got["peak_one"]])
-    result["peak_tree_gib"] = round(got["peak_rss"] / (1 << 30), 3)
+    cpu = max(got.reaped_cpu, got.tree_cpu)
+    result = row("local", text_bytes, got.wall, cpu, [got.peak_one])
+    result["peak_tree_gib"] = round(got.peak / (1 << 30), 3)
     return result
 
 
@@ -148,9 +145,9 @@ def run_dask(inputs: str, out: Path, workers: int, vocab, text_bytes: int, scrat
         cmd = build_cmd(inputs, out, workers, vocab)
         got = measure(cmd + ["--runner", "DaskRunner", "--dask-address", address], out)
         cluster = poll.stop()
-    driver = got["tree_cpu_s"]
+    driver = got.tree_cpu
     cpu = driver + sum(c for c, _ in cluster.values())
-    result = row("dask", text_bytes, got["wall_s"], cpu, [cluster[p][1] for p in pids[1:]])
+    result = row("dask", text_bytes, got.wall, cpu, [cluster[p][1] for p in pids[1:]])
     result["driver_cpu_s"] = round(driver, 1)
     result["scheduler_cpu_s"] = round(cluster[pids[0]][0], 1)
     return result

@@ -17,11 +17,9 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-from bench.procmem import tree_stats
+from bench.procmem import Measured, run_measured
 
 MB = 1 << 20
 KERNEL_DOCS = "debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation"
@@ -47,38 +45,9 @@ def dir_bytes(path: Path) -> int:
     return total
 
 
-def measure(cmd: list[str], building: Path) -> dict:
-    """Run `cmd`, polling the process tree's memory and CPU and the temporary area's size."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    peak = {"rss": 0, "disk": 0, "cpu": 0.0, "one": 0}
-    done = threading.Event()
-
-    def poll():
-        while not done.is_set():
-            now = tree_stats(proc.pid)
-            peak["rss"] = max(peak["rss"], now["rss"])
-            peak["one"] = max(peak["one"], now["largest"])
-            peak["cpu"] = max(peak["cpu"], now["cpu"])
-            peak["disk"] = max(peak["disk"], dir_bytes(building))
-            time.sleep(0.5)
-
-    watcher = threading.Thread(target=poll, daemon=True)
-    watcher.start()
-    out, _ = proc.communicate()
-    done.set()
-    watcher.join()
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{out.decode()[-3000:]}")
-    return {
-        "wall_s": wall,
-        "peak_rss": peak["rss"],
-        "peak_tmp": peak["disk"],
-        "peak_one": peak["one"],
-        "tree_cpu_s": peak["cpu"],
-        "log": out.decode(),
-    }
+def measure(cmd: list[str], building: Path) -> Measured:
+    """Run a build, polling its process tree's memory and CPU and its temporary area's size."""
+    return run_measured(cmd, every=0.5, sample=lambda: dir_bytes(building))
 
 
 def run_one(text: Path, out: Path, workers: int, vocab: str | None, bucket_tokens: int) -> dict:
@@ -88,12 +57,9 @@ def run_one(text: Path, out: Path, workers: int, vocab: str | None, bucket_token
     cmd += ["--dupe-factor", "5", "--overwrite", "--bucket-tokens", str(bucket_tokens)]
     if vocab:
         cmd += ["--vocab", vocab]
-    before = os.times()
     got = measure(cmd, out / "shards" / ".building")
-    after = os.times()
     # the build and the workers it reaped; the polled tree figure is a floor when it did not
-    reaped = after.children_user - before.children_user
-    cpu = max(reaped + after.children_system - before.children_system, got["tree_cpu_s"])
+    cpu = max(got.reaped_cpu, got.tree_cpu)
     text_bytes = dir_bytes(text)
     shard_bytes = dir_bytes(out / "shards")
     result = {
@@ -101,14 +67,14 @@ def run_one(text: Path, out: Path, workers: int, vocab: str | None, bucket_token
         "workers": workers,
         "vocab": "given" if vocab else "trained",
         "bucket_tokens": bucket_tokens,
-        "wall_s": round(got["wall_s"], 1),
+        "wall_s": round(got.wall, 1),
         "cpu_s": round(cpu, 1),
         "mb_per_cpu_s": round(text_bytes / MB / max(cpu, 1e-9), 3),
-        "peak_rss_gib": round(got["peak_rss"] / (1 << 30), 3),
-        "peak_process_gib": round(got["peak_one"] / (1 << 30), 3),
-        "peak_tmp_gib": round(got["peak_tmp"] / (1 << 30), 3),
+        "peak_rss_gib": round(got.peak / (1 << 30), 3),
+        "peak_process_gib": round(got.peak_one / (1 << 30), 3),
+        "peak_tmp_gib": round(got.peak_sample / (1 << 30), 3),
         "shard_gib": round(shard_bytes / (1 << 30), 3),
-        "tmp_over_shards": round(got["peak_tmp"] / max(shard_bytes, 1), 2),
+        "tmp_over_shards": round(got.peak_sample / max(shard_bytes, 1), 2),
     }
     shutil.rmtree(out, ignore_errors=True)
     return result

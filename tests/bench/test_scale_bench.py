@@ -19,9 +19,9 @@ def test_measure_sees_the_temporary_area_and_the_tree(tmp_path):
         f"os.remove({str(building / 'x')!r})"
     )
     got = measure([sys.executable, "-c", child], building)
-    assert got["peak_tmp"] >= 3 << 20 and dir_bytes(building) == 0  # the peak, since removed
-    assert got["peak_rss"] >= 60 << 20  # the grandchild's buffer counts in the tree
-    assert got["peak_one"] >= 60 << 20 and got["wall_s"] >= 1.5
+    assert got.peak_sample >= 3 << 20 and dir_bytes(building) == 0  # the peak, since removed
+    assert got.peak >= 60 << 20  # the grandchild's buffer counts in the tree
+    assert got.peak_one >= 60 << 20 and got.wall >= 1.5
 
 
 def test_tree_stats_of_this_process():
