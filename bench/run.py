@@ -3,7 +3,7 @@
     python -m bench.run                       # all areas (pipeline needs `make corpora` first)
     python -m bench.run --only model validate # some areas
     python -m bench.run --only pipeline --pipeline-slice-mb 5   # a quicker side-by-side
-    python -m bench.run --pipeline-mb 200 --pipeline-sizes 25 50 100 200
+    python -m bench.run --pipeline-mb 200
 
 Timings are measurements on the machine at hand, never assertions in tests.
 """

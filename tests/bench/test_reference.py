@@ -15,6 +15,11 @@ import pytest
 
 from bench import fidelity as fid
 from bench import pipeline_bench as pb
+from bench import reference_ids, tfrecord
+from bench.pipeline_inputs import slice_files
+from bench.pipeline_rows import fidelity_rows, speed_rows
+from bench.pipeline_runs import reference_python, rooted
+from bench.procmem import run_measured
 from schemas.shard import ShardColumns
 
 # --- a minimal protobuf writer, for records made by hand ---------------------------------------
@@ -63,9 +68,9 @@ def frame(record: bytes) -> bytes:
     header = struct.pack("<Q", len(record))
     return (
         header
-        + struct.pack("<I", fid.masked_crc32c(header))
+        + struct.pack("<I", tfrecord.masked_crc32c(header))
         + record
-        + struct.pack("<I", fid.masked_crc32c(record))
+        + struct.pack("<I", tfrecord.masked_crc32c(record))
     )
 
 
@@ -91,14 +96,14 @@ def reference_record(ids, segment_b_start, positions, labels, random_next, seq=1
 
 
 def test_crc32c_known_value():
-    assert fid.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
-    assert fid.crc32c(b"") == 0
+    assert tfrecord.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+    assert tfrecord.crc32c(b"") == 0
 
 
 def test_records_round_trip_with_checksums(tmp_path):
     path = tmp_path / "r.tfrecord"
     path.write_bytes(frame(b"first") + frame(b"") + frame(b"\x00" * 300))
-    assert list(fid.iter_records(str(path), check_crc=True)) == [b"first", b"", b"\x00" * 300]
+    assert list(tfrecord.iter_records(str(path), check_crc=True)) == [b"first", b"", b"\x00" * 300]
 
 
 def test_corrupt_and_truncated_records_are_refused(tmp_path):
@@ -107,26 +112,26 @@ def test_corrupt_and_truncated_records_are_refused(tmp_path):
     path = tmp_path / "bad.tfrecord"
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="CRC"):
-        list(fid.iter_records(str(path), check_crc=True))
+        list(tfrecord.iter_records(str(path), check_crc=True))
     path.write_bytes(frame(b"payload")[:-6])
     with pytest.raises(ValueError, match="truncated"):
-        list(fid.iter_records(str(path)))
+        list(tfrecord.iter_records(str(path)))
 
 
 def test_varints_by_hand():
     assert varint(300) == b"\xac\x02"
-    assert fid.decode_varints(b"\x00\x01\xac\x02\x7f").tolist() == [0, 1, 300, 127]
+    assert tfrecord.decode_varints(b"\x00\x01\xac\x02\x7f").tolist() == [0, 1, 300, 127]
     ten = b"\xff" * 9 + b"\x01"  # -1 as protobuf's int64
-    assert fid.decode_varints(ten + b"\x05").tolist() == [-1, 5]
-    assert fid.decode_varints(varint(2**62 + 3)).tolist() == [2**62 + 3]
+    assert tfrecord.decode_varints(ten + b"\x05").tolist() == [-1, 5]
+    assert tfrecord.decode_varints(varint(2**62 + 3)).tolist() == [2**62 + 3]
     with pytest.raises(ValueError, match="truncated"):
-        fid.decode_varints(b"\x80")
+        tfrecord.decode_varints(b"\x80")
 
 
 def test_example_hand_built_bytes():
     # Example{features{feature{key:"n" value{int64_list{value:[1, 300]}}}}}, written out.
     record = bytes.fromhex("0a0e0a0c0a016e12071a050a0301ac02")
-    assert {k: v.tolist() for k, v in fid.parse_example(record).items()} == {"n": [1, 300]}
+    assert {k: v.tolist() for k, v in tfrecord.parse_example(record).items()} == {"n": [1, 300]}
 
 
 def test_example_all_kinds_packed_and_not():
@@ -139,7 +144,7 @@ def test_example_all_kinds_packed_and_not():
             "empty": int64_feature([]),
         }
     )
-    got = fid.parse_example(record)
+    got = tfrecord.parse_example(record)
     assert got["packed"].tolist() == [3, -2, 2**40]
     assert got["unpacked"].tolist() == [7, -1]
     assert got["f"].tolist() == [0.5, -1.25]
@@ -170,7 +175,7 @@ def write_reference(path, rows=REF_ROWS):
 
 def test_reference_records_become_shard_columns(tmp_path):
     path = write_reference(tmp_path / "ref.tfrecord")
-    features = fid.read_reference([path])
+    features = tfrecord.read_reference([path])
     assert features["input_ids"].shape == (2, 16)
     assert features["masked_lm_weights"].shape == (2, 4)
     cols = fid.reference_columns(features)
@@ -182,7 +187,7 @@ def test_reference_records_become_shard_columns(tmp_path):
     assert cols.masked_labels.tolist() == [10, 13, 12]
     assert cols.masked_offsets.tolist() == [0, 2, 3]
     assert cols.is_random_next.tolist() == [False, True]
-    assert fid.read_reference([path], limit=1)["input_ids"].shape == (1, 16)
+    assert tfrecord.read_reference([path], limit=1)["input_ids"].shape == (1, 16)
 
 
 # --- figures on small fixtures ------------------------------------------------------------------
@@ -286,7 +291,7 @@ def test_compare_with_one_seed_uses_row_level_errors():
 def test_actual_next_rows_against_the_reference_ids():
     # the reference tokenizer's ids of two documents (-1: the blank line between them)
     stream = np.array([10, 11, 12, 13, 14, 15, 16, 17, -1, 20, 21, 22, 23, 24, 25, 26, 27])
-    index = fid.IdIndex(stream)
+    index = reference_ids.IdIndex(stream)
     assert index.contains([11, 12, 13, 14, 15, 16, 17])  # a long run (k-gram index)
     assert index.contains([21, 22])  # a short run (searched directly)
     assert not index.contains([16, 17, 20])  # runs never cross a document boundary
@@ -312,10 +317,10 @@ def test_actual_next_rows_against_the_reference_ids():
         dict(ids=[2, 10, 3, 99, 3], segment_b_start=3, positions=[], labels=[], random_next=True),
     ]
     cols = columns(rows)
-    assert fid.original_ids(cols, 0).tolist()[6] == 14
-    checked, matched = fid.actual_next_match(cols, index, 100, np.random.default_rng(0))
+    assert reference_ids.original_ids(cols, 0).tolist()[6] == 14
+    checked, matched = reference_ids.actual_next_match(cols, index, 100, np.random.default_rng(0))
     assert (checked, matched) == (2, 1)
-    checked, _ = fid.actual_next_match(cols, index, 1, np.random.default_rng(0))
+    checked, _ = reference_ids.actual_next_match(cols, index, 1, np.random.default_rng(0))
     assert checked == 1
 
 
@@ -334,12 +339,12 @@ def test_sample_shards_read_with_the_schemas_reader(sample_shards):
 
 
 def test_no_reference_environment_means_no_ratio(tmp_path):
-    assert pb.reference_python(str(tmp_path / "absent")) is None
+    assert reference_python(str(tmp_path / "absent")) is None
     half = tmp_path / "half-installed"  # bin/python there, but the install never finished
     (half / "bin").mkdir(parents=True)
     (half / "bin" / "python").write_text("#!/bin/sh\n")
-    assert pb.reference_python(str(half)) is None
-    rows = pb.speed_rows("kernel-docs", floor=2.0, reference=None, ours={1: 1.0, 2: 0.9})
+    assert reference_python(str(half)) is None
+    rows = speed_rows("kernel-docs", floor=2.0, reference=None, ours={1: 1.0, 2: 0.9})
     assert not [r for r in rows if r["unit"] == "x"]  # no ratio at all
     missing = [r for r in rows if "ratio" in r["metric"]]
     assert len(missing) == 1 and missing[0]["value"] == "n/a"
@@ -358,11 +363,11 @@ def test_installed_reference_environment_is_found(tmp_path):
     python.write_text("#!/bin/sh\n")
     python.chmod(python.stat().st_mode | stat.S_IXUSR)
     (env / ".installed").touch()
-    assert pb.reference_python(str(env)) == str(python)
+    assert reference_python(str(env)) == str(python)
 
 
 def test_ratio_is_ours_over_the_reference_per_cpu_second():
-    rows = pb.speed_rows("wikipedia", floor=3.0, reference=0.2, ours={2: 1.5})
+    rows = speed_rows("wikipedia", floor=3.0, reference=0.2, ours={2: 1.5})
     ratio = [r for r in rows if r["unit"] == "x"]
     assert [r["value"] for r in ratio] == [7.5]
     assert "1.500 / 0.200" in ratio[0]["note"]
@@ -372,7 +377,7 @@ def test_fidelity_rows_say_within_or_outside():
     rng = np.random.default_rng(3)
     ref = synthetic_figures(rng, 5000, 110, 0.5)
     table = fid.compare(ref, [synthetic_figures(rng, 5000, 110, 0.5) for _ in range(3)])
-    rows = pb.fidelity_rows("kernel-docs", table, {"ours": (10, 9)})
+    rows = fidelity_rows("kernel-docs", table, {"ours": (10, 9)})
     assert len(rows) == len(table) + 1
     assert all(r["area"] == "fidelity" for r in rows)
     assert all("sampling error" in r["note"] for r in rows[:-1])
@@ -382,7 +387,7 @@ def test_fidelity_rows_say_within_or_outside():
 def test_run_measured_counts_cpu_of_children():
     burn = "x = 0\nfor i in range(2_000_000):\n    x += i"
     parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burn!r}])"
-    measured = pb.run_measured([sys.executable, "-c", parent])
+    measured = run_measured([sys.executable, "-c", parent])
     assert measured.cpu >= 0.05  # the grandchild's loop, not only the parent's start-up
     assert measured.wall > 0 and measured.peak > 0
 
@@ -400,7 +405,7 @@ def test_slice_takes_whole_files(tmp_path):
         d.mkdir()
         for part in range(2):
             (d / f"part-{part:05d}.txt").write_text("x" * 400_000)
-    files, size = pb.slice_files(str(tmp_path), 1.0)
+    files, size = slice_files(str(tmp_path), 1.0)
     assert [os.path.relpath(f, tmp_path) for f in files] == [
         "copy-000/part-00000.txt",
         "copy-000/part-00001.txt",
@@ -412,11 +417,11 @@ def test_slice_takes_whole_files(tmp_path):
 def test_rooted_inputs_keep_the_copy_in_document_ids(tmp_path):
     (tmp_path / "copy-003").mkdir()
     (tmp_path / "copy-003" / "part-00000.txt").write_text("x")
-    assert pb.rooted(f"{tmp_path}/copy-003/part-00000.txt") == (
+    assert rooted(f"{tmp_path}/copy-003/part-00000.txt") == (
         f"{tmp_path}/[c]opy-003/part-00000.txt"
     )
-    assert pb.rooted(f"{tmp_path}/copy-003") == f"{tmp_path}/[c]opy-003/**"
-    from pipeline.sources import InputSpec, expand_pattern
+    assert rooted(f"{tmp_path}/copy-003") == f"{tmp_path}/[c]opy-003/**"
+    from pipeline.read_chunks import InputSpec, expand_pattern
 
-    found = expand_pattern(InputSpec("text", pb.rooted(f"{tmp_path}/copy-003")))
+    found = expand_pattern(InputSpec("text", rooted(f"{tmp_path}/copy-003")))
     assert [rel for _, _, rel in found] == ["copy-003/part-00000.txt"]
