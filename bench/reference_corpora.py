@@ -2,8 +2,9 @@
 
 The articles of the English Wikipedia export that gensim 4.4.0 ships (fetched by
 `bench/fetch_corpora.sh`) are read and rendered to prose by the pipeline's own Wikipedia reader,
-then written like the kernel-docs corpus (`bench/corpora.py`): a sentence a line (Punkt), a blank
-line between articles, whole copies (`copy-000/`, ...) until the layout holds `--repeat-to-mb` MB.
+then written like the kernel-docs corpus (`bench/corpus_layouts.py`): a sentence a line (Punkt),
+a blank line between articles, whole copies (`copy-000/`, ...) until the layout holds
+`--repeat-to-mb` MB.
 The reference script reads this text as it is; our build reads it with `--format text`.
 
     python -m bench.reference_corpora [--data data] [--repeat-to-mb 200]
@@ -17,15 +18,15 @@ import io
 import sys
 from pathlib import Path
 
-from bench import corpora
+from bench import corpus_layouts as layouts
 
 EXPORTS = ("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",)
 
 
-def wiki_documents(gensim_dir: Path) -> list[corpora.Document]:
+def wiki_documents(gensim_dir: Path) -> list[layouts.Document]:
     """Every article with prose, in export order; paths are the pipeline's document ids."""
-    from pipeline.documents import Tally
-    from pipeline.wikipedia import read_wikipedia
+    from pipeline.sources.documents import Tally
+    from pipeline.sources.wikipedia.reader import read_wikipedia
 
     docs = []
     for name in EXPORTS:
@@ -35,27 +36,25 @@ def wiki_documents(gensim_dir: Path) -> list[corpora.Document]:
         xml = bz2.decompress(path.read_bytes())
         for doc in read_wikipedia(io.BytesIO(xml), name, Tally()):
             if doc.paragraphs:
-                docs.append(corpora.Document(doc.id.replace("/", "_"), list(doc.paragraphs)))
+                docs.append(layouts.Document(doc.id.replace("/", "_"), list(doc.paragraphs)))
     return docs
 
 
 def build(data: str = "data", repeat_to_mb: float = 200.0) -> Path:
     """DATA/corpora/wiki-prose-<N>mb/text, unless already built from the same code and size."""
     out = Path(data) / "corpora" / f"wiki-prose-{repeat_to_mb:g}mb"
-    config = corpora.CorpusConfig(
+    config = layouts.CorpusConfig(
         input=str(Path(data) / "gensim"),
         pattern="|".join(EXPORTS),
         out=str(out),
         layouts=("text",),
         repeat_to_mb=repeat_to_mb,
     )
-    if corpora._up_to_date(config, "text") is None:
+    if layouts.up_to_date(config, "text") is None:
         out.mkdir(parents=True, exist_ok=True)
-        summary = corpora.write_layout("text", wiki_documents(Path(data) / "gensim"), config)
-        summary["path"] = str(out / "text")
-        summary["built_from"] = corpora._fingerprint(config)
-        corpora._summary_path(config, "text").write_text(corpora.json.dumps(summary, indent=2))
-        print(corpora.describe(summary))
+        summary = layouts.write_layout("text", wiki_documents(Path(data) / "gensim"), config)
+        layouts.record(config, "text", summary)
+        print(layouts.describe(summary))
     return out / "text"
 
 
