@@ -25,6 +25,7 @@ import platform
 import resource
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -95,10 +96,10 @@ def _compiled_graphs() -> int | None:
         return None
 
 
-def run_case(
+def _setup(
     case: Case, shards_dir: str, device: torch.device, warmup: int, steps: int, workers: int
-) -> dict:
-    """Warm up, then time `steps` optimizer steps of the package's Trainer on real batches."""
+) -> tuple[Trainer, Iterator[dict]]:
+    """The package's Trainer for `case` and the stream of its batches from `shards_dir`."""
     cuda = device.type == "cuda"
     cfg = TrainConfig(
         shards=shards_dir,
@@ -120,45 +121,75 @@ def run_case(
     if case.compile:
         torch._dynamo.reset()
     trainer = Trainer(cfg, model_config(case.model, shards), Dist(0, 1, device))
-    mcfg = trainer.model_cfg
-    n_params = count_parameters(trainer.raw, embeddings=False)
-    stream = batches(data, 0, workers=workers, pin_memory=cuda)
+    return trainer, batches(data, 0, workers=workers, pin_memory=cuda)
 
-    def one_step() -> tuple[float, dict]:
-        t0 = time.perf_counter()
-        b = next(stream)
-        waited = time.perf_counter() - t0
-        trainer.step([to_device(b, device)])
-        return waited, b
 
+def _one_step(trainer: Trainer, stream: Iterator[dict], device: torch.device) -> tuple[float, dict]:
+    """One optimizer step; the seconds spent waiting for its batch, and the batch."""
+    t0 = time.perf_counter()
+    b = next(stream)
+    waited = time.perf_counter() - t0
+    trainer.step([to_device(b, device)])
+    return waited, b
+
+
+def _warm_up(trainer: Trainer, stream: Iterator[dict], device: torch.device, warmup: int) -> float:
+    """`warmup` untimed steps (compilation, allocator, loader start-up); their seconds."""
     t = time.perf_counter()
     for _ in range(warmup):
-        one_step()
-    if cuda:
+        _one_step(trainer, stream, device)
+    if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats(device)
-    warmup_s = time.perf_counter() - t
-    graphs_after_warmup = _compiled_graphs() if case.compile else None
+    return time.perf_counter() - t
 
-    seqs = tokens = real_tokens = 0
-    flops = model_flops = waited = 0.0
+
+@dataclass
+class Timed:
+    """What the timed steps processed, and their wall seconds."""
+
+    steps: int
+    wall: float = 0.0
+    seqs: int = 0
+    tokens: int = 0  # padded, as computed
+    real_tokens: int = 0
+    flops: float = 0.0  # by `flops_per_step`
+    model_flops: float = 0.0  # by `model.bert.training_flops`
+    waited: float = 0.0  # seconds in `next()` on the batch stream
+
+
+def _timed_steps(
+    trainer: Trainer, stream: Iterator[dict], device: torch.device, steps: int, n_params: int
+) -> Timed:
+    mcfg = trainer.model_cfg
+    timed = Timed(steps)
     start = time.perf_counter()
     for _ in range(steps):
-        w, b = one_step()
+        w, b = _one_step(trainer, stream, device)
         ids = b["input_ids"]
-        waited += w
-        seqs += ids.size(0)
-        tokens += ids.numel()
-        real_tokens += int(b["attention_mask"].sum())
-        flops += flops_per_step(
+        timed.waited += w
+        timed.seqs += ids.size(0)
+        timed.tokens += ids.numel()
+        timed.real_tokens += int(b["attention_mask"].sum())
+        timed.flops += flops_per_step(
             n_params, mcfg.num_layers, mcfg.hidden_size, ids.numel(), ids.size(1)
         )
-        model_flops += training_flops(mcfg, ids.numel(), ids.size(1), len(b["mlm_labels"]))
-    if cuda:
+        timed.model_flops += training_flops(mcfg, ids.numel(), ids.size(1), len(b["mlm_labels"]))
+    if device.type == "cuda":
         torch.cuda.synchronize()
-    wall = max(time.perf_counter() - start, 1e-9)
+    timed.wall = max(time.perf_counter() - start, 1e-9)
+    return timed
 
-    name, peak = peak_tflops(device)
+
+def run_case(
+    case: Case, shards_dir: str, device: torch.device, warmup: int, steps: int, workers: int
+) -> dict:
+    """Warm up, then time `steps` optimizer steps of the package's Trainer on real batches."""
+    trainer, stream = _setup(case, shards_dir, device, warmup, steps, workers)
+    n_params = count_parameters(trainer.raw, embeddings=False)
+    warmup_s = _warm_up(trainer, stream, device, warmup)
+    graphs_after_warmup = _compiled_graphs() if case.compile else None
+    timed = _timed_steps(trainer, stream, device, steps, n_params)
     graphs = _compiled_graphs() if case.compile else None
     row = {
         "case": case.name,
@@ -167,23 +198,13 @@ def run_case(
         "batch": case.batch,
         "compile": case.compile,
         "precision": "bf16" if trainer.autocast else "fp32",
-        "device": name,
+        "device": peak_tflops(device)[0],
         "parameters": count_parameters(trainer.raw),
         "non_embedding_parameters": n_params,
         "warmup_steps": warmup,
         "steps": steps,
         "warmup_s": round(warmup_s, 3),
-        "step_ms": round(1e3 * wall / steps, 3),
-        "seq_per_s": seqs / wall,
-        "tokens_per_s": tokens / wall,  # padded tokens, as computed
-        "real_tokens_per_s": real_tokens / wall,
-        "padding_share": 1 - real_tokens / max(tokens, 1),
-        "tflops_per_s": flops / wall / 1e12,
-        "peak_tflops": peak or None,
-        "mfu": flops / wall / (peak * 1e12) if peak else None,
-        "mfu_model_formula": model_flops / wall / (peak * 1e12) if peak else None,
-        "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None,
-        "loader_wait_share": waited / wall,
+        **_rates(timed, device),
         "compiled_graphs": graphs,
         "graphs_added_while_timed": (
             graphs - graphs_after_warmup
@@ -193,6 +214,26 @@ def run_case(
     }
     stream.close()  # drops the DataLoader and its workers before the next case
     return row
+
+
+def _rates(timed: Timed, device: torch.device) -> dict:
+    """A case's figures from its timed steps."""
+    wall, peak = timed.wall, peak_tflops(device)[1]
+    return {
+        "step_ms": round(1e3 * wall / timed.steps, 3),
+        "seq_per_s": timed.seqs / wall,
+        "tokens_per_s": timed.tokens / wall,  # padded tokens, as computed
+        "real_tokens_per_s": timed.real_tokens / wall,
+        "padding_share": 1 - timed.real_tokens / max(timed.tokens, 1),
+        "tflops_per_s": timed.flops / wall / 1e12,
+        "peak_tflops": peak or None,
+        "mfu": timed.flops / wall / (peak * 1e12) if peak else None,
+        "mfu_model_formula": timed.model_flops / wall / (peak * 1e12) if peak else None,
+        "peak_mem_gib": (
+            torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+        ),
+        "loader_wait_share": timed.waited / wall,
+    }
 
 
 def table(rows: list[dict]) -> str:
@@ -212,6 +253,43 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _cases(cuda: bool, only: list[str] | None) -> list[Case]:
+    cases = GPU_CASES if cuda else CPU_CASES
+    if only:
+        cases = [c for c in cases if c.name in only]
+        if not cases:
+            raise SystemExit(f"--only {only}: no such case on {'cuda' if cuda else 'cpu'}")
+    return cases
+
+
+def _run_cases(
+    cases: list[Case], device: torch.device, warmup: int, steps: int, workers: int, tmp: str
+) -> list[dict]:
+    """Each case's row (or its error), on synthetic shards made once per sequence length."""
+    vocab = 30522 if device.type == "cuda" else 2000
+    rows_needed = max(c.batch for c in cases) * (steps + warmup)
+    results, sets = [], {}
+    for case in cases:
+        if case.seq not in sets:
+            t = time.perf_counter()
+            sets[case.seq] = make_shards(
+                os.path.join(tmp, f"seq{case.seq}"), case.seq, max(rows_needed, 400), vocab
+            )
+            print(f"synthetic shards, seq {case.seq}: {time.perf_counter() - t:.1f} s")
+        try:
+            row = run_case(case, sets[case.seq], device, warmup, steps, workers)
+        except Exception as e:  # one failing case must not lose the others' figures
+            row = {"case": case.name, "error": f"{type(e).__name__}: {e}"}
+            print(f"{case.name}: FAILED {row['error']}")
+        else:
+            print(
+                f"{case.name}: {row['seq_per_s']:.1f} seq/s (warm-up {row['warmup_s']:.1f} s)",
+                flush=True,
+            )
+        results.append(row)
+    return results
+
+
 def run(
     out: str,
     steps: int | None = None,
@@ -222,40 +300,16 @@ def run(
 ) -> dict:
     cuda = torch.cuda.is_available() and not force_cpu
     device = torch.device("cuda" if cuda else "cpu")
-    cases = GPU_CASES if cuda else CPU_CASES
-    if only:
-        cases = [c for c in cases if c.name in only]
-        if not cases:
-            raise SystemExit(f"--only {only}: no such case on {device.type}")
+    cases = _cases(cuda, only)
     steps = steps if steps is not None else (30 if cuda else 3)
     warmup = warmup if warmup is not None else (10 if cuda else 2)
     workers = workers if workers is not None else (2 if cuda else 0)
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    vocab = 30522 if cuda else 2000
-    rows_needed = max(c.batch for c in cases) * (steps + warmup)
-    results, started = [], time.perf_counter()
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        sets: dict[int, str] = {}
-        for case in cases:
-            if case.seq not in sets:
-                t = time.perf_counter()
-                sets[case.seq] = make_shards(
-                    os.path.join(tmp, f"seq{case.seq}"), case.seq, max(rows_needed, 400), vocab
-                )
-                print(f"synthetic shards, seq {case.seq}: {time.perf_counter() - t:.1f} s")
-            try:
-                row = run_case(case, sets[case.seq], device, warmup, steps, workers)
-            except Exception as e:  # one failing case must not lose the others' figures
-                row = {"case": case.name, "error": f"{type(e).__name__}: {e}"}
-                print(f"{case.name}: FAILED {row['error']}")
-            else:
-                print(
-                    f"{case.name}: {row['seq_per_s']:.1f} seq/s (warm-up {row['warmup_s']:.1f} s)",
-                    flush=True,
-                )
-            results.append(row)
+        results = _run_cases(cases, device, warmup, steps, workers, tmp)
     name, peak = peak_tflops(device)
     report = {
         "cpu_fallback": not cuda,

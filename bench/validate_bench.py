@@ -24,7 +24,8 @@ import pyarrow as pa
 
 from schemas.inspection import summarize
 from schemas.reader import ShardSet
-from schemas.rows import RowRules, row_findings
+from schemas.row_batch import RowRules
+from schemas.rows import row_findings
 from schemas.shard import ShardColumns
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 from schemas.validate.files import sha256_file
@@ -63,6 +64,28 @@ def _kernel(directory: str, repeats: int) -> tuple[float, int]:
     return cpu, sum(c.num_rows for c in batches)
 
 
+def _validate_rows(directory: str, n: int, what: str, repeats: int) -> list[dict]:
+    """The whole `validate`, with and without sha256: rows/s per core and wall."""
+    figures = []
+    for hashes, label in ((True, "with sha256"), (False, "without sha256")):
+        options = ValidateOptions(hashes=hashes)
+        wall, cpu, report = _timed(lambda o=options: validate(directory, o), repeats)
+        if not report.ok:
+            raise SystemExit(f"the synthetic set did not validate:\n{report.to_text()}")
+        figures.append(
+            _row(
+                f"validate {label}, rows/s per core",
+                n / cpu,
+                "rows/s",
+                f"CPU time of all threads; {what}",
+            )
+        )
+        figures.append(
+            _row(f"validate {label}, rows/s wall", n / wall, "rows/s", f"page cache warm; {what}")
+        )
+    return figures
+
+
 def run(rows: int = 1_000_000, repeats: int = 3) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="validate-bench-") as tmp:
         directory = os.path.join(tmp, "set")
@@ -80,24 +103,7 @@ def run(rows: int = 1_000_000, repeats: int = 3) -> list[dict]:
                 f"row_findings on batches in memory; {what}",
             )
         ]
-        for hashes, label in ((True, "with sha256"), (False, "without sha256")):
-            options = ValidateOptions(hashes=hashes)
-            wall, cpu, report = _timed(lambda o=options: validate(directory, o), repeats)
-            if not report.ok:
-                raise SystemExit(f"the synthetic set did not validate:\n{report.to_text()}")
-            figures.append(
-                _row(
-                    f"validate {label}, rows/s per core",
-                    n / cpu,
-                    "rows/s",
-                    f"CPU time of all threads; {what}",
-                )
-            )
-            figures.append(
-                _row(
-                    f"validate {label}, rows/s wall", n / wall, "rows/s", f"page cache warm; {what}"
-                )
-            )
+        figures += _validate_rows(directory, n, what, repeats)
         paths = ShardSet.open(directory).paths
         _, cpu, _ = _timed(lambda: [sha256_file(p) for p in paths], repeats)
         figures.append(
