@@ -19,6 +19,7 @@ import bisect
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -72,11 +73,6 @@ class Rows:
     masked_offsets: np.ndarray | None = None
 
 
-def randint(rng: random.Random, lo: int, hi: int) -> int:
-    """Uniform integer in [lo, hi] (inclusive, as Python's random.randint)."""
-    return lo + int(rng.random() * (hi - lo + 1))
-
-
 def num_to_predict(length: int, cfg: InstanceConfig) -> int:
     """Masked positions for one row of `length` pieces (`schemas.masking.num_to_predict`)."""
     n = masking.num_to_predict(np.array([length]), cfg.masked_lm_prob, cfg.max_predictions_per_seq)
@@ -126,76 +122,66 @@ def plan_document(
     """All pairs of one document pass (the reference's loop, with its draws in its order).
 
     These draws depend on each other one by one, so they come from a `random.Random` (a scalar
-    draw costs ~60 ns there against ~500 ns from a numpy Generator).
+    draw costs ~60 ns there against ~500 ns from a numpy Generator), and the loop is one
+    function with its names held locally: it runs once per pair of the corpus.
 
     `offsets[u]` are the sentence offsets of unit u (a list), `ids[u]` its document id; B may
-    come from another unit of the same bucket, never from the same document.
+    come from another unit of the same bucket, never from the same document. A chunk of one
+    sentence needs another document for B (`FORCED_RANDOM`), and is dropped when the bucket
+    has none; without another document every B follows A (`FORCED_ACTUAL`).
     """
-    offs = offsets[index]
-    n_sent = len(offs) - 1
-    target = cfg.max_num_tokens
-    short = bool(rng.random() < cfg.short_seq_prob)
-    if short:
-        target = randint(rng, 2, cfg.max_num_tokens)
+    draw = rng.random
+    offs, me, n_units = offsets[index], ids[index], len(ids)
+    last, max_tokens, p_random = len(offs) - 2, cfg.max_num_tokens, cfg.random_next_prob
+    short = draw() < cfg.short_seq_prob
+    target = 2 + int(draw() * (max_tokens - 1)) if short else max_tokens  # randint(2, max)
     pairs: list[Pair] = []
     start, i = 0, 0
-    while i < n_sent:
-        if i == n_sent - 1 or offs[i + 1] - offs[start] >= target:
-            unused = chunk_pair(
-                offsets, ids, index, start, i + 1, target, cfg, rng, can_pick_other, short, pairs
+    while i <= last:
+        if i < last and offs[i + 1] - offs[start] < target:
+            i += 1
+            continue
+        k = i + 1 - start
+        if k < 2:
+            a_end, random_next, forced = i + 1, True, FORCED_RANDOM
+            if not can_pick_other:
+                start = i = i + 1
+                continue
+        else:
+            a_end = start + 1 + int(draw() * (k - 1))  # randint(1, k - 1) sentences for A
+            random_next, forced = draw() < p_random, COIN
+            if not can_pick_other:
+                random_next, forced = False, FORCED_ACTUAL
+        a_lo, a_hi = offs[start], offs[a_end]
+        if random_next:
+            b_unit = int(draw() * n_units)
+            while ids[b_unit] == me:
+                b_unit = int(draw() * n_units)
+            b_lo, b_hi = random_span(offsets[b_unit], target - (a_hi - a_lo), rng)
+            i = a_end - 1  # the sentences after A go back to the document
+        else:
+            b_unit, b_lo, b_hi = index, a_hi, offs[i + 1]
+        af, ab, bf, bb = truncation_plan(a_hi - a_lo, b_hi - b_lo, max_tokens, rng)
+        pairs.append(
+            Pair(
+                index,
+                a_lo + af,
+                a_hi - ab,
+                b_unit,
+                b_lo + bf,
+                b_hi - bb,
+                random_next,
+                short,
+                forced,
             )
-            i -= unused
-            start = i + 1
-        i += 1
-    return pairs
-
-
-def chunk_pair(offsets, ids, index, start, stop, target, cfg, rng, can_pick_other, short, out):
-    """Append the pair made of sentences [start, stop); returns how many go back unused."""
-    offs = offsets[index]
-    k = stop - start
-    a_end = start + (1 if k < 2 else randint(rng, 1, k - 1))
-    a_lo, a_hi = offs[start], offs[a_end]
-    random_next = k == 1 or rng.random() < cfg.random_next_prob
-    forced = FORCED_RANDOM if k == 1 else COIN  # a lone sentence needs another document for B
-    if not can_pick_other:
-        if k == 1:
-            return 0  # ... and this bucket has none
-        random_next, forced = False, FORCED_ACTUAL
-    if random_next:
-        b_unit = other_unit(ids, index, rng)
-        b_lo, b_hi = random_span(offsets[b_unit], target - (a_hi - a_lo), rng)
-        unused = stop - a_end
-    else:
-        b_unit, b_lo, b_hi, unused = index, a_hi, offs[stop], 0
-    af, ab, bf, bb = truncation_plan(a_hi - a_lo, b_hi - b_lo, cfg.max_num_tokens, rng)
-    out.append(
-        Pair(
-            index,
-            a_lo + af,
-            a_hi - ab,
-            b_unit,
-            b_lo + bf,
-            b_hi - bb,
-            bool(random_next),
-            short,
-            forced,
         )
-    )
-    return unused
-
-
-def other_unit(ids: Sequence[str], index: int, rng: random.Random) -> int:
-    """A uniformly drawn unit of another document (the caller guarantees one exists)."""
-    while True:
-        u = int(rng.random() * len(ids))
-        if ids[u] != ids[index]:
-            return u
+        start = i = i + 1
+    return pairs
 
 
 def random_span(offs: Sequence[int], target_b: int, rng: random.Random) -> tuple[int, int]:
     """Sentences from a random one on, until at least `target_b` pieces or the document ends."""
-    first = randint(rng, 0, len(offs) - 2)
+    first = int(rng.random() * (len(offs) - 1))  # randint(0, sentences - 1)
     stop = bisect.bisect_left(offs, offs[first] + target_b, lo=first + 1)
     return offs[first], offs[min(stop, len(offs) - 1)]
 
@@ -205,7 +191,8 @@ def assemble_rows(units: Sequence[TokenizedDoc], pairs: Sequence[Pair], spec: To
     flat = np.concatenate([u.ids for u in units])
     base = np.zeros(len(units), dtype=np.int64)
     np.cumsum([len(u.ids) for u in units[:-1]], out=base[1:])
-    p = np.array(pairs, dtype=np.int64).reshape(-1, len(Pair._fields))
+    fields = len(Pair._fields)
+    p = np.fromiter(chain.from_iterable(pairs), np.int64, len(pairs) * fields).reshape(-1, fields)
     a_start, la = base[p[:, 0]] + p[:, 1], p[:, 2] - p[:, 1]
     b_start, lb = base[p[:, 3]] + p[:, 4], p[:, 5] - p[:, 4]
     lengths = la + lb + 3
