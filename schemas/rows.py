@@ -6,102 +6,54 @@ break which rule together with the batch's figures (pieces, masks, the 80/10/10 
 `describe_row` says in one line why a given row breaks a rule; it is called for the few rows
 a report quotes.
 
-The rules (the contract, described in docs/validation.md):
-
-- `cls_first`: `[CLS]` at position 0 and nowhere else;
-- `two_sep`: exactly two `[SEP]`, at `segment_b_start - 1` and at the end, A and B non-empty;
-- `length`: 5 <= length <= max_seq_length; `no_pad`: no `[PAD]` is stored;
-- `ids_in_vocab`: ids and labels below the vocab size;
-- `positions`: masked positions strictly ascending, inside the row, never `[CLS]`/`[SEP]`;
-- `mask_count`: min(max_predictions_per_seq, max(1, round(length * masked_lm_prob))) positions
-  (with whole-word masking at most that, and at least one unless no whole word fits);
-- `mask_tokens`: `[MASK]` only at masked positions; a replaced position never holds a special
-  piece (replacements come from the non-special pieces);
-- `labels`: labels are never special pieces (`[UNK]` excepted: it stands for text);
-- `whole_words` (whole_word_mask only): a masked word's pieces are all masked, with one choice.
+Each rule is one `Rule` of `ROW_RULES`, in report order: its name (the check's key in the
+report), its title in the report's table, its check over a batch and its explanation of one
+failing row. Each check's docstring states the rule (docs/validation.md describes them all).
+What several checks share (the pieces at the masked positions, which positions are in place)
+is computed once per batch by `schemas.row_batch.RowBatch`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from schemas.config import MIN_SEQ_LENGTH, ShardConfig
+from schemas.config import MIN_SEQ_LENGTH
 from schemas.masking import num_to_predict
+from schemas.row_batch import RowBatch, RowRules, any_per_row, count_per_row, take
 from schemas.shard import ShardColumns
-from schemas.vocab import SpecialIds, Vocab
-
-ROW_RULES = (
-    "cls_first",
-    "two_sep",
-    "length",
-    "no_pad",
-    "ids_in_vocab",
-    "positions",
-    "mask_count",
-    "mask_tokens",
-    "labels",
-    "whole_words",
-)
 
 
 @dataclass(frozen=True)
-class RowRules:
-    """What every row must satisfy, from the vocab and the build config."""
+class Row:
+    """One row's arrays (int64), for explaining the few failing rows a report quotes."""
 
-    vocab_size: int
-    specials: SpecialIds
-    forbidden_label: np.ndarray  # bool per id (+1 for out of vocab): never a label
-    special: np.ndarray  # bool per id (+1): never a random replacement
-    special_not_mask: np.ndarray  # as `special`, False for [MASK]
-    continuation: np.ndarray | None  # bool per id (+1): "##" pieces; None if the vocab is unknown
-    max_seq_length: int
-    max_predictions: int
-    masked_lm_prob: float
-    whole_word_mask: bool
-    replacements: int  # how many pieces a random replacement may take
+    pieces: np.ndarray  # input ids
+    segment_b_start: int
+    positions: np.ndarray  # masked positions
+    labels: np.ndarray  # the labels of the masked positions
 
     @classmethod
-    def build(
-        cls, vocab: Vocab | None, size: int, specials: SpecialIds, config: ShardConfig
-    ) -> RowRules:
-        """From the vocab; without a trustworthy vocab, from the manifest's size and specials."""
-        if vocab is not None:
-            special = np.r_[vocab.special_mask(), False]
-            continuation = np.r_[vocab.continuation_mask(), False]
-        else:
-            special = np.zeros(size + 1, bool)
-            special[[specials.pad, specials.unk, specials.cls, specials.sep, specials.mask]] = True
-            continuation = None
-        forbidden = special.copy()
-        forbidden[specials.unk] = False  # [UNK] stands for text, and text may be selected
-        not_mask = special.copy()
-        not_mask[specials.mask] = False
+    def of(cls, c: ShardColumns, r: int) -> Row:
+        masked = slice(c.masked_offsets[r], c.masked_offsets[r + 1])
         return cls(
-            vocab_size=size,
-            specials=specials,
-            forbidden_label=forbidden,
-            special=special,
-            special_not_mask=not_mask,
-            continuation=continuation,
-            max_seq_length=config.max_seq_length,
-            max_predictions=config.max_predictions_per_seq,
-            masked_lm_prob=config.masked_lm_prob,
-            whole_word_mask=config.whole_word_mask,
-            replacements=int(size - special[:size].sum()),
+            pieces=c.input_ids[c.input_offsets[r] : c.input_offsets[r + 1]].astype(np.int64),
+            segment_b_start=int(c.segment_b_start[r]),
+            positions=c.masked_positions[masked].astype(np.int64),
+            labels=c.masked_labels[masked].astype(np.int64),
         )
 
-    def name(self, i: int) -> str:
-        sp = self.specials
-        names = {
-            sp.pad: "[PAD]",
-            sp.unk: "[UNK]",
-            sp.cls: "[CLS]",
-            sp.sep: "[SEP]",
-            sp.mask: "[MASK]",
-        }
-        return names.get(int(i), f"id {int(i)}")
+
+@dataclass(frozen=True)
+class Rule:
+    """One row rule of the contract."""
+
+    name: str  # the check's key in the report
+    title: str  # its title in the report's table
+    check: Callable[[RowBatch], np.ndarray | None]  # per row, True where broken; None: not run
+    explain: Callable[[Row, RowRules], str]  # why one failing row breaks it, in one line
 
 
 @dataclass
@@ -122,352 +74,332 @@ class BatchStats:
             setattr(self, k, getattr(self, k) + v)
 
 
-def _take(values: np.ndarray, index: np.ndarray, safe: bool = False) -> np.ndarray:
-    """values[index]; unless `safe`, indices are clipped into range (damaged rows)."""
-    if len(values) == 0:
-        return np.full(len(index), -1, np.int64)
-    return values[index] if safe else np.take(values, index, mode="clip")
-
-
-def _per_row(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """How many flags are set in each row (rows given by offsets into `flags`)."""
-    c = np.zeros(len(flags) + 1, np.int64)
-    np.cumsum(flags, out=c[1:])
-    return c[offsets[1:]] - c[offsets[:-1]]
-
-
-def _any_per_row(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    if not flags.any():
-        return np.zeros(len(offsets) - 1, bool)
-    return _per_row(flags, offsets) > 0
-
-
-@dataclass
-class _Tokens:
-    """Whole-batch counts of the special pieces, from one comparison pass each."""
-
-    cls: int
-    sep: int
-    pad: int
-    mask: int
-    top: int  # the largest id
-
-    @classmethod
-    def count(cls, ids: np.ndarray, sp: SpecialIds) -> _Tokens:
-        return cls(
-            cls=int(np.count_nonzero(ids == sp.cls)),
-            sep=int(np.count_nonzero(ids == sp.sep)),
-            pad=int(np.count_nonzero(ids == sp.pad)),
-            mask=int(np.count_nonzero(ids == sp.mask)),
-            top=int(ids.max()) if len(ids) else -1,
-        )
-
-
-def row_findings(c: ShardColumns, rules: RowRules) -> tuple[dict[str, np.ndarray], BatchStats]:
-    """Every row rule over a batch of rows, without a Python loop per row.
-
-    Returns, per rule, a bool per row (True: the row breaks the rule), and the batch's figures.
-    The common case (a sound batch) takes the fast path: a few comparison passes over the
-    pieces and a gather of the masked positions; damaged rows take slower, exact paths.
-    """
-    n, off, ids, moff = c.num_rows, c.input_offsets, c.input_ids, c.masked_offsets
-    lens = np.diff(off)
-    sbs = c.segment_b_start.astype(np.int64)
-    tokens = _Tokens.count(ids, rules.specials)
-    bad = _frame_findings(ids, off, lens, sbs, tokens, rules)
-    mcount = np.diff(moff)
-    index = np.int32 if len(ids) < 2**31 - 1 else np.int64
-    pos = c.masked_positions.astype(index)
-    starts = off[:-1].astype(index)
-    gpos = np.repeat(starts, mcount)
-    gpos += pos
-    on_sep = gpos == np.repeat(starts + (sbs - 1).astype(index), mcount)
-    edge, unordered = _order_findings(pos, moff, mcount, lens)
-    valid = None  # None: every masked position is in place
-    if edge.any() or on_sep.any() or unordered.any():
-        len_m = np.repeat(lens, mcount)
-        misplaced = (pos == 0) | (pos >= len_m - 1) | on_sep | unordered
-        valid = ~misplaced
-        gpos = np.repeat(starts, mcount) + np.minimum(pos, np.maximum(len_m - 1, 0))
-        bad["positions"] = edge | _any_per_row(misplaced, moff)
-    else:
-        bad["positions"] = np.zeros(n, bool)
-    got = _take(ids, gpos, safe=valid is None)
-    _content_findings(c, rules, got, valid, tokens, bad)
-    expected = num_to_predict(lens, rules.masked_lm_prob, rules.max_predictions)
-    stats = BatchStats(
-        rows=n,
-        tokens=int(len(ids)),
-        masked=int(len(pos)),
-        random_next=int(np.count_nonzero(c.is_random_next)),
-        full_length=int(np.count_nonzero(lens == rules.max_seq_length)),
-        expected_masked=int(expected.sum()),
-    )
-    is_mask = got == rules.specials.mask
-    keep = (got == c.masked_labels) & ~is_mask
-    if rules.whole_word_mask:
-        bad["mask_count"] = (mcount > expected) | (mcount < 1)
-        if bad["mask_count"].any():
-            bad["mask_count"] &= ~_no_word_fits(c, expected, rules)
-        unit = _word_findings(c, rules, pos.astype(np.int64), is_mask, valid, bad)
-    else:
-        bad["mask_count"] = mcount != expected
-        unit = valid
-    if unit is None:
-        stats.units = len(pos)
-        stats.as_mask = int(np.count_nonzero(is_mask))
-        stats.as_keep = int(np.count_nonzero(keep))
-    else:
-        stats.units = int(np.count_nonzero(unit))
-        stats.as_mask = int(np.count_nonzero(unit & is_mask))
-        stats.as_keep = int(np.count_nonzero(unit & keep))
-    stats.as_random = stats.units - stats.as_mask - stats.as_keep
-    return bad, stats
-
-
-def _order_findings(pos, moff, mcount, lens) -> tuple[np.ndarray, np.ndarray]:
-    """Rows whose first masked position is 0 or last is at/after the final [SEP] (enough when
-    the positions ascend), and entries that do not ascend from the previous one of their row."""
-    d = np.diff(pos)
-    inner = moff[1:-1]
-    inner = inner[(inner > 0) & (inner < len(pos))]
-    d[inner - 1] = 1  # the first entry of a row has no predecessor
-    unordered = np.zeros(len(pos), bool)
-    if len(d) and int(d.min()) <= 0:
-        unordered[1:] = d <= 0
-    has = mcount > 0
-    edge = np.zeros(len(mcount), bool)
-    edge[has] = (pos[moff[:-1][has]] == 0) | (pos[moff[1:][has] - 1] >= lens[has] - 1)
-    return edge, unordered
-
-
-def _content_findings(c, rules: RowRules, got, valid, tokens: _Tokens, bad) -> None:
-    """Labels, replacements and [MASK] pieces."""
-    v, moff, lab = rules.vocab_size, c.masked_offsets, c.masked_labels
-    if len(lab) and int(lab.max()) >= v:
-        bad["ids_in_vocab"] |= _any_per_row(lab >= v, moff)
-        lab = np.minimum(lab, v)
-    bad["labels"] = _any_per_row(rules.forbidden_label[lab], moff)
-    if tokens.top >= v:
-        got = np.minimum(got, v)
-    replaced = rules.special_not_mask[got] & (got != c.masked_labels)
-    if valid is not None:
-        replaced &= valid
-    bad["mask_tokens"] = _any_per_row(replaced, moff)
-    is_mask = got == rules.specials.mask
-    if valid is not None:
-        is_mask &= valid
-    if tokens.mask != np.count_nonzero(is_mask):
-        stray = _per_row(c.input_ids == rules.specials.mask, c.input_offsets)
-        bad["mask_tokens"] |= stray != _per_row(is_mask, moff)
-
-
-def _frame_findings(ids, off, lens, sbs, tokens: _Tokens, rules: RowRules) -> dict:
-    """[CLS] first, two [SEP] around B, lengths, no [PAD], ids inside the vocab."""
-    n, sp = len(lens), rules.specials
-    starts = off[:-1]
-    segment_bad = (sbs < 3) | (sbs > lens - 2)
-    safe = not segment_bad.any()  # then every row is long enough to index
-    cls_bad = _take(ids, starts, safe) != sp.cls
-    if not safe:
-        cls_bad |= lens == 0
-    if cls_bad.any() or tokens.cls != n:
-        cls_bad |= _per_row(ids == sp.cls, off) != 1
-    sep_bad = segment_bad | (_take(ids, off[1:] - 1, safe) != sp.sep)
-    sep_bad |= _take(ids, starts + sbs - 1, safe) != sp.sep
-    if sep_bad.any() or tokens.sep != 2 * n:
-        sep_bad |= _per_row(ids == sp.sep, off) != 2
-    no_pad = _per_row(ids == sp.pad, off) > 0 if tokens.pad else np.zeros(n, bool)
-    in_vocab = np.zeros(n, bool)
-    if tokens.top >= rules.vocab_size:
-        in_vocab = _per_row(ids >= rules.vocab_size, off) > 0
-    return {
-        "cls_first": cls_bad,
-        "two_sep": sep_bad,
-        "length": (lens < MIN_SEQ_LENGTH) | (lens > rules.max_seq_length),
-        "no_pad": no_pad,
-        "ids_in_vocab": in_vocab,
-    }
-
-
-def _word_findings(c, rules: RowRules, pos, is_mask, valid, bad) -> np.ndarray | None:
-    """Whole-word masking: a masked word's pieces are all selected and share one choice.
-
-    Returns, per masked entry, True where the entry starts a word (a unit of the 80/10/10
-    draw). A word never spans [CLS]/[SEP]; a "##" piece right after one starts a word.
-    """
-    moff = c.masked_offsets
-    if rules.continuation is None:  # no trustworthy vocab: not checked
-        return valid
-    v, mcount = rules.vocab_size, np.diff(moff)
-    valid = np.ones(len(pos), bool) if valid is None else valid
-    cont = rules.continuation[np.minimum(c.masked_labels, v)]
-    adjacent = np.zeros(len(pos), bool)  # the previous entry is the previous position
-    adjacent[1:] = pos[1:] == pos[:-1] + 1
-    adjacent[moff[:-1][mcount > 0]] = False
-    sbs = np.repeat(c.segment_b_start.astype(np.int64), mcount)
-    after_special = (pos == 1) | (pos == sbs)
-    glued = cont & adjacent & ~after_special
-    mixed = np.zeros(len(pos), bool)
-    mixed[1:] = glued[1:] & (is_mask[1:] != is_mask[:-1])
-    orphan = valid & cont & ~adjacent & ~after_special
-    next_masked = np.zeros(len(pos), bool)
-    next_masked[:-1] = adjacent[1:]
-    len_m = np.repeat(np.diff(c.input_offsets), mcount)
-    nxt = pos + 1
-    inside = (nxt < len_m - 1) & (nxt != sbs - 1)
-    start = np.repeat(c.input_offsets[:-1], mcount)
-    nxt_id = _take(c.input_ids, start + np.minimum(nxt, np.maximum(len_m - 1, 0)))
-    cut = valid & inside & ~next_masked & rules.continuation[np.minimum(nxt_id, v)]
-    bad["whole_words"] = _any_per_row(mixed | orphan | cut, moff)
-    return valid & ~glued
-
-
-def _no_word_fits(c: ShardColumns, expected: np.ndarray, rules: RowRules) -> np.ndarray:
-    """Rows with no masked position where no whole word fits the count: allowed."""
-    ok = np.zeros(c.num_rows, bool)
-    if rules.continuation is None:
-        return ok
-    mcount = np.diff(c.masked_offsets)
-    for r in np.flatnonzero(mcount == 0):  # rare: only rows whose every word is too long
-        ids = c.input_ids[c.input_offsets[r] : c.input_offsets[r + 1]]
-        sbs = int(c.segment_b_start[r])
-        cand = np.r_[np.arange(1, sbs - 1), np.arange(sbs, len(ids) - 1)]
-        if len(cand) == 0:
-            continue
-        starts = ~rules.continuation[np.minimum(ids[cand], rules.vocab_size)]
-        starts[0] = True
-        starts[1:] |= np.diff(cand) != 1
-        shortest = np.diff(np.r_[np.flatnonzero(starts), len(cand)]).min()
-        ok[r] = shortest > expected[r]
-    return ok
-
-
 def _show(values, limit: int = 8) -> str:
     values = [int(v) for v in values]
     text = ", ".join(str(v) for v in values[:limit])
     return f"[{text}{', ...' if len(values) > limit else ''}]"
 
 
-def describe_row(key: str, c: ShardColumns, r: int, rules: RowRules) -> str:
-    """Why row `r` breaks rule `key`, in one line (called for a few failing rows only)."""
-    ids = c.input_ids[c.input_offsets[r] : c.input_offsets[r + 1]].astype(np.int64)
-    pos = c.masked_positions[c.masked_offsets[r] : c.masked_offsets[r + 1]].astype(np.int64)
-    lab = c.masked_labels[c.masked_offsets[r] : c.masked_offsets[r + 1]].astype(np.int64)
-    sbs = int(c.segment_b_start[r])
-    return _DESCRIBE[key](ids, sbs, pos, lab, rules)
+def _check_cls_first(batch: RowBatch) -> np.ndarray:
+    """`[CLS]` at position 0 and nowhere else."""
+    c, cls = batch.columns, batch.rules.specials.cls
+    indexable = batch.frames_indexable
+    broken = take(c.input_ids, c.input_offsets[:-1], indexable) != cls
+    if not indexable:
+        broken |= batch.lengths == 0
+    if broken.any() or batch.specials_seen.cls != batch.num_rows:
+        broken |= count_per_row(c.input_ids == cls, c.input_offsets) != 1
+    return broken
 
 
-def _describe_cls(ids, sbs, pos, lab, rules: RowRules) -> str:
-    if len(ids) == 0:
+def _explain_cls_first(row: Row, rules: RowRules) -> str:
+    if len(row.pieces) == 0:
         return "the row is empty"
-    if ids[0] != rules.specials.cls:
-        return f"starts with {rules.name(ids[0])}, not [CLS]"
-    where = np.flatnonzero(ids == rules.specials.cls)
+    if row.pieces[0] != rules.specials.cls:
+        return f"starts with {rules.name(row.pieces[0])}, not [CLS]"
+    where = np.flatnonzero(row.pieces == rules.specials.cls)
     return f"holds [CLS] at positions {_show(where)}; only position 0 may"
 
 
-def _describe_sep(ids, sbs, pos, lab, rules: RowRules) -> str:
-    n = len(ids)
-    if sbs < 3 or sbs > n - 2:
-        return f"segment_b_start {sbs} leaves segment A or B empty (row length {n})"
-    where = np.flatnonzero(ids == rules.specials.sep)
+def _check_two_sep(batch: RowBatch) -> np.ndarray:
+    """Exactly two `[SEP]`, at `segment_b_start - 1` and at the end; A and B non-empty."""
+    c, sep = batch.columns, batch.rules.specials.sep
+    ids, offsets, indexable = c.input_ids, c.input_offsets, batch.frames_indexable
+    broken = batch.segment_broken | (take(ids, offsets[1:] - 1, indexable) != sep)
+    broken |= take(ids, offsets[:-1] + batch.segment_b_start - 1, indexable) != sep
+    if broken.any() or batch.specials_seen.sep != 2 * batch.num_rows:
+        broken |= count_per_row(ids == sep, offsets) != 2
+    return broken
+
+
+def _explain_two_sep(row: Row, rules: RowRules) -> str:
+    length, b_start = len(row.pieces), row.segment_b_start
+    if b_start < 3 or b_start > length - 2:
+        return f"segment_b_start {b_start} leaves segment A or B empty (row length {length})"
+    where = np.flatnonzero(row.pieces == rules.specials.sep)
     return (
         f"holds {len(where)} [SEP] at positions {_show(where)}; expected exactly two, at "
-        f"segment_b_start - 1 = {sbs - 1} and at the end ({n - 1})"
+        f"segment_b_start - 1 = {b_start - 1} and at the end ({length - 1})"
     )
 
 
-def _describe_length(ids, sbs, pos, lab, rules: RowRules) -> str:
-    return f"length {len(ids)} is outside [{MIN_SEQ_LENGTH}, {rules.max_seq_length}]"
+def _check_length(batch: RowBatch) -> np.ndarray:
+    """MIN_SEQ_LENGTH <= length <= max_seq_length."""
+    return (batch.lengths < MIN_SEQ_LENGTH) | (batch.lengths > batch.rules.max_seq_length)
 
 
-def _describe_pad(ids, sbs, pos, lab, rules: RowRules) -> str:
-    where = np.flatnonzero(ids == rules.specials.pad)
+def _explain_length(row: Row, rules: RowRules) -> str:
+    return f"length {len(row.pieces)} is outside [{MIN_SEQ_LENGTH}, {rules.max_seq_length}]"
+
+
+def _check_no_pad(batch: RowBatch) -> np.ndarray:
+    """No `[PAD]` is stored."""
+    if not batch.specials_seen.pad:
+        return np.zeros(batch.num_rows, bool)
+    c = batch.columns
+    return count_per_row(c.input_ids == batch.rules.specials.pad, c.input_offsets) > 0
+
+
+def _explain_no_pad(row: Row, rules: RowRules) -> str:
+    where = np.flatnonzero(row.pieces == rules.specials.pad)
     return f"holds [PAD] at positions {_show(where)}; shards store no padding"
 
 
-def _describe_vocab(ids, sbs, pos, lab, rules: RowRules) -> str:
-    v = rules.vocab_size
-    where = np.flatnonzero(ids >= v)
+def _check_ids_in_vocab(batch: RowBatch) -> np.ndarray:
+    """Ids and labels below the vocab size."""
+    c, size = batch.columns, batch.rules.vocab_size
+    broken = np.zeros(batch.num_rows, bool)
+    if batch.specials_seen.top >= size:
+        broken = count_per_row(c.input_ids >= size, c.input_offsets) > 0
+    if batch.top_label >= size:
+        broken |= any_per_row(c.masked_labels >= size, c.masked_offsets)
+    return broken
+
+
+def _explain_ids_in_vocab(row: Row, rules: RowRules) -> str:
+    size = rules.vocab_size
+    where = np.flatnonzero(row.pieces >= size)
     if len(where):
-        return f"id {ids[where[0]]} at position {where[0]} is outside the vocab ({v:,} pieces)"
-    k = int(np.flatnonzero(lab >= v)[0])
-    return f"label {lab[k]} of masked position {pos[k]} is outside the vocab ({v:,} pieces)"
+        return (
+            f"id {row.pieces[where[0]]} at position {where[0]} is outside the vocab "
+            f"({size:,} pieces)"
+        )
+    k = int(np.flatnonzero(row.labels >= size)[0])
+    return (
+        f"label {row.labels[k]} of masked position {row.positions[k]} is outside the vocab "
+        f"({size:,} pieces)"
+    )
 
 
-def _describe_positions(ids, sbs, pos, lab, rules: RowRules) -> str:
-    n = len(ids)
-    for p in pos:
-        if p >= n:
-            return f"masked position {p} lies outside the row (length {n})"
+def _check_positions(batch: RowBatch) -> np.ndarray:
+    """Masked positions strictly ascending, inside the row, never on `[CLS]`/`[SEP]` (found
+    while the batch locates its masked pieces)."""
+    return batch.misplaced_rows
+
+
+def _explain_positions(row: Row, rules: RowRules) -> str:
+    length = len(row.pieces)
+    for p in row.positions:
+        if p >= length:
+            return f"masked position {p} lies outside the row (length {length})"
         if p == 0:
             return "masked position 0 is the [CLS]"
-        if p == sbs - 1:
+        if p == row.segment_b_start - 1:
             return f"masked position {p} is the first [SEP]"
-        if p == n - 1:
+        if p == length - 1:
             return f"masked position {p} is the final [SEP]"
-    return f"masked positions {_show(pos, 12)} are not strictly ascending"
+    return f"masked positions {_show(row.positions, 12)} are not strictly ascending"
 
 
-def _describe_count(ids, sbs, pos, lab, rules: RowRules) -> str:
-    n = len(ids)
-    e = int(num_to_predict(np.array([n]), rules.masked_lm_prob, rules.max_predictions)[0])
-    formula = f"min({rules.max_predictions}, max(1, round({n} * {rules.masked_lm_prob}))) = {e}"
+def _check_mask_count(batch: RowBatch) -> np.ndarray:
+    """min(max_predictions_per_seq, max(1, round(length * masked_lm_prob))) masked positions;
+    with whole-word masking at most that, and at least one unless no whole word fits."""
+    count, expected = batch.masks_per_row, batch.expected_masks
+    if not batch.rules.whole_word_mask:
+        return count != expected
+    broken = (count > expected) | (count < 1)
+    if broken.any():
+        broken &= ~_no_word_fits(batch.columns, expected, batch.rules)
+    return broken
+
+
+def _no_word_fits(c: ShardColumns, expected: np.ndarray, rules: RowRules) -> np.ndarray:
+    """Rows with no masked position where no whole word fits the count: allowed."""
+    allowed = np.zeros(c.num_rows, bool)
+    if rules.continuation is None:
+        return allowed
+    masks_per_row = np.diff(c.masked_offsets)
+    for r in np.flatnonzero(masks_per_row == 0):  # rare: only rows whose every word is too long
+        pieces = c.input_ids[c.input_offsets[r] : c.input_offsets[r + 1]]
+        b_start = int(c.segment_b_start[r])
+        candidates = np.r_[np.arange(1, b_start - 1), np.arange(b_start, len(pieces) - 1)]
+        if len(candidates) == 0:
+            continue
+        starts = ~rules.continuation[np.minimum(pieces[candidates], rules.vocab_size)]
+        starts[0] = True
+        starts[1:] |= np.diff(candidates) != 1
+        shortest = np.diff(np.r_[np.flatnonzero(starts), len(candidates)]).min()
+        allowed[r] = shortest > expected[r]
+    return allowed
+
+
+def _explain_mask_count(row: Row, rules: RowRules) -> str:
+    length, count = len(row.pieces), len(row.positions)
+    e = int(num_to_predict(np.array([length]), rules.masked_lm_prob, rules.max_predictions)[0])
+    formula = (
+        f"min({rules.max_predictions}, max(1, round({length} * {rules.masked_lm_prob}))) = {e}"
+    )
     if rules.whole_word_mask:
-        if len(pos) == 0:
+        if count == 0:
             return f"no masked position, though a whole word fits the formula's {formula}"
-        return f"{len(pos)} masked positions, more than the formula's {formula}"
-    return f"{len(pos)} masked positions; the formula gives {formula}"
+        return f"{count} masked positions, more than the formula's {formula}"
+    return f"{count} masked positions; the formula gives {formula}"
 
 
-def _describe_mask_tokens(ids, sbs, pos, lab, rules: RowRules) -> str:
-    stray = np.setdiff1d(np.flatnonzero(ids == rules.specials.mask), pos)
+def _check_mask_tokens(batch: RowBatch) -> np.ndarray:
+    """`[MASK]` only at masked positions; a replaced position never holds a special piece
+    (replacements come from the non-special pieces)."""
+    c, rules, in_place = batch.columns, batch.rules, batch.in_place
+    pieces = batch.masked_pieces
+    if batch.specials_seen.top >= rules.vocab_size:
+        pieces = np.minimum(pieces, rules.vocab_size)
+    replaced = rules.special_not_mask[pieces] & (pieces != c.masked_labels)
+    masks = pieces == rules.specials.mask
+    if in_place is not None:
+        replaced &= in_place
+        masks &= in_place
+    broken = any_per_row(replaced, c.masked_offsets)
+    if batch.specials_seen.mask != np.count_nonzero(masks):
+        stray = count_per_row(c.input_ids == rules.specials.mask, c.input_offsets)
+        broken |= stray != count_per_row(masks, c.masked_offsets)
+    return broken
+
+
+def _explain_mask_tokens(row: Row, rules: RowRules) -> str:
+    pieces, mask = row.pieces, rules.specials.mask
+    stray = np.setdiff1d(np.flatnonzero(pieces == mask), row.positions)
     if len(stray):
         return f"[MASK] at position {stray[0]}, which is not a masked position"
-    for p, label in zip(pos, lab, strict=True):
-        got = ids[min(p, len(ids) - 1)]
-        if got not in (rules.specials.mask, label) and rules.special[min(got, rules.vocab_size)]:
+    for p, label in zip(row.positions, row.labels, strict=True):
+        held = pieces[min(p, len(pieces) - 1)]
+        if held not in (mask, label) and rules.special[min(held, rules.vocab_size)]:
             return (
-                f"masked position {p} holds {rules.name(got)}, a special piece, instead of "
+                f"masked position {p} holds {rules.name(held)}, a special piece, instead of "
                 "[MASK], its label or an ordinary piece"
             )
     return "masked positions holding [MASK] do not match the [MASK] pieces of the row"
 
 
-def _describe_labels(ids, sbs, pos, lab, rules: RowRules) -> str:
-    k = int(np.flatnonzero(rules.forbidden_label[np.minimum(lab, rules.vocab_size)])[0])
-    return f"label {rules.name(lab[k])} of masked position {pos[k]} is a special piece"
+def _check_labels(batch: RowBatch) -> np.ndarray:
+    """Labels are never special pieces (`[UNK]` excepted: it stands for text)."""
+    forbidden = batch.rules.forbidden_label[batch.label_index]
+    return any_per_row(forbidden, batch.columns.masked_offsets)
 
 
-def _describe_words(ids, sbs, pos, lab, rules: RowRules) -> str:
-    cont = rules.continuation
-    original = ids.copy()
-    original[pos[pos < len(ids)]] = lab[pos < len(ids)]
-    selected = set(pos.tolist())
-    n = len(ids)
-    for p in range(1, n - 1):
-        if p == sbs - 1 or p - 1 in (0, sbs - 1) or not cont[min(original[p], rules.vocab_size)]:
+def _explain_labels(row: Row, rules: RowRules) -> str:
+    forbidden = rules.forbidden_label[np.minimum(row.labels, rules.vocab_size)]
+    k = int(np.flatnonzero(forbidden)[0])
+    label, position = rules.name(row.labels[k]), row.positions[k]
+    return f"label {label} of masked position {position} is a special piece"
+
+
+def _check_whole_words(batch: RowBatch) -> np.ndarray | None:
+    """With whole_word_mask, a masked word's pieces are all masked, with one choice. A word
+    never spans [CLS]/[SEP]; a "##" piece right after one starts a word. Not run without
+    whole-word masking, nor without the vocab the shards were built with."""
+    rules = batch.rules
+    if not rules.whole_word_mask or rules.continuation is None:
+        return None
+    entries = len(batch.positions)
+    in_place = np.ones(entries, bool) if batch.in_place is None else batch.in_place
+    glued, is_mask = batch.continues_word, batch.is_mask
+    mixed = np.zeros(entries, bool)  # one word, [MASK] on some pieces only
+    mixed[1:] = glued[1:] & (is_mask[1:] != is_mask[:-1])
+    orphan = in_place & batch.continuation_label & ~batch.follows_previous & ~batch.after_frame
+    cut = in_place & _word_goes_on(batch)
+    return any_per_row(mixed | orphan | cut, batch.columns.masked_offsets)
+
+
+def _word_goes_on(batch: RowBatch) -> np.ndarray:
+    """Per masked entry: the next position, inside the row and not masked, holds a "##" piece
+    (the word was masked only in part)."""
+    c, rules, per_row = batch.columns, batch.rules, batch.masks_per_row
+    following = batch.wide_positions + 1
+    next_masked = np.zeros(len(following), bool)
+    next_masked[:-1] = batch.follows_previous[1:]
+    row_length = np.repeat(batch.lengths, per_row)
+    first_sep = np.repeat(batch.segment_b_start, per_row) - 1
+    inside = (following < row_length - 1) & (following != first_sep)
+    row_start = np.repeat(c.input_offsets[:-1], per_row)
+    at = row_start + np.minimum(following, np.maximum(row_length - 1, 0))
+    following_piece = take(c.input_ids, at)
+    continues = rules.continuation[np.minimum(following_piece, rules.vocab_size)]
+    return inside & ~next_masked & continues
+
+
+def _explain_whole_words(row: Row, rules: RowRules) -> str:
+    pieces, positions, b_start = row.pieces, row.positions, row.segment_b_start
+    original = pieces.copy()
+    original[positions[positions < len(pieces)]] = row.labels[positions < len(pieces)]
+    selected = set(positions.tolist())
+    mask = rules.specials.mask
+    for p in range(1, len(pieces) - 1):
+        if p == b_start - 1 or p - 1 in (0, b_start - 1):
+            continue
+        if not rules.continuation[min(original[p], rules.vocab_size)]:
             continue
         if (p in selected) != (p - 1 in selected):
             return (
                 f"positions {p - 1} and {p} belong to one word but only position "
                 f"{p if p in selected else p - 1} is masked"
             )
-        if p in selected and (ids[p] == rules.specials.mask) != (ids[p - 1] == rules.specials.mask):
+        if p in selected and (pieces[p] == mask) != (pieces[p - 1] == mask):
             return f"the word at positions {p - 1}-{p} mixes [MASK] and other pieces"
     return "a masked word is not masked as a whole"
 
 
-_DESCRIBE = {
-    "cls_first": _describe_cls,
-    "two_sep": _describe_sep,
-    "length": _describe_length,
-    "no_pad": _describe_pad,
-    "ids_in_vocab": _describe_vocab,
-    "positions": _describe_positions,
-    "mask_count": _describe_count,
-    "mask_tokens": _describe_mask_tokens,
-    "labels": _describe_labels,
-    "whole_words": _describe_words,
-}
+ROW_RULES = (
+    Rule("cls_first", "[CLS] first, only there", _check_cls_first, _explain_cls_first),
+    Rule("two_sep", "two [SEP], B after the first", _check_two_sep, _explain_two_sep),
+    Rule("length", "row lengths", _check_length, _explain_length),
+    Rule("no_pad", "no [PAD]", _check_no_pad, _explain_no_pad),
+    Rule("ids_in_vocab", "ids inside the vocab", _check_ids_in_vocab, _explain_ids_in_vocab),
+    Rule("positions", "masked positions", _check_positions, _explain_positions),
+    Rule("mask_count", "masks per row (formula)", _check_mask_count, _explain_mask_count),
+    Rule("mask_tokens", "[MASK] and replacements", _check_mask_tokens, _explain_mask_tokens),
+    Rule("labels", "labels not special", _check_labels, _explain_labels),
+    Rule("whole_words", "whole words", _check_whole_words, _explain_whole_words),
+)
+ROW_RULE_NAMES = tuple(rule.name for rule in ROW_RULES)
+_RULE_BY_NAME = {rule.name: rule for rule in ROW_RULES}
+
+
+def row_findings(c: ShardColumns, rules: RowRules) -> tuple[dict[str, np.ndarray], BatchStats]:
+    """Every row rule over a batch of rows, without a Python loop per row.
+
+    Returns, per rule that ran, a bool per row (True: the row breaks the rule), and the batch's
+    figures. The common case (a sound batch) takes the fast path: a few comparison passes over
+    the pieces and a gather of the masked positions; damaged rows take slower, exact paths.
+    """
+    batch = RowBatch(c, rules)
+    broken = {}
+    for rule in ROW_RULES:
+        rows = rule.check(batch)
+        if rows is not None:
+            broken[rule.name] = rows
+    return broken, _batch_stats(batch)
+
+
+def _batch_stats(batch: RowBatch) -> BatchStats:
+    """The batch's figures; the 80/10/10 draws counted per position, or per word with
+    whole-word masking (a word's first in-place piece)."""
+    c, rules = batch.columns, batch.rules
+    stats = BatchStats(
+        rows=batch.num_rows,
+        tokens=int(len(c.input_ids)),
+        masked=int(len(batch.positions)),
+        random_next=int(np.count_nonzero(c.is_random_next)),
+        full_length=int(np.count_nonzero(batch.lengths == rules.max_seq_length)),
+        expected_masked=int(batch.expected_masks.sum()),
+    )
+    is_mask = batch.is_mask
+    keep = (batch.masked_pieces == c.masked_labels) & ~is_mask
+    units = batch.in_place  # None: every masked position
+    if rules.whole_word_mask and rules.continuation is not None:
+        in_place = np.ones(len(batch.positions), bool) if units is None else units
+        units = in_place & ~batch.continues_word
+    if units is None:
+        stats.units = len(batch.positions)
+        stats.as_mask = int(np.count_nonzero(is_mask))
+        stats.as_keep = int(np.count_nonzero(keep))
+    else:
+        stats.units = int(np.count_nonzero(units))
+        stats.as_mask = int(np.count_nonzero(units & is_mask))
+        stats.as_keep = int(np.count_nonzero(units & keep))
+    stats.as_random = stats.units - stats.as_mask - stats.as_keep
+    return stats
+
+
+def describe_row(key: str, c: ShardColumns, r: int, rules: RowRules) -> str:
+    """Why row `r` breaks rule `key`, in one line (called for a few failing rows only)."""
+    return _RULE_BY_NAME[key].explain(Row.of(c, r), rules)

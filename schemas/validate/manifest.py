@@ -10,7 +10,7 @@ import os
 from schemas.config import REQUIRED_KEYS, ShardConfig, missing_keys
 from schemas.manifest import MANIFEST_NAME, Manifest
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
-from schemas.rows import RowRules
+from schemas.row_batch import RowRules
 from schemas.shard import schema_problem
 from schemas.validate.state import Context, Tally
 from schemas.vocab import SpecialIds, Vocab

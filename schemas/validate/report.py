@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from schemas.rows import ROW_RULES
+
 CHECKS = {  # key -> title, in report order (the README describes each)
     "manifest": "manifest",
     "schema": "schema name/version",
@@ -15,16 +17,7 @@ CHECKS = {  # key -> title, in report order (the README describes each)
     "integrity": "sizes and sha256",
     "arrow": "Arrow structure",
     "counts": "counts vs manifest",
-    "cls_first": "[CLS] first, only there",
-    "two_sep": "two [SEP], B after the first",
-    "length": "row lengths",
-    "no_pad": "no [PAD]",
-    "ids_in_vocab": "ids inside the vocab",
-    "positions": "masked positions",
-    "mask_count": "masks per row (formula)",
-    "mask_tokens": "[MASK] and replacements",
-    "labels": "labels not special",
-    "whole_words": "whole words",
+    **{rule.name: rule.title for rule in ROW_RULES},  # the row rules, each with its title
     "mask_rate": "mask rate",
     "split": "80/10/10 split",
     "random_next": "random-next share",

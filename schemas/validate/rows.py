@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from schemas.rows import ROW_RULES, BatchStats, RowRules, describe_row, row_findings
+from schemas.row_batch import RowRules
+from schemas.rows import ROW_RULE_NAMES, BatchStats, describe_row, row_findings
 from schemas.shard import ShardColumns
 from schemas.validate.state import Context
 
@@ -18,9 +19,9 @@ def check_batches(
     rules = ctx.rules
     total = BatchStats()
     if rules is None:
-        ctx.checks.skip(ROW_RULES, "not run: no usable config or special ids")
-    quoted = dict.fromkeys(ROW_RULES, 0)
-    failing = dict.fromkeys(ROW_RULES, 0)
+        ctx.checks.skip(ROW_RULE_NAMES, "not run: no usable config or special ids")
+    quoted = dict.fromkeys(ROW_RULE_NAMES, 0)
+    failing = dict.fromkeys(ROW_RULE_NAMES, 0)
     first_row = 0
     for b in range(reader.num_record_batches):
         cols = _read_batch(ctx, rel, reader, b, first_row)
@@ -35,7 +36,7 @@ def check_batches(
         first_row += cols.num_rows
     if rules is not None and rules.continuation is None:
         ctx.checks.skip(("whole_words",), "not run: the vocab is not the one of the shards")
-    for key in ROW_RULES:
+    for key in ROW_RULE_NAMES:
         extra = failing[key] - quoted[key]
         if extra > 0:
             ctx.checks[key].failures.append(f"{rel}: {extra:,} more rows break this rule")

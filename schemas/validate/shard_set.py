@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from schemas.manifest import MANIFEST_NAME, Manifest
-from schemas.rows import ROW_RULES, BatchStats
+from schemas.rows import ROW_RULE_NAMES, BatchStats
 from schemas.stats import binomial_tolerance, bonferroni_z
 from schemas.validate.state import Context, Tally
 
@@ -30,7 +30,7 @@ def set_checks(ctx: Context) -> None:
     if ctx.rules is None or total.rows == 0:
         reason = "not run: no rows could be checked" if ctx.rules else "not run: no usable config"
         ctx.checks.skip(SET_CHECKS, reason)
-        ctx.checks.skip(ROW_RULES + ("counts",), reason)
+        ctx.checks.skip(ROW_RULE_NAMES + ("counts",), reason)
         return
     _check_mask_rate(ctx, total)
     _check_split(ctx, total)
@@ -263,7 +263,7 @@ def summarise(ctx: Context) -> None:
             f"{total.rows:,} rows, {total.tokens:,} pieces, {total.masked:,} masked, "
             f"{total.random_next:,} random-next"
         )
-    for key in ROW_RULES:
+    for key in ROW_RULE_NAMES:
         t = checks[key]
         if t.ran:
             t.figures = {"rows": rows, "failing_rows": t.failing}

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from schemas.config import ShardConfig
 from schemas.manifest import Manifest
-from schemas.rows import BatchStats, RowRules
+from schemas.row_batch import RowRules
+from schemas.rows import BatchStats
 from schemas.validate.report import CHECKS, Check
 from schemas.vocab import Vocab
 

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from schemas.config import ShardConfig
 from schemas.manifest import read_manifest
-from schemas.rows import ROW_RULES, RowRules, describe_row, num_to_predict, row_findings
+from schemas.masking import num_to_predict
+from schemas.row_batch import RowRules
+from schemas.rows import ROW_RULE_NAMES, describe_row, row_findings
 from schemas.shard import ShardColumns
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 from schemas.validate.run import validate
@@ -79,7 +81,7 @@ def findings(rows, **config) -> dict[str, list[int]]:
 def test_sound_rows_pass_and_are_counted():
     bad, stats = row_findings(make_columns(sound_rows()), rules())
     assert not any(v.any() for v in bad.values())
-    assert set(bad) == set(ROW_RULES) - {"whole_words"}
+    assert set(bad) == set(ROW_RULE_NAMES) - {"whole_words"}
     assert (stats.rows, stats.tokens, stats.masked, stats.expected_masked) == (2, 15, 3, 3)
     assert (stats.units, stats.as_mask, stats.as_keep, stats.as_random) == (3, 1, 1, 1)
 
