@@ -35,11 +35,11 @@ if str(ROOT) not in sys.path:
 
 import mwparserfromhell  # noqa: E402
 
-from pipeline.documents import Tally  # noqa: E402
-from pipeline.multistream import DecompressingReader  # noqa: E402
-from pipeline.wiki_pages import iter_pages  # noqa: E402
-from pipeline.wiki_render import render_wikitext  # noqa: E402
-from pipeline.wikipedia import read_wikipedia  # noqa: E402
+from pipeline.sources.compressed import DecompressingReader  # noqa: E402
+from pipeline.sources.documents import Tally  # noqa: E402
+from pipeline.sources.wikipedia.pages import iter_pages  # noqa: E402
+from pipeline.sources.wikipedia.reader import read_wikipedia  # noqa: E402
+from pipeline.sources.wikipedia.render import render_wikitext  # noqa: E402
 
 ARTICLES = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pipeline.options import at_least
-from pipeline.readers import READERS
+from pipeline.sources.readers import READERS
 
 
 def add_input_args(ap: argparse.ArgumentParser) -> None:

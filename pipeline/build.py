@@ -13,8 +13,8 @@ from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SumCounts
 from pipeline.dedup import DedupConfig, DeduplicateChunks
 from pipeline.fsio import building_dir, write_text
+from pipeline.read_chunks import InputSpec, ReadChunks
 from pipeline.shards import Publish
-from pipeline.sources import InputSpec, ReadChunks
 from pipeline.transforms import (
     CreateInstances,
     SplitSentences,
@@ -135,7 +135,7 @@ RESUME_RECORD = "build.json"
 def resume_record(cfg: BuildConfig) -> dict:
     """All that decides the shards' bytes: the config (seed included), every input file's path,
     size and modification time, and the given vocab's digest. A resume must match it."""
-    from pipeline.sources import expand_pattern
+    from pipeline.read_chunks import expand_pattern
 
     files = []
     for spec in cfg.inputs:

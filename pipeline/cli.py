@@ -27,8 +27,8 @@ from pipeline.arguments import (
 )
 from pipeline.config import InstanceConfig, VocabConfig, default_max_predictions
 from pipeline.options import at_least
-from pipeline.readers import READERS
-from pipeline.sources import InputSpec, expand_pattern
+from pipeline.read_chunks import InputSpec, expand_pattern
+from pipeline.sources.readers import READERS
 
 
 def parse_inputs(values: list[str], default_format: str) -> tuple[InputSpec, ...]:
@@ -45,7 +45,7 @@ def parse_inputs(values: list[str], default_format: str) -> tuple[InputSpec, ...
 
 def check_inputs(cfg):
     """The config with its chunk size set from the input's size; no match is refused."""
-    from pipeline.sources import chunk_bytes_for, input_bytes
+    from pipeline.read_chunks import chunk_bytes_for, input_bytes
 
     for spec in cfg.inputs:
         if not expand_pattern(spec):
@@ -117,8 +117,8 @@ def run_build(args, beam_args: list[str]) -> int:
         check_output,
         text_bytes,
     )
+    from pipeline.read_chunks import input_files
     from pipeline.runner import pipeline_options, run_pipeline
-    from pipeline.sources import input_files
     from schemas.manifest import Manifest
 
     try:
@@ -163,7 +163,7 @@ def progress_line(cfg, interval: float):
     from pipeline.build import temp_area
     from pipeline.fsio import building_dir
     from pipeline.progress import ProgressLine
-    from pipeline.sources import input_bytes
+    from pipeline.read_chunks import input_bytes
 
     if interval <= 0:
         return None
@@ -193,8 +193,8 @@ def run_vocab(args, beam_args: list[str]) -> int:
 
     from pipeline.build import BuildConfig
     from pipeline.fsio import write_text
+    from pipeline.read_chunks import ReadChunks
     from pipeline.runner import make_pipeline, pipeline_options
-    from pipeline.sources import ReadChunks
     from pipeline.tokenize import tokenizer_json
     from pipeline.transforms import SplitSentences, TrainVocab
 
@@ -219,8 +219,8 @@ def run_punkt(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
     from pipeline.fsio import write_text
+    from pipeline.read_chunks import ReadChunks
     from pipeline.runner import make_pipeline, pipeline_options
-    from pipeline.sources import ReadChunks
     from pipeline.transforms import TrainPunkt
 
     cfg = build_config(args)

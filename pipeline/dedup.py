@@ -22,8 +22,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import COUNTS, SEP, CountingDoFn
-from pipeline.documents import Document, Tally
-from pipeline.sources import rendered
+from pipeline.sources.documents import Document, Tally
+from pipeline.sources.wikipedia.reader import rendered
 from pipeline.spill import Chunk, read_documents, write_documents
 
 

@@ -25,10 +25,10 @@ import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.documents import Document
 from pipeline.fsio import atomic_create
 from pipeline.instances import TokenizedDoc
-from pipeline.wiki_pages import WikiPage
+from pipeline.sources.documents import Document
+from pipeline.sources.wikipedia.pages import WikiPage
 
 UNIT_BATCH_ROWS = 256  # a bucket reads whole record batches: small ones waste little
 

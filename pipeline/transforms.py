@@ -15,7 +15,6 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SEP
-from pipeline.documents import BadInputError, Document, Tally
 from pipeline.instances import (
     FORCED_ACTUAL,
     FORCED_RANDOM,
@@ -34,7 +33,8 @@ from pipeline.sentences import (
     train_parameters,
 )
 from pipeline.shards import finished_bucket, rows_to_columns, write_bucket_shard
-from pipeline.sources import rendered
+from pipeline.sources.documents import BadInputError, Document, Tally
+from pipeline.sources.wikipedia.reader import rendered
 from pipeline.spill import (
     Chunk,
     finished,

@@ -20,12 +20,13 @@ import tracemalloc
 
 import pytest
 
-from pipeline.documents import BadInputError, Tally
-from pipeline.jsonl import MAX_RECORD_BYTES, read_jsonl
-from pipeline.multistream import DecompressingReader
-from pipeline.text_formats import read_book, read_text
-from pipeline.wiki_split import PageSplitter
-from pipeline.wikipedia import read_wikipedia
+from pipeline.sources.books import read_book
+from pipeline.sources.compressed import DecompressingReader
+from pipeline.sources.documents import BadInputError, Tally
+from pipeline.sources.jsonl import MAX_RECORD_BYTES, read_jsonl
+from pipeline.sources.text import read_text
+from pipeline.sources.wikipedia.reader import read_wikipedia
+from pipeline.sources.wikipedia.split import PageSplitter
 from schemas import ShardSet
 from tests.conftest import build_shards
 from tests.pipeline.test_wikipedia import export, page_xml

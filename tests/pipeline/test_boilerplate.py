@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.boilerplate import (
-    PrefixedReader,
+from pipeline.sources.books import (
     back_matter_start,
     front_matter_end,
-    looks_binary,
+    read_book,
     strip_boilerplate,
 )
-from pipeline.documents import BadInputError, Tally
-from pipeline.text_formats import read_book
+from pipeline.sources.documents import BadInputError, Tally
+from pipeline.sources.streams import PrefixedReader, looks_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 STORY = [f"Paragraph {i} of the story, in which something quietly happens." for i in range(40)]

@@ -13,8 +13,8 @@ import pytest
 
 from pipeline.build import BuildConfig, build
 from pipeline.dedup import DedupConfig
+from pipeline.read_chunks import InputSpec
 from pipeline.runner import make_pipeline, pipeline_options
-from pipeline.sources import InputSpec
 
 pytest.importorskip(
     "apache_beam.runners.dataflow.internal.apiclient",

@@ -19,8 +19,8 @@ from pipeline.dedup import (
     paragraph_refs,
     remove_paragraphs,
 )
-from pipeline.documents import Document
 from pipeline.runner import make_pipeline, pipeline_options
+from pipeline.sources.documents import Document
 
 LICENCE = "This ebook is licensed for your personal enjoyment only and may not be re-sold."
 BLURB = "Jane Example lives by the sea with two cats and writes stories about lighthouses."

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 
-from pipeline.documents import Tally, iter_lines
-from pipeline.text_formats import read_book, read_text
+from pipeline.sources.books import read_book
+from pipeline.sources.documents import Tally
+from pipeline.sources.streams import iter_lines
+from pipeline.sources.text import read_text
 
 
 def test_text_format_blocks_are_documents():

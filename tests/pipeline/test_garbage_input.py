@@ -8,9 +8,10 @@ import io
 
 import pytest
 
-from pipeline.documents import BadInputError, Tally
-from pipeline.jsonl import read_jsonl
-from pipeline.text_formats import read_book, read_text
+from pipeline.sources.books import read_book
+from pipeline.sources.documents import BadInputError, Tally
+from pipeline.sources.jsonl import read_jsonl
+from pipeline.sources.text import read_text
 
 PROSE = "Ünïcode läuft gut.\nZweiter Satz hier.\n\nA second document.\nWith two lines.\n"
 
@@ -64,12 +65,12 @@ def test_an_empty_text_file_is_counted_as_such():
 
 
 def test_a_book_of_one_overlong_line_is_not_an_empty_file(monkeypatch):
-    import pipeline.documents as documents
-    import pipeline.text_formats as text_formats
+    import pipeline.sources.books as books
+    import pipeline.sources.streams as streams
 
-    monkeypatch.setattr(documents, "DEFAULT_MAX_LINE_BYTES", 100)
-    original = documents.iter_lines
-    monkeypatch.setattr(text_formats, "iter_lines", lambda f, t: original(f, t, 100))
+    monkeypatch.setattr(streams, "DEFAULT_MAX_LINE_BYTES", 100)
+    original = streams.iter_lines
+    monkeypatch.setattr(books, "iter_lines", lambda f, t: original(f, t, 100))
     docs, counts = read(read_book, b"word " * 1000)
     assert docs == []
     assert counts["documents_dropped.only_overlong_lines"] == 1

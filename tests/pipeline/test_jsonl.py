@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from pipeline.documents import BadInputError, Document, Tally
-from pipeline.jsonl import numbered_lines, read_jsonl, text_paragraphs
-from pipeline.readers import READERS
+from pipeline.sources.documents import BadInputError, Document, Tally
+from pipeline.sources.jsonl import numbered_lines, read_jsonl, text_paragraphs
+from pipeline.sources.readers import READERS
 
 
 def jsonl(*records) -> bytes:

@@ -12,10 +12,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import merge_counts
-from pipeline.documents import Document
 from pipeline.instances import TokenizedDoc
 from pipeline.keys import stable_hash
-from pipeline.sources import InputSpec, ReadChunks
+from pipeline.read_chunks import InputSpec, ReadChunks
+from pipeline.sources.documents import Document
 from pipeline.spill import (
     Chunk,
     hash_range,
@@ -203,8 +203,8 @@ def test_dofns_pickle_round_trip():
 
 
 def test_small_files_are_read_together_up_to_the_chunk_size():
-    from pipeline.multistream import Span
-    from pipeline.sources import pack_reads
+    from pipeline.read_chunks import pack_reads
+    from pipeline.sources.wikipedia.spans import Span
 
     def item(path, span=None):
         return ("text", path, path, span)

@@ -11,9 +11,13 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.documents import Document, Tally
-from pipeline.multistream import (
-    DecompressingReader,
+from pipeline.sources.compressed import DecompressingReader
+from pipeline.sources.documents import Document, Tally
+from pipeline.sources.readers import READERS
+from pipeline.sources.wikipedia.pages import WikiPage, iter_pages
+from pipeline.sources.wikipedia.reader import read_wikipedia
+from pipeline.sources.wikipedia.render import render_wikitext
+from pipeline.sources.wikipedia.spans import (
     Span,
     plan_spans,
     plan_wikipedia,
@@ -21,11 +25,7 @@ from pipeline.multistream import (
     read_span,
     stream_offsets,
 )
-from pipeline.readers import READERS
-from pipeline.wiki_pages import WikiPage, iter_pages
-from pipeline.wiki_render import render_wikitext
-from pipeline.wiki_split import PageSplitter
-from pipeline.wikipedia import read_wikipedia
+from pipeline.sources.wikipedia.split import PageSplitter
 from tests.pipeline.wikidata import (
     ARTICLES,
     BULGARIAN,
@@ -306,10 +306,11 @@ def test_beam_reads_a_multistream_dump_in_spans_like_the_whole_file(tmp_path, mo
     import apache_beam as beam
     from apache_beam.testing.util import assert_that, equal_to
 
-    import pipeline.multistream
+    import pipeline.sources.wikipedia.spans as wiki_spans
     from pipeline.counting import SumCounts
+    from pipeline.read_chunks import InputSpec, ReadChunks, plan_reads
     from pipeline.runner import make_pipeline, pipeline_options
-    from pipeline.sources import InputSpec, ReadChunks, plan_reads, rendered
+    from pipeline.sources.wikipedia.reader import rendered
     from pipeline.spill import read_documents
 
     xml = gensim_xml(TABLE_MARKUP)
@@ -317,7 +318,7 @@ def test_beam_reads_a_multistream_dump_in_spans_like_the_whole_file(tmp_path, mo
     path = tmp_path / "enwiki-20240101-pages-articles-multistream.xml.bz2"
     path.write_bytes(dump)
     (tmp_path / "enwiki-20240101-pages-articles-multistream-index.txt.bz2").write_bytes(index)
-    monkeypatch.setattr(pipeline.multistream, "SPAN_BYTES", 1)  # a span per stream
+    monkeypatch.setattr(wiki_spans, "SPAN_BYTES", 1)  # a span per stream
     spans = [item[3] for item in plan_reads(("wikipedia", str(path), path.name))]
     assert len(spans) == 5 and all(isinstance(s, Span) for s in spans)
     expected = list(read_wikipedia(io.BytesIO(xml), "x", Tally()))

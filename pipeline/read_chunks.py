@@ -5,7 +5,9 @@ decompressed by extension, and a truncated one is an error). A reader's document
 files of bounded size (`pipeline.spill`), and only the small `Chunk` records go on, so the
 stages after reading spread over workers without the corpus passing through the runner.
 Wikipedia dumps with a multistream index, and large uncompressed exports, are cut into spans
-read in parallel (`pipeline.multistream`); Wikipedia pages are rendered in the next stage.
+read in parallel (`pipeline.sources.wikipedia.spans`); Wikipedia pages are rendered in the next
+stage (`pipeline.sources.wikipedia.reader.rendered`). The readers themselves are plain Python, in
+`pipeline.sources`.
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import SEP
-from pipeline.documents import BadInputError, Document, Tally
 from pipeline.keys import stable_hash
-from pipeline.multistream import is_index, plan_wikipedia, read_input
 from pipeline.progress import read_marker, write_marker
-from pipeline.readers import READERS
+from pipeline.sources.documents import BadInputError, Document, Tally
+from pipeline.sources.readers import READERS, read_input
+from pipeline.sources.wikipedia.pages import WikiPage
+from pipeline.sources.wikipedia.spans import is_index, plan_wikipedia
 from pipeline.spill import Chunk, write_documents
-from pipeline.wiki_pages import WikiPage
-from pipeline.wikipedia import page_document
 
 GLOB_CHARS = "*?["
 
@@ -293,19 +294,6 @@ def pack_reads(sized: list, chunk_bytes: int) -> list[tuple]:
     if current:
         groups.append(tuple(current))
     return groups
-
-
-def rendered(items, tally: Tally):
-    """Documents of a chunk, Wikipedia pages rendered here (the costly part of reading them,
-    so it runs where the chunks are spread over workers); `tally` counts the rendering."""
-    for item in items:
-        if not isinstance(item, WikiPage):
-            yield item
-            continue
-        doc = page_document(item, tally, "wikipedia")
-        if doc is not None:
-            tally.inc("documents_read")
-            yield doc
 
 
 class ReadChunks(beam.PTransform):

@@ -1,16 +1,16 @@
 """Rendered article text -> paragraphs of prose: markup leftovers cleaned, residue dropped.
 
-The renderer (`pipeline.wiki_render`) keeps the text of the constructs it understands; what
-it leaves is cleaned here line by line. A line that still holds markup is dropped and counted
-(`wiki_lines_dropped.markup_residue`), as is a paragraph that is a caption or label rather than
-prose (`wiki_paragraphs_dropped.fragment`).
+The renderer (`pipeline.sources.wikipedia.render`) keeps the text of the constructs it
+understands; what it leaves is cleaned here line by line. A line that still holds markup is
+dropped and counted (`wiki_lines_dropped.markup_residue`), as is a paragraph that is a caption
+or label rather than prose (`wiki_paragraphs_dropped.fragment`).
 """
 
 from __future__ import annotations
 
 import re
 
-from pipeline.documents import Tally
+from pipeline.sources.documents import Tally
 
 MIN_WORDS = 4  # shorter paragraphs are kept only when they end like a sentence
 SENTENCE_ENDS = tuple(".!?\"'”’…)")

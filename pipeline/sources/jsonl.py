@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipeline.boilerplate import text_stream
-from pipeline.documents import CHUNK_BYTES, Document, Tally, decode
+from pipeline.sources.documents import Document, Tally
+from pipeline.sources.streams import CHUNK_BYTES, decode, text_stream
 
 MAX_RECORD_BYTES = 32 << 20  # a longer line is skipped and counted, never held whole
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")

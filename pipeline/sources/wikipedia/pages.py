@@ -1,9 +1,9 @@
 """Page chunks of a MediaWiki XML export -> `WikiPage` articles (namespace 0, not redirects).
 
-Each `<page>` chunk from `pipeline.wiki_split` is parsed on its own, so a malformed page is
-one bad record. Pages that are not articles (other namespaces, redirects) are counted
-(`wiki_pages_skipped.*`), not dropped: they were never documents. `iter_pages` reads a whole
-export; `iter_span_pages` reads any run of whole pages, such as the bz2 streams of a
+Each `<page>` chunk from `pipeline.sources.wikipedia.split` is parsed on its own, so a
+malformed page is one bad record. Pages that are not articles (other namespaces, redirects) are
+counted (`wiki_pages_skipped.*`), not dropped: they were never documents. `iter_pages` reads a
+whole export; `iter_span_pages` reads any run of whole pages, such as the bz2 streams of a
 `-multistream` dump, with the dump's `Siteinfo` read once from its header.
 """
 
@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from pipeline.documents import BadInputError, Tally, decode
-from pipeline.wiki_split import MAX_PAGE_BYTES, PageSplitter, as_utf8
+from pipeline.sources.documents import BadInputError, Tally
+from pipeline.sources.streams import decode
+from pipeline.sources.wikipedia.split import MAX_PAGE_BYTES, PageSplitter, as_utf8
 
 # Namespace prefixes whose links are not prose; a dump's own (localised) names are added.
 NON_PROSE_PREFIXES = frozenset({"file", "image", "media", "category"})

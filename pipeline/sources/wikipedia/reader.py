@@ -1,16 +1,17 @@
 """MediaWiki XML exports -> one `Document` per article, in bounded memory.
 
 Reading is split in two so that the costly half can run anywhere:
-- `iter_pages` (`pipeline.wiki_pages`, over `pipeline.wiki_split`) scans the (decompressed)
+- `iter_pages` (`pipeline.sources.wikipedia.pages`, over `.split`) scans the (decompressed)
   XML byte stream for `<page>...</page>` chunks, never holding more than one page, parses each
   chunk on its own (a malformed page is one bad record, not the end of the file) and keeps
   articles only: namespace 0, not redirects. It works on a whole export and on any run of
-  whole pages, such as the bz2 streams of a `-multistream` dump.
-- `render_wikitext` (`pipeline.wiki_render`, then `pipeline.wiki_prose`) turns one article's
+  whole pages, such as the bz2 streams of a `-multistream` dump (`.spans`).
+- `render_wikitext` (`pipeline.sources.wikipedia.render`, then `.prose`) turns one article's
   wikitext into paragraphs of running prose with `mwparserfromhell`'s token stream.
 
-This module joins the two (`read_wikipedia`, `page_document`); each name is imported from the
-module that defines it. Ids are `wikipedia:<page id>`.
+This module joins the two (`read_wikipedia`, `page_document`, and `rendered` for the pages of
+a chunk read earlier); each name is imported from the module that defines it. Ids are
+`wikipedia:<page id>`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipeline.documents import Document, Tally
-from pipeline.wiki_pages import WikiPage, iter_pages
-from pipeline.wiki_render import render_wikitext
+from pipeline.sources.documents import Document, Tally
+from pipeline.sources.wikipedia.pages import WikiPage, iter_pages
+from pipeline.sources.wikipedia.render import render_wikitext
 
 
 def page_document(page: WikiPage, tally: Tally, source: str = "wikipedia") -> Document | None:
@@ -43,4 +44,17 @@ def read_wikipedia(
     for page in iter_pages(f, rel, tally):
         doc = page_document(page, tally, source)
         if doc is not None:
+            yield doc
+
+
+def rendered(items, tally: Tally):
+    """Documents of a chunk, Wikipedia pages rendered here (the costly part of reading them,
+    so it runs where the chunks are spread over workers); `tally` counts the rendering."""
+    for item in items:
+        if not isinstance(item, WikiPage):
+            yield item
+            continue
+        doc = page_document(item, tally, "wikipedia")
+        if doc is not None:
+            tally.inc("documents_read")
             yield doc

@@ -1,7 +1,9 @@
-"""Books as distributed: what is not the book's prose, recognised and dropped (counted).
+"""Books: one book per file (`read_book`), and what is not the book's prose, recognised and
+dropped (counted).
 
 - Binary files among the `.txt` files (NUL bytes, or many control characters in the first
-  8 KiB): a bad input file, so the run stops naming it unless it skips bad input.
+  8 KiB): a bad input file, so the run stops naming it unless it skips bad input
+  (`pipeline.sources.streams`).
 - Front matter: licence and edition notes (Smashwords' "License Notes", copyright lines, ISBN,
   "all rights reserved", "this is a work of fiction", a table of contents) within the first
   paragraphs: everything up to the last such paragraph, then any headings or contents entries
@@ -19,18 +21,14 @@ itself cannot take the story with it.
 
 from __future__ import annotations
 
-import codecs
 import re
-from typing import TYPE_CHECKING, BinaryIO
+from collections.abc import Iterator
+from typing import BinaryIO
 
-if TYPE_CHECKING:
-    from pipeline.documents import Tally
+from pipeline.sources.documents import Document, Tally
+from pipeline.sources.streams import iter_lines, text_stream
 
-SNIFF_BYTES = 8192
-MAX_CONTROL_SHARE = 0.1  # of the sniffed bytes; text has tabs and newlines, almost nothing else
 EDGE_WINDOW = 50  # paragraphs searched at each end, at most a quarter of the book
-_TEXT_CONTROLS = frozenset(b"\t\n\r\f\v\x1b")
-_CONTROL = bytes(b for b in range(32) if b not in _TEXT_CONTROLS) + b"\x7f"
 
 # Phrases that licence, edition and shop pages use and stories almost never do.
 _LICENCE = (
@@ -65,92 +63,36 @@ _BACK_ANYWHERE = re.compile(
 _TEXT_START = re.compile(r"^\*{3}\s*START OF (?:THE|THIS)\b", re.IGNORECASE)
 _TEXT_END = re.compile(r"^\*{3}\s*END OF (?:THE|THIS)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?]")
+_SPACE = re.compile(r"\s+")
 
 
-class PrefixedReader:
-    """`head` then the rest of `f`: lets a reader look at a stream's first bytes."""
-
-    def __init__(self, head: bytes, f: BinaryIO):
-        self._head, self._f = head, f
-
-    def read(self, n: int = -1) -> bytes:
-        if not self._head:
-            return self._f.read(n)
-        if n is None or n < 0:
-            out, self._head = self._head, b""
-            return out + self._f.read()
-        out, self._head = self._head[:n], self._head[n:]
-        return out + self._f.read(n - len(out)) if len(out) < n else out
-
-
-_BOMS = (  # UTF-32 before UTF-16: their byte-order marks start alike
-    (b"\xff\xfe\x00\x00", "utf-32-le"),
-    (b"\x00\x00\xfe\xff", "utf-32-be"),
-    (b"\xff\xfe", "utf-16-le"),
-    (b"\xfe\xff", "utf-16-be"),
-)
-_MAGIC = (
-    (b"\x1f\x8b", "gzip"),
-    (b"BZh", "bzip2"),
-    (b"PK\x03\x04", "zip"),
-    (b"\xfd7zXZ\x00", "xz"),
-    (b"(\xb5/\xfd", "zstd"),
-    (b"%PDF-", "PDF"),
-)
-MAX_BAD_SHARE = 0.01  # NUL bytes or undecodable UTF-8 in the sniffed bytes: a binary file
-
-
-def looks_binary(head: bytes) -> bool:
-    """Many NUL bytes, more control characters than text ever holds, or bytes that are not
-    UTF-8 (the last few may be a character cut by the sniff)."""
-    if not head:
-        return False
-    if head.count(b"\0") > max(3, MAX_BAD_SHARE * len(head)):
-        return True
-    controls = len(head) - len(head.translate(None, _CONTROL))
-    if controls / len(head) > MAX_CONTROL_SHARE:
-        return True
-    undecodable = head.decode("utf-8", errors="replace").count("\ufffd") - head.count(
-        b"\xef\xbf\xbd"
-    )
-    return undecodable > max(3, MAX_BAD_SHARE * len(head))
-
-
-class TranscodingReader:
-    """A UTF-16 or UTF-32 stream (found by its byte-order mark) read as UTF-8 bytes."""
-
-    def __init__(self, head: bytes, f: BinaryIO, encoding: str):
-        self._head, self._f = head, f
-        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-
-    def read(self, n: int = -1) -> bytes:
-        raw, self._head = (self._head or self._f.read(n)), b""
-        return self._decoder.decode(raw, final=not raw).encode("utf-8")
-
-
-def text_stream(f: BinaryIO, rel: str, tally: Tally) -> BinaryIO | None:
-    """The stream to read as UTF-8 text, or None when it is binary (a bad record, see
-    `Tally.bad`). A UTF-8 byte-order mark is dropped; UTF-16/32 with one is decoded."""
-    head = f.read(SNIFF_BYTES)
-    if head.startswith(b"\xef\xbb\xbf"):
-        return PrefixedReader(head[3:], f)
-    for bom, encoding in _BOMS:
-        if head.startswith(bom):
-            tally.inc(f"files_decoded.{encoding}")
-            return TranscodingReader(head[len(bom) :], f, encoding)
-    kind = next((name for magic, name in _MAGIC if head.startswith(magic)), None)
-    if kind is not None:
-        tally.bad(
-            "binary_file",
-            rel,
-            f"a {kind} file, not text (compressed inputs are read by their extension: "
-            "name it .gz or .bz2, or decompress it)",
-        )
-        return None
-    if looks_binary(head):
-        tally.bad("binary_file", rel, "a binary file, not UTF-8 text")
-        return None
-    return PrefixedReader(head, f)
+def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Iterator[Document]:
+    """One book per file; paragraphs split on blank lines, lines inside a paragraph joined.
+    A file with no text at all is dropped (counted as `documents_dropped.empty_file`); a
+    binary file is a bad record; front and back matter are stripped (`strip_boilerplate`)."""
+    f = text_stream(f, rel, tally)
+    if f is None:
+        return
+    paragraphs: list[str] = []
+    current: list[str] = []
+    too_long = tally.counts["lines_dropped.too_long"]
+    for line in iter_lines(f, tally):
+        if line.strip():
+            current.append(line.strip())
+        elif current:
+            paragraphs.append(_SPACE.sub(" ", " ".join(current)))
+            current = []
+    if current:
+        paragraphs.append(_SPACE.sub(" ", " ".join(current)))
+    if not paragraphs:  # a book of overlong lines only is not an empty file
+        overlong = tally.counts["lines_dropped.too_long"] > too_long
+        tally.drop("only_overlong_lines" if overlong else "empty_file")
+        return
+    paragraphs = strip_boilerplate(paragraphs, tally)
+    if not paragraphs:
+        tally.drop("books_no_prose")
+        return
+    yield Document(f"{source}:{rel}", source, tuple(paragraphs))
 
 
 def front_matter_end(paragraphs: list[str]) -> int:

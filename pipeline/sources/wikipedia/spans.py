@@ -1,125 +1,28 @@
-"""Compressed inputs read safely, and large inputs read by many workers at once.
+"""Large Wikipedia inputs read by many workers at once, each a span of the file.
 
-Checked decompression: Beam's own decompressing reader stops without a word where a `.bz2`
-or `.gz` file was cut short (it returns what it has and reports end of file), and it inflates a
-whole compressed buffer at once. `DecompressingReader` decompresses in bounded pieces, follows
-concatenated streams, and raises `BadInputError` naming the file when the data ends inside a
-stream or is corrupt.
-
-Split reads (`Span`): Wikipedia's `-multistream` dumps are concatenations of bz2 streams of 100
-pages each, and their `-multistream-index.txt.bz2` gives each stream's byte offset. Groups of
-whole streams are independent: `plan_spans` cuts a dump into spans of about `target_bytes` that
-workers decompress and parse in parallel. An uncompressed `.xml` export is split the same way at
-arbitrary offsets: a span owns the pages whose `<page>` tag starts inside it.
+Wikipedia's `-multistream` dumps are concatenations of bz2 streams of 100 pages each, and their
+`-multistream-index.txt.bz2` gives each stream's byte offset. Groups of whole streams are
+independent: `plan_spans` cuts a dump into spans of about `target_bytes` that workers decompress
+and parse in parallel. An uncompressed `.xml` export is split the same way at arbitrary offsets:
+a span owns the pages whose `<page>` tag starts inside it.
 """
 
 from __future__ import annotations
 
-import bz2
-import lzma
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from pipeline.documents import CHUNK_BYTES, BadInputError, Document, Tally, iter_lines
-from pipeline.readers import READERS
-from pipeline.wiki_pages import WikiPage, iter_pages, iter_span_pages, parse_siteinfo
-from pipeline.wiki_split import MAX_HEADER_BYTES
+from pipeline.sources.compressed import DecompressingReader, compression_of
+from pipeline.sources.documents import BadInputError, Tally
+from pipeline.sources.streams import CHUNK_BYTES, iter_lines
+from pipeline.sources.wikipedia.pages import WikiPage, iter_span_pages, parse_siteinfo
+from pipeline.sources.wikipedia.split import MAX_HEADER_BYTES
 
-COMPRESSED = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
 SPAN_BYTES = 64 << 20  # compressed bytes per span of a multistream dump (~250 MB of XML)
 XML_SPAN_BYTES = 256 << 20  # bytes per span of an uncompressed export
 INDEX_SUFFIX = "-index.txt.bz2"
 MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
-
-
-def compression_of(path: str) -> str | None:
-    """'bz2', 'gzip', 'xz', or None for a file that is read as it is."""
-    for suffix, kind in COMPRESSED.items():
-        if path.endswith(suffix):
-            return kind
-    return None
-
-
-class _Gzip:
-    """zlib's decompressor with the interface bz2's and lzma's share."""
-
-    def __init__(self):
-        self._d = zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
-        self._tail = b""
-
-    def decompress(self, data: bytes, max_length: int) -> bytes:
-        out = self._d.decompress(self._tail + data, max_length)
-        self._tail = self._d.unconsumed_tail
-        return out
-
-    @property
-    def needs_input(self) -> bool:
-        return not self._tail
-
-    @property
-    def eof(self) -> bool:
-        return self._d.eof
-
-    @property
-    def unused_data(self) -> bytes:
-        return self._d.unused_data
-
-
-DECOMPRESSORS = {"bz2": bz2.BZ2Decompressor, "gzip": _Gzip, "xz": lzma.LZMADecompressor}
-
-
-class DecompressingReader:
-    """A file-like `read(n)` over compressed bytes, `n` bytes of output at most per call.
-
-    Concatenated streams are read one after another (pbzip2, `-multistream` dumps, `cat a.gz
-    b.gz`). An input that ends inside a stream, or holds bytes that do not decompress, raises
-    `BadInputError` naming the file; an empty input reads as empty.
-    """
-
-    def __init__(self, raw: BinaryIO, kind: str, name: str):
-        self._raw, self._kind, self._name = raw, kind, name
-        self._new = DECOMPRESSORS[kind]
-        self._dec = self._new()
-        self._in = b""
-        self._fed = False  # the current stream has been given input
-        self._done = False
-
-    def read(self, n: int = CHUNK_BYTES) -> bytes:
-        n = CHUNK_BYTES if n is None or n < 0 else n
-        while not self._done:
-            if self._dec.eof:  # one stream ended: another may follow
-                self._in = self._dec.unused_data + self._in
-                if not self._in and not self._fill():
-                    self._done = True
-                    break
-                self._dec, self._fed = self._new(), False
-            data = b""
-            if self._dec.needs_input:
-                if not self._in and not self._fill():
-                    if self._fed:
-                        raise BadInputError(
-                            f"{self._name}: the {self._kind} data ends inside a compressed "
-                            "stream; the file is truncated"
-                        )
-                    self._done = True
-                    break
-                data, self._in, self._fed = self._in, b"", True
-            try:
-                out = self._dec.decompress(data, n)
-            except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
-                raise BadInputError(f"{self._name}: corrupt {self._kind} data ({e})") from e
-            if out:
-                return out
-        return b""
-
-    def _fill(self) -> bool:
-        self._in = self._raw.read(CHUNK_BYTES)
-        return bool(self._in)
-
-    def close(self) -> None:
-        self._raw.close()
 
 
 class BoundedReader:
@@ -135,12 +38,6 @@ class BoundedReader:
         data = self._raw.read(min(n, self._left)) if self._left > 0 else b""
         self._left -= len(data)
         return data
-
-
-def decompressed(raw: BinaryIO, name: str) -> BinaryIO:
-    """`raw` itself, or a checked decompressing view when `name` has a compressed suffix."""
-    kind = compression_of(name)
-    return DecompressingReader(raw, kind, name) if kind else raw
 
 
 @dataclass(frozen=True)
@@ -256,18 +153,3 @@ def _read_header(f) -> bytes:
         if not chunk:
             break
     return header[:MAX_HEADER_BYTES]
-
-
-def read_input(item: tuple, tally: Tally, open_raw) -> Iterator[Document | WikiPage]:
-    """What one read step yields for `(format, path, rel, span)`: documents, or for Wikipedia
-    the pages (rendered later, after they are spread over workers: rendering is the costly
-    part). `open_raw(path)` opens a file without decompression; compressed files are
-    decompressed here, checked (see `DecompressingReader`)."""
-    fmt, path, rel, span = item
-    with open_raw(path) as raw:
-        if span is not None:
-            yield from read_span(raw, rel, span, tally)
-        elif fmt == "wikipedia":
-            yield from iter_pages(decompressed(raw, path), rel, tally)
-        else:
-            yield from READERS[fmt](decompressed(raw, path), rel, tally, source=fmt)

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from pipeline.boilerplate import PrefixedReader
-from pipeline.documents import CHUNK_BYTES, BadInputError
+from pipeline.sources.documents import BadInputError
+from pipeline.sources.streams import CHUNK_BYTES, PrefixedReader
 
 MAX_PAGE_BYTES = 32 << 20  # articles hold a few MB of wikitext at most; beyond: skipped
 MAX_HEADER_BYTES = 4 << 20  # <mediawiki><siteinfo>...; no <page> by then: not an export

@@ -6,8 +6,8 @@ tables. The renderer walks the parser's token stream rather than its node tree: 
 without the tree building that dominates `mwparserfromhell.parse` (about 3x faster, see
 bench/wiki_bench). Templates, infoboxes, tables, references, files and images, categories,
 interlanguage links, comments, headings, lists and preformatted text are dropped; link text
-and a few inline templates are kept; entities are decoded. `pipeline.wiki_prose` then cuts
-the text into paragraphs of prose.
+and a few inline templates are kept; entities are decoded. `pipeline.sources.wikipedia.prose`
+then cuts the text into paragraphs of prose.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from mwparserfromhell.parser import CTokenizer, tokens
 from mwparserfromhell.parser.tokenizer import Tokenizer
 
-from pipeline.documents import Tally
-from pipeline.wiki_pages import NON_PROSE_PREFIXES
-from pipeline.wiki_prose import prose_paragraphs
+from pipeline.sources.documents import Tally
+from pipeline.sources.wikipedia.pages import NON_PROSE_PREFIXES
+from pipeline.sources.wikipedia.prose import prose_paragraphs
 
 DROP_TAGS = frozenset(
     "ref references table gallery math chem ce pre nowiki code source syntaxhighlight timeline "

@@ -1,0 +1,54 @@
+"""Documents and the counts readers keep: what every reader yields, and its tally.
+
+A reader (one module per format in `pipeline.sources`, named by format in
+`pipeline.sources.readers`) takes a binary file object, the file's path relative to its input
+root (which makes document ids stable, whatever the worker or the reading order) and a `Tally`
+for counts, and yields `Document`s in reading order. This module imports none of them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str  # stable: source + the document's own identity (relative path, block, page id)
+    source: str  # the input format or label it came from ("books", "text", ...)
+    paragraphs: tuple[str, ...]  # reading order, running prose only
+    presplit: bool = False  # True: each paragraph is already one sentence (reference format)
+
+
+class BadInputError(ValueError):
+    """Input that is not what its format promises; the message names the file and the place."""
+
+
+@dataclass
+class Tally:
+    """Counts of what was read, kept and dropped (by reason); merged into the manifest.
+
+    `drop` is for a reader that skips a whole document (a malformed page or record): it is
+    counted as read and as dropped, so that read = used + dropped holds. Other things (lines,
+    paragraphs, bytes) are counted with `inc`.
+    """
+
+    counts: Counter = field(default_factory=Counter)
+    skip_bad_input: bool = False  # bad records: skip and count, instead of stopping the run
+
+    def inc(self, name: str, n: int = 1) -> None:
+        self.counts[name] += n
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.counts["documents_read"] += n
+        self.counts[f"documents_dropped.{reason}"] += n
+
+    def bad(self, reason: str, where: str, detail: str, n: int = 1) -> None:
+        """A malformed record (page, JSON line, binary book): dropped and counted when the run
+        skips bad input, else the run stops here, naming the file and the place."""
+        if not self.skip_bad_input:
+            raise BadInputError(
+                f"{where}: {detail}. Fix or remove it, or pass --skip-bad-input (make: "
+                "ARGS=--skip-bad-input) to skip and count such input"
+            )
+        self.drop(reason, n)

@@ -1,0 +1,33 @@
+"""The input formats by name: each maps to a reader `(file, relative path, tally, source)`
+yielding documents (see `pipeline.sources.documents`); `read_input` reads one planned item of
+any format, compressed or not, whole or a span."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pipeline.sources.books import read_book
+from pipeline.sources.compressed import decompressed
+from pipeline.sources.documents import Document, Tally
+from pipeline.sources.jsonl import read_jsonl
+from pipeline.sources.text import read_text
+from pipeline.sources.wikipedia.pages import WikiPage, iter_pages
+from pipeline.sources.wikipedia.reader import read_wikipedia
+from pipeline.sources.wikipedia.spans import read_span
+
+READERS = {"text": read_text, "books": read_book, "wikipedia": read_wikipedia, "jsonl": read_jsonl}
+
+
+def read_input(item: tuple, tally: Tally, open_raw) -> Iterator[Document | WikiPage]:
+    """What one read step yields for `(format, path, rel, span)`: documents, or for Wikipedia
+    the pages (rendered later, after they are spread over workers: rendering is the costly
+    part). `open_raw(path)` opens a file without decompression; compressed files are
+    decompressed here, checked (see `DecompressingReader`)."""
+    fmt, path, rel, span = item
+    with open_raw(path) as raw:
+        if span is not None:
+            yield from read_span(raw, rel, span, tally)
+        elif fmt == "wikipedia":
+            yield from iter_pages(decompressed(raw, path), rel, tally)
+        else:
+            yield from READERS[fmt](decompressed(raw, path), rel, tally, source=fmt)

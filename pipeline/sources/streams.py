@@ -1,0 +1,154 @@
+"""Input bytes read as text: what a reader sees before its first line, and the lines.
+
+`text_stream` sniffs a file's first bytes: a UTF-8 byte-order mark is dropped, UTF-16/32 with
+one is decoded, and a binary file (compressed, PDF, NUL bytes, many control characters, bytes
+that are not UTF-8) is a bad record. `iter_lines` then yields decoded lines in bounded memory,
+skipping (and counting) a line too long to hold. `PrefixedReader` lets any reader look at a
+stream's first bytes and still read them.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from pipeline.sources.documents import Tally
+
+CHUNK_BYTES = 1 << 20
+DEFAULT_MAX_LINE_BYTES = 1 << 20  # longer lines are skipped and counted, never buffered whole
+
+SNIFF_BYTES = 8192
+MAX_CONTROL_SHARE = 0.1  # of the sniffed bytes; text has tabs and newlines, almost nothing else
+_TEXT_CONTROLS = frozenset(b"\t\n\r\f\v\x1b")
+_CONTROL = bytes(b for b in range(32) if b not in _TEXT_CONTROLS) + b"\x7f"
+
+
+class PrefixedReader:
+    """`head` then the rest of `f`: lets a reader look at a stream's first bytes."""
+
+    def __init__(self, head: bytes, f: BinaryIO):
+        self._head, self._f = head, f
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._head:
+            return self._f.read(n)
+        if n is None or n < 0:
+            out, self._head = self._head, b""
+            return out + self._f.read()
+        out, self._head = self._head[:n], self._head[n:]
+        return out + self._f.read(n - len(out)) if len(out) < n else out
+
+
+_BOMS = (  # UTF-32 before UTF-16: their byte-order marks start alike
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),
+    (b"PK\x03\x04", "zip"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"(\xb5/\xfd", "zstd"),
+    (b"%PDF-", "PDF"),
+)
+MAX_BAD_SHARE = 0.01  # NUL bytes or undecodable UTF-8 in the sniffed bytes: a binary file
+
+
+def looks_binary(head: bytes) -> bool:
+    """Many NUL bytes, more control characters than text ever holds, or bytes that are not
+    UTF-8 (the last few may be a character cut by the sniff)."""
+    if not head:
+        return False
+    if head.count(b"\0") > max(3, MAX_BAD_SHARE * len(head)):
+        return True
+    controls = len(head) - len(head.translate(None, _CONTROL))
+    if controls / len(head) > MAX_CONTROL_SHARE:
+        return True
+    undecodable = head.decode("utf-8", errors="replace").count("\ufffd") - head.count(
+        b"\xef\xbf\xbd"
+    )
+    return undecodable > max(3, MAX_BAD_SHARE * len(head))
+
+
+class TranscodingReader:
+    """A UTF-16 or UTF-32 stream (found by its byte-order mark) read as UTF-8 bytes."""
+
+    def __init__(self, head: bytes, f: BinaryIO, encoding: str):
+        self._head, self._f = head, f
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+
+    def read(self, n: int = -1) -> bytes:
+        raw, self._head = (self._head or self._f.read(n)), b""
+        return self._decoder.decode(raw, final=not raw).encode("utf-8")
+
+
+def text_stream(f: BinaryIO, rel: str, tally: Tally) -> BinaryIO | None:
+    """The stream to read as UTF-8 text, or None when it is binary (a bad record, see
+    `Tally.bad`). A UTF-8 byte-order mark is dropped; UTF-16/32 with one is decoded."""
+    head = f.read(SNIFF_BYTES)
+    if head.startswith(b"\xef\xbb\xbf"):
+        return PrefixedReader(head[3:], f)
+    for bom, encoding in _BOMS:
+        if head.startswith(bom):
+            tally.inc(f"files_decoded.{encoding}")
+            return TranscodingReader(head[len(bom) :], f, encoding)
+    kind = next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+    if kind is not None:
+        tally.bad(
+            "binary_file",
+            rel,
+            f"a {kind} file, not text (compressed inputs are read by their extension: "
+            "name it .gz or .bz2, or decompress it)",
+        )
+        return None
+    if looks_binary(head):
+        tally.bad("binary_file", rel, "a binary file, not UTF-8 text")
+        return None
+    return PrefixedReader(head, f)
+
+
+def iter_lines(
+    f: BinaryIO, tally: Tally, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[str]:
+    """Decoded lines (without the newline) in bounded memory.
+
+    Undecodable bytes become U+FFFD and are counted; a line longer than `max_line_bytes`
+    is skipped (counted as `lines_dropped.too_long`) without ever being held whole.
+    """
+    pending = b""
+    skipping = False
+    while True:
+        chunk = f.read(CHUNK_BYTES)
+        if not chunk:
+            break
+        parts = (pending + chunk).split(b"\n")
+        pending = parts.pop()
+        for raw in parts:
+            if skipping:
+                skipping = False
+                continue
+            if len(raw) > max_line_bytes:
+                tally.inc("lines_dropped.too_long")
+                continue
+            yield decode(raw, tally)
+        if len(pending) > max_line_bytes:
+            if not skipping:
+                tally.inc("lines_dropped.too_long")
+            skipping, pending = True, b""
+    if pending and not skipping:
+        yield decode(pending, tally)
+
+
+def decode(raw: bytes, tally: Tally) -> str:
+    if b"\0" in raw:  # never text; dropped and counted
+        tally.inc("nul_bytes_dropped", raw.count(b"\0"))
+        raw = raw.replace(b"\0", b"")
+    try:
+        return raw.decode("utf-8").rstrip("\r")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", errors="replace").rstrip("\r")
+        tally.inc("undecodable_bytes_replaced", text.count("\ufffd") - raw.count(b"\xef\xbf\xbd"))
+        return text
