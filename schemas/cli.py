@@ -48,6 +48,12 @@ def _parser(prog: str = "bert-schemas") -> argparse.ArgumentParser:
         "manifest.json, vocab.txt, tokenizer.json and shards/*.arrow).",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="{validate,inspect}")
+    _add_validate(sub)
+    _add_inspect(sub)
+    return p
+
+
+def _add_validate(sub) -> None:
     v = sub.add_parser(
         "validate",
         help="check every file, row and statistic; exit 0 if sound",
@@ -76,6 +82,9 @@ def _parser(prog: str = "bert-schemas") -> argparse.ArgumentParser:
         action="store_true",
         help="skip the sha256 of each shard (sizes are still compared)",
     )
+
+
+def _add_inspect(sub) -> None:
     i = sub.add_parser(
         "inspect",
         help="decoded examples and a summary with histograms",
@@ -115,7 +124,6 @@ def _parser(prog: str = "bert-schemas") -> argparse.ArgumentParser:
         help="seed of the shuffle behind the padding figure (default %(default)s)",
     )
     i.add_argument("--no-summary", action="store_true", help="print the examples only")
-    return p
 
 
 def _validate(args) -> int:
