@@ -101,6 +101,13 @@ def add_text_args(ap: argparse.ArgumentParser) -> None:
 
 
 def add_instance_args(ap: argparse.ArgumentParser) -> None:
+    """The build's flags: how instances are made, then how the build runs."""
+    add_instance_config_args(ap)
+    add_build_run_args(ap)
+
+
+def add_instance_config_args(ap: argparse.ArgumentParser) -> None:
+    """The vocab and `InstanceConfig`: sequence length, masking, pairing, dupe passes."""
     ap.add_argument("--vocab", help="reuse this vocab.txt (self-trained or Google's layout)")
     ap.add_argument(
         "--max-seq-length",
@@ -144,6 +151,10 @@ def add_instance_args(ap: argparse.ArgumentParser) -> None:
         action="store_true",
         help="mask all pieces of a word together (80/10/10 chosen per word)",
     )
+
+
+def add_build_run_args(ap: argparse.ArgumentParser) -> None:
+    """How the build runs: logs, OUT, buckets, progress, disk check, resume."""
     ap.add_argument(
         "--verbose",
         action="store_true",
