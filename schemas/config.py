@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The version of the keys and their meaning; it moves with the shard schema (SCHEMA_VERSION):
-# a set of another schema version is refused before its config is read.
+# The version of the keys and their meaning, recorded in the manifest (`config_version`); it
+# moves with the shard schema (SCHEMA_VERSION): a set of another schema version is refused
+# before its config is read, and a set of a config version this release does not know too.
 CONFIG_VERSION = 1
 
 # The settings of the instance algorithm (the pipeline's `InstanceConfig`, less its seed).
@@ -73,6 +74,13 @@ class ShardConfig:
         if self.seed is not None:
             d["seed"] = self.seed
         return d
+
+
+def config_version_problem(version: object) -> str:
+    """Why a manifest's `config_version` is not one this release reads ("" when it is)."""
+    if _integer(version) and version == CONFIG_VERSION:
+        return ""
+    return f"config version {version!r} is not one this release knows ({CONFIG_VERSION})"
 
 
 def missing_keys(config: dict) -> list[str]:

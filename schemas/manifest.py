@@ -16,10 +16,14 @@ from typing import BinaryIO
 
 import numpy as np
 
+from schemas.config import CONFIG_VERSION
 from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, ShardColumns
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
+# The config version of a manifest written before manifests recorded one: all such sets are of
+# schema version 1, whose config is version 1.
+UNRECORDED_CONFIG_VERSION = 1
 SHARDS_DIR = "shards"  # the folder of a set that holds its shards
 SHARD_NAME_PATTERN = re.compile(r"train-\d{5}-of-\d{5}\.arrow")  # the names `shard_name` gives
 
@@ -136,6 +140,7 @@ class Manifest:
     schema_name: str = SCHEMA_NAME
     schema_version: int = SCHEMA_VERSION
     manifest_format: int = MANIFEST_FORMAT
+    config_version: int = CONFIG_VERSION  # the version of `config`'s keys (`schemas.config`)
     created: dict = field(default_factory=dict)  # when and where; never inside shards
 
     @property
@@ -178,6 +183,7 @@ class Manifest:
             )
         try:
             d["shards"] = tuple(ShardEntry(**s) for s in d["shards"])
+            d.setdefault("config_version", UNRECORDED_CONFIG_VERSION)
             return cls(**d)
         except (KeyError, TypeError) as e:
             raise ValueError(

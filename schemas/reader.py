@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from schemas.config import ShardConfig
+from schemas.config import ShardConfig, config_version_problem
 from schemas.manifest import MANIFEST_NAME, Manifest, read_manifest, shard_path
 from schemas.shard import read_shard, schema_problem
 from schemas.vocab import Vocab
@@ -33,7 +33,8 @@ class ShardSet:
                 f"`make shards OUT={directory}`"
             )
         manifest = read_manifest(directory)
-        problem = schema_problem(manifest.schema_name, manifest.schema_version)
+        schema = schema_problem(manifest.schema_name, manifest.schema_version)
+        problem = schema or config_version_problem(manifest.config_version)
         if problem:
             raise ValueError(
                 f"{directory}/manifest.json: {problem}; rebuild the shards with this version or "

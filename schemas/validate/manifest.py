@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from schemas.config import REQUIRED_KEYS, ShardConfig, missing_keys
+from schemas.config import REQUIRED_KEYS, ShardConfig, config_version_problem, missing_keys
 from schemas.manifest import MANIFEST_NAME, Manifest
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.row_batch import RowRules
@@ -97,12 +97,19 @@ def _check_tokenizer_json(ctx: Context, vocab: Vocab) -> None:
 
 
 def check_config(ctx: Context) -> None:
-    """The config's keys and ranges (`schemas.config`); when sound, the row rules it implies."""
+    """The config's version, keys and ranges (`schemas.config`); when sound, the row rules it
+    implies."""
     m, t = ctx.manifest, ctx.checks["config"]
     t.ran = True
     config = m.config if isinstance(m.config, dict) else {}
     missing = missing_keys(config)
-    if missing:
+    problem = config_version_problem(m.config_version)
+    if problem:
+        t.fail(
+            f"{MANIFEST_NAME}: {problem}; rebuild the set with this version or validate it with "
+            "the matching release"
+        )
+    elif missing:
         t.fail(f"{MANIFEST_NAME}: config lacks {', '.join(missing)}; the row checks need them")
     else:
         try:
