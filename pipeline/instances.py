@@ -59,6 +59,13 @@ class Pair(NamedTuple):
 
 
 COIN, FORCED_RANDOM, FORCED_ACTUAL = 0, 1, 2  # how a pair's is_random_next was decided
+A_UNIT, RANDOM_NEXT, SHORT, FORCED = 0, 6, 7, 8  # columns of `pair_array`
+
+
+def pair_array(pairs: Sequence[Pair]) -> np.ndarray:
+    """Pairs as one int64 array, a row per pair and a column per `Pair` field."""
+    n = len(Pair._fields)
+    return np.fromiter(chain.from_iterable(pairs), np.int64, len(pairs) * n).reshape(-1, n)
 
 
 @dataclass(frozen=True)
@@ -186,13 +193,11 @@ def random_span(offs: Sequence[int], target_b: int, rng: random.Random) -> tuple
     return offs[first], offs[min(stop, len(offs) - 1)]
 
 
-def assemble_rows(units: Sequence[TokenizedDoc], pairs: Sequence[Pair], spec: TokenSpec) -> Rows:
-    """`[CLS] A [SEP] B [SEP]` for every pair, in one vectorised gather."""
+def assemble_rows(units: Sequence[TokenizedDoc], p: np.ndarray, spec: TokenSpec) -> Rows:
+    """`[CLS] A [SEP] B [SEP]` for every pair (rows of `pair_array`), in one vectorised gather."""
     flat = np.concatenate([u.ids for u in units])
     base = np.zeros(len(units), dtype=np.int64)
     np.cumsum([len(u.ids) for u in units[:-1]], out=base[1:])
-    fields = len(Pair._fields)
-    p = np.fromiter(chain.from_iterable(pairs), np.int64, len(pairs) * fields).reshape(-1, fields)
     a_start, la = base[p[:, 0]] + p[:, 1], p[:, 2] - p[:, 1]
     b_start, lb = base[p[:, 3]] + p[:, 4], p[:, 5] - p[:, 4]
     lengths = la + lb + 3
@@ -246,4 +251,4 @@ def document_rows(
         return Rows(
             np.zeros(0, units[index].ids.dtype), np.zeros(1, np.int64), np.zeros(0, np.uint16)
         ), pairs
-    return mask_rows(assemble_rows(units, pairs, spec), cfg, spec, rng), pairs
+    return mask_rows(assemble_rows(units, pair_array(pairs), spec), cfg, spec, rng), pairs

@@ -13,7 +13,6 @@ import hashlib
 import json
 import platform
 import posixpath
-from collections.abc import Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -21,14 +20,14 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import manifest_counts
 from pipeline.fsio import atomic_create, building_dir, write_text
-from pipeline.instances import Pair, Rows
+from pipeline.instances import Rows
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, Manifest, ShardEntry, shard_name
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
 from schemas.vocab import Vocab
 
 
-def rows_to_columns(rows: Rows, pairs: Sequence[Pair]) -> ShardColumns:
+def rows_to_columns(rows: Rows, is_random_next: np.ndarray) -> ShardColumns:
     return ShardColumns(
         input_ids=rows.ids,
         input_offsets=rows.offsets,
@@ -36,7 +35,7 @@ def rows_to_columns(rows: Rows, pairs: Sequence[Pair]) -> ShardColumns:
         masked_positions=rows.masked_positions.astype(np.uint16),
         masked_labels=rows.masked_labels,
         masked_offsets=rows.masked_offsets,
-        is_random_next=np.array([p.is_random_next for p in pairs], dtype=bool),
+        is_random_next=is_random_next.astype(bool, copy=False),
     )
 
 

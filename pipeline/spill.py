@@ -215,14 +215,16 @@ def read_units(chunk: Chunk, lo: int, hi: int) -> list[tuple[int, TokenizedDoc]]
 
 
 def batch_units(batch: pa.RecordBatch, rows: np.ndarray) -> Iterator[tuple[int, TokenizedDoc]]:
+    """The units of some rows of a units batch; their ids and offsets are views of the batch."""
     passes = batch.column(1).to_numpy()
-    ids, sources = batch.column(2), batch.column(3)
-    tokens, offsets = batch.column(4), batch.column(5)
+    ids, sources = batch.column(2).to_pylist(), batch.column(3).to_pylist()
+    tokens, token_at = batch.column(4).values.to_numpy(), batch.column(4).offsets.to_numpy()
+    offsets, offset_at = batch.column(5).values.to_numpy(), batch.column(5).offsets.to_numpy()
     for r in rows.tolist():
         doc = TokenizedDoc(
-            ids[r].as_py(),
-            tokens[r].values.to_numpy(),
-            offsets[r].values.to_numpy(),
-            sources[r].as_py(),
+            ids[r],
+            tokens[token_at[r] : token_at[r + 1]],
+            offsets[offset_at[r] : offset_at[r + 1]],
+            sources[r],
         )
         yield int(passes[r]), doc

@@ -11,16 +11,22 @@ import math
 from collections import Counter
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SEP
 from pipeline.instances import (
+    A_UNIT,
+    FORCED,
     FORCED_ACTUAL,
     FORCED_RANDOM,
+    RANDOM_NEXT,
+    SHORT,
     TokenizedDoc,
     assemble_rows,
     mask_rows,
+    pair_array,
     plan_document,
     unit_tables,
 )
@@ -354,12 +360,11 @@ def refuse_repeated_ids(units) -> None:
             )
 
 
-def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
-    """A bucket's (pass, document) units -> (ShardColumns, pair counts, instances per source).
+def plan_bucket(units, cfg: InstanceConfig) -> tuple[list[TokenizedDoc], np.ndarray]:
+    """A bucket's (pass, document) units -> its documents and every pair (`pair_array`).
 
     Units are sorted by (pass, document id); each is planned with its own generator
-    (seed, pass, document id); the pairs are shuffled and the bucket masked with (seed, bucket).
-    """
+    (seed, pass, document id)."""
     units = sorted(units, key=lambda u: (u[0], u[1].id))
     refuse_repeated_ids(units)
     docs = [doc for _, doc in units]
@@ -369,25 +374,43 @@ def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
     for i, (p, doc) in enumerate(units):
         rng = scalar_generator(cfg.seed, "instances", p, doc.id)
         pairs.extend(plan_document(offsets, ids, i, cfg, rng, can_pick_other))
-    if not pairs:
+    return docs, pair_array(pairs)
+
+
+def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
+    """A bucket's units -> (ShardColumns, pair counts, instances per source), or None.
+
+    The pairs are shuffled and the bucket masked with generators of (seed, bucket)."""
+    docs, pairs = plan_bucket(units, cfg)
+    if not len(pairs):
         return None
-    order = generator(cfg.seed, "shuffle", bucket).permutation(len(pairs))
-    pairs = [pairs[k] for k in order]
+    pairs = pairs[generator(cfg.seed, "shuffle", bucket).permutation(len(pairs))]
     rows = mask_rows(
         assemble_rows(docs, pairs, spec), cfg, spec, generator(cfg.seed, "mask", bucket)
     )
-    sources = Counter(docs[pair.a_unit].source for pair in pairs)
-    return rows_to_columns(rows, pairs), pair_counts(pairs), sources
+    columns = rows_to_columns(rows, pairs[:, RANDOM_NEXT])
+    return columns, pair_counts(pairs), instances_per_source(docs, pairs)
 
 
-def pair_counts(pairs) -> dict[str, int]:
+def pair_counts(pairs: np.ndarray) -> dict[str, int]:
     """What the manifest records per shard beside the rows: short targets and forced labels."""
-    forced = Counter(pair.forced for pair in pairs)
+    forced = np.bincount(pairs[:, FORCED], minlength=3)
     return {
-        "short_rows": sum(pair.short for pair in pairs),
-        "forced_random_next": forced[FORCED_RANDOM],
-        "forced_actual_next": forced[FORCED_ACTUAL],
+        "short_rows": int(pairs[:, SHORT].sum()),
+        "forced_random_next": int(forced[FORCED_RANDOM]),
+        "forced_actual_next": int(forced[FORCED_ACTUAL]),
     }
+
+
+def instances_per_source(docs: list[TokenizedDoc], pairs: np.ndarray) -> dict[str, int]:
+    """Instances per source (the source of A's document), in order of first appearance."""
+    names = list(dict.fromkeys(doc.source for doc in docs))
+    code = {name: k for k, name in enumerate(names)}
+    per_pair = np.array([code[doc.source] for doc in docs])[pairs[:, A_UNIT]]
+    counts = np.bincount(per_pair, minlength=len(names))
+    _, first = np.unique(per_pair, return_index=True)
+    seen = np.unique(per_pair)[np.argsort(first)]
+    return {names[k]: int(counts[k]) for k in seen.tolist()}
 
 
 class CreateInstances(beam.PTransform):
