@@ -1,6 +1,6 @@
 """Sentence-pair instances and masking: the reference algorithm as plain functions over numpy.
 
-This follows `create_pretraining_data.py` of google-research/bert (see the README's "Instances")
+This follows `create_pretraining_data.py` of google-research/bert (docs/design.md, "Instances")
 with four documented differences: random-next documents come from the same bucket; the random-next
 document is never the current one; random replacement pieces are never special pieces; with
 whole-word masking the 80/10/10 choice is made per word.
