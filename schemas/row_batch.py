@@ -67,13 +67,13 @@ class RowRules:
         )
 
     def name(self, i: int) -> str:
-        sp = self.specials
+        specials = self.specials
         names = {
-            sp.pad: "[PAD]",
-            sp.unk: "[UNK]",
-            sp.cls: "[CLS]",
-            sp.sep: "[SEP]",
-            sp.mask: "[MASK]",
+            specials.pad: "[PAD]",
+            specials.unk: "[UNK]",
+            specials.cls: "[CLS]",
+            specials.sep: "[SEP]",
+            specials.mask: "[MASK]",
         }
         return names.get(int(i), f"id {int(i)}")
 
@@ -110,12 +110,12 @@ class SpecialCounts:
     top: int  # the largest id
 
     @classmethod
-    def count(cls, ids: np.ndarray, sp: SpecialIds) -> SpecialCounts:
+    def count(cls, ids: np.ndarray, specials: SpecialIds) -> SpecialCounts:
         return cls(
-            cls=int(np.count_nonzero(ids == sp.cls)),
-            sep=int(np.count_nonzero(ids == sp.sep)),
-            pad=int(np.count_nonzero(ids == sp.pad)),
-            mask=int(np.count_nonzero(ids == sp.mask)),
+            cls=int(np.count_nonzero(ids == specials.cls)),
+            sep=int(np.count_nonzero(ids == specials.sep)),
+            pad=int(np.count_nonzero(ids == specials.pad)),
+            mask=int(np.count_nonzero(ids == specials.mask)),
             top=int(ids.max()) if len(ids) else -1,
         )
 

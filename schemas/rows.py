@@ -225,9 +225,11 @@ def _no_word_fits(c: ShardColumns, expected: np.ndarray, rules: RowRules) -> np.
 
 def _explain_mask_count(row: Row, rules: RowRules) -> str:
     length, count = len(row.pieces), len(row.positions)
-    e = int(num_to_predict(np.array([length]), rules.masked_lm_prob, rules.max_predictions)[0])
+    lengths = np.array([length])
+    expected = int(num_to_predict(lengths, rules.masked_lm_prob, rules.max_predictions)[0])
     formula = (
-        f"min({rules.max_predictions}, max(1, round({length} * {rules.masked_lm_prob}))) = {e}"
+        f"min({rules.max_predictions}, max(1, round({length} * {rules.masked_lm_prob}))) "
+        f"= {expected}"
     )
     if rules.whole_word_mask:
         if count == 0:

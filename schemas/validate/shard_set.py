@@ -112,60 +112,64 @@ def _check_random_next(ctx: Context, s: BatchStats) -> None:
     document never can), so the other rows of the set, and of every shard, are binomial draws
     with probability random_next_prob. Per shard the level is corrected for the shard count."""
     t, z = ctx.checks["random_next"], ctx.options.z
-    q = ctx.config.random_next_prob
+    prob = ctx.config.random_next_prob
     t.ran = True
     entries = {e.path: e for e in ctx.manifest.shards}
-    coin = {
-        rel: _coin_draws(t, rel, x, entries.get(rel))
-        for rel, x in ctx.shard_stats.items()
-        if x.rows
+    coin = {  # rel path -> (random-next rows, rows) the coin drew
+        rel: _coin_draws(t, rel, stats, entries.get(rel))
+        for rel, stats in ctx.shard_stats.items()
+        if stats.rows
     }
-    k, n = sum(c[0] for c in coin.values()), sum(c[1] for c in coin.values())
-    share = k / n if n else float("nan")
-    tol = binomial_tolerance(q, max(n, 1), z)
+    drawn_random = sum(random_rows for random_rows, _ in coin.values())
+    drawn = sum(rows for _, rows in coin.values())
+    share = drawn_random / drawn if drawn else float("nan")
+    tol = binomial_tolerance(prob, max(drawn, 1), z)
     t.figures = {
         "random_next": s.random_next,
         "rows": s.rows,
-        "coin_rows": n,
-        "coin_random_next": k,
+        "coin_rows": drawn,
+        "coin_random_next": drawn_random,
         "share": share,
-        "expected": q,
+        "expected": prob,
         "lo": tol.lo,
         "hi": tol.hi,
     }
-    if n and share not in tol:
+    if drawn and share not in tol:
         t.fail(
-            f"random-next share {share:.4f} of the {n:,} rows whose label the coin drew is "
-            f"outside [{tol.lo:.4f}, {tol.hi:.4f}] (random_next_prob {q}, z={z:g})"
+            f"random-next share {share:.4f} of the {drawn:,} rows whose label the coin drew is "
+            f"outside [{tol.lo:.4f}, {tol.hi:.4f}] (random_next_prob {prob}, z={z:g})"
         )
-    zb = bonferroni_z(z, len(coin))
-    for rel, (kk, nn) in coin.items():
-        shard_tol = binomial_tolerance(q, max(nn, 1), zb)
-        if nn and kk / nn not in shard_tol:
+    shard_z = bonferroni_z(z, len(coin))
+    for rel, (random_rows, rows) in coin.items():
+        shard_tol = binomial_tolerance(prob, max(rows, 1), shard_z)
+        if rows and random_rows / rows not in shard_tol:
             t.fail(
-                f"{rel}: random-next share {kk / nn:.3f} of the {nn:,} rows whose label the coin "
-                f"drew is outside [{shard_tol.lo:.3f}, {shard_tol.hi:.3f}] "
-                f"(random_next_prob {q}, z={zb:.1f} over {len(coin)} shards)"
+                f"{rel}: random-next share {random_rows / rows:.3f} of the {rows:,} rows whose "
+                f"label the coin drew is outside [{shard_tol.lo:.3f}, {shard_tol.hi:.3f}] "
+                f"(random_next_prob {prob}, z={shard_z:.1f} over {len(coin)} shards)"
             )
-    forced = s.rows - n
+    forced = s.rows - drawn
     t.summary = (
-        f"{share:.2%} of {n:,} coin-drawn rows (random_next_prob {q}, within z={z:g}; each "
-        f"shard within z={zb:.1f}); {forced:,} rows forced, {s.random_next / s.rows:.2%} of all"
+        f"{share:.2%} of {drawn:,} coin-drawn rows (random_next_prob {prob}, within z={z:g}; "
+        f"each shard within z={shard_z:.1f}); {forced:,} rows forced, "
+        f"{s.random_next / s.rows:.2%} of all"
     )
 
 
-def _coin_draws(t: Tally, rel: str, x: BatchStats, entry) -> tuple[int, int]:
+def _coin_draws(t: Tally, rel: str, stats: BatchStats, entry) -> tuple[int, int]:
     """(random-next rows, rows) of a shard whose label the coin drew."""
-    fr = getattr(entry, "forced_random_next", 0) if entry else 0
-    fa = getattr(entry, "forced_actual_next", 0) if entry else 0
-    k, n = x.random_next - fr, x.rows - fr - fa
-    if k < 0 or n < k:
+    forced_random = getattr(entry, "forced_random_next", 0) if entry else 0
+    forced_actual = getattr(entry, "forced_actual_next", 0) if entry else 0
+    random_rows = stats.random_next - forced_random
+    rows = stats.rows - forced_random - forced_actual
+    if random_rows < 0 or rows < random_rows:
         t.fail(
-            f"{rel}: the manifest's forced labels ({fr:,} random, {fa:,} actual) do not fit the "
-            f"shard's {x.rows:,} rows with {x.random_next:,} random-next"
+            f"{rel}: the manifest's forced labels ({forced_random:,} random, {forced_actual:,} "
+            f"actual) do not fit the shard's {stats.rows:,} rows with {stats.random_next:,} "
+            "random-next"
         )
         return 0, 0
-    return k, n
+    return random_rows, rows
 
 
 def _check_short_rows(ctx: Context, s: BatchStats) -> None:
