@@ -255,7 +255,7 @@ def _run(args: argparse.Namespace) -> None:
 
         pretrain(train_config(args))
     elif args.command == "finetune":
-        from model.finetune import finetune, finetune_config
+        from model.finetune.loop import finetune, finetune_config
 
         finetune(finetune_config(args))
     else:

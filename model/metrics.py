@@ -1,12 +1,16 @@
-"""The standard fine-tuning metrics: accuracy and F1 (GLUE), entity-level F1 (conlleval),
-exact match and token F1 (the official SQuAD v1.1 evaluation)."""
+"""The standard fine-tuning metrics: accuracy, F1, Matthews, Pearson and Spearman correlation
+(GLUE), entity-level F1 (conlleval), exact match and token F1 (the official SQuAD v1.1
+evaluation)."""
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections import Counter
 from collections.abc import Sequence
+
+import numpy as np
 
 
 def accuracy(pred: Sequence, gold: Sequence) -> float:
@@ -21,6 +25,45 @@ def binary_f1(pred: Sequence, gold: Sequence, positive: str = "1") -> float:
     fp = sum(p == positive and g != positive for p, g in zip(pred, gold, strict=True))
     fn = sum(p != positive and g == positive for p, g in zip(pred, gold, strict=True))
     return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+def matthews_corrcoef(pred: list[str], gold: list[str], positive: str = "1") -> float:
+    """Matthews correlation of a binary labelling, GLUE's CoLA metric (0 when a margin is
+    empty, as scikit-learn's matthews_corrcoef)."""
+    tp = sum(p == positive and g == positive for p, g in zip(pred, gold, strict=True))
+    tn = sum(p != positive and g != positive for p, g in zip(pred, gold, strict=True))
+    fp = sum(p == positive and g != positive for p, g in zip(pred, gold, strict=True))
+    fn = sum(p != positive and g == positive for p, g in zip(pred, gold, strict=True))
+    denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return (tp * tn - fp * fn) / denominator if denominator else 0.0
+
+
+def pearson(x: list[float], y: list[float]) -> float:
+    """Pearson correlation (0 when either side is constant)."""
+    a, b = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    a, b = a - a.mean(), b - b.mean()
+    denominator = math.sqrt(float((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum()) / denominator if denominator else 0.0
+
+
+def _ranks(x: list[float]) -> np.ndarray:
+    """1-based ranks, ties sharing their average rank (as scipy.stats.rankdata)."""
+    a = np.asarray(x, np.float64)
+    order = np.argsort(a, kind="stable")
+    ranks = np.empty(len(a))
+    i = 0
+    while i < len(a):
+        j = i
+        while j + 1 < len(a) and a[order[j + 1]] == a[order[i]]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(x: list[float], y: list[float]) -> float:
+    """Spearman rank correlation: Pearson's of the ranks."""
+    return pearson(list(_ranks(x)), list(_ranks(y)))
 
 
 def _split_tag(tag: str) -> tuple[str, str]:

@@ -11,11 +11,8 @@ which fine-tuning shares.
 from __future__ import annotations
 
 import gc
-import json
 import math
 import os
-import time
-from typing import IO
 
 import torch
 import torch.distributed as dist
@@ -40,11 +37,13 @@ from model.run_dir import (
 from model.training import (
     Dist,
     Meter,
+    MetricsLog,
+    Progress,
     Trainer,
     init_distributed,
     micro_batch_size,
     model_inputs,
-    progress_line,
+    pretraining_figures,
     to_device,
 )
 from schemas import ShardSet
@@ -157,8 +156,8 @@ def _train_loop(
 ) -> dict | None:
     d, meter, last = trainer.d, Meter(trainer), None
     stream = batches(data, position, workers=cfg.workers, pin_memory=d.device.type == "cuda")
-    metrics = open(os.path.join(cfg.run, METRICS), "a", encoding="utf-8") if d.main else None
-    started, first = time.perf_counter(), step
+    metrics = MetricsLog(os.path.join(cfg.run, METRICS) if d.main else None)
+    progress = Progress(cfg.steps, step)
     try:
         while step < cfg.steps:
             micro_batches = [next(stream) for _ in range(cfg.accum)]
@@ -169,24 +168,17 @@ def _train_loop(
             save = step % cfg.ckpt_every == 0 or step == cfg.steps
             if save or step % cfg.log_every == 0:
                 last = meter.flush(step, lr, position / data.batches_per_epoch)
-                _log(metrics, last, cfg.steps, started, first)
+                metrics.write(last)
+                if d.main:
+                    print(progress.line(step, pretraining_figures(last)), flush=True)
             if save:
                 write_checkpoint(os.path.join(cfg.run, CHECKPOINT), trainer, shards, step, position)
                 meter.reset()
     finally:
-        if metrics:
-            metrics.close()
+        metrics.close()
     if d.world > 1:
         dist.barrier()
     return last
-
-
-def _log(metrics: IO[str] | None, record: dict, steps: int, started: float, first: int) -> None:
-    """Append the record to metrics.jsonl and print its progress line (rank 0 only)."""
-    if metrics:
-        metrics.write(json.dumps(record) + "\n")
-        metrics.flush()
-        print(progress_line(record, steps, started, first), flush=True)
 
 
 def split_holdout(shards: ShardSet, holdout: int) -> tuple[list[Part], list[Part]]:

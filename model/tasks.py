@@ -84,25 +84,14 @@ GLUE_TASKS = {
 TASKS = (*GLUE_TASKS, "ner", "squad")
 
 
-def task_kind(task: str) -> str:
-    """sequence | regression | token | span"""
-    if task in GLUE_TASKS:
-        return "regression" if GLUE_TASKS[task].regression else "sequence"
-    if task == "ner":
-        return "token"
-    if task == "squad":
-        return "span"
-    raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+def check_task(task: str) -> None:
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
 
 
-def data_files(task: str, directory: str) -> tuple[str, str]:
-    """(train, dev) paths of a task directory, checked to exist."""
-    if task in GLUE_TASKS:
-        names = [("train.tsv",), (GLUE_TASKS[task].dev_file,)]
-    elif task == "ner":
-        names = [("train.txt",), ("dev.txt", "valid.txt")]
-    else:
-        names = [("train-v1.1.json", "train.json"), ("dev-v1.1.json", "dev.json")]
+def data_files(task: str, directory: str, names: list[tuple[str, ...]]) -> tuple[str, str]:
+    """(train, dev) paths of a task directory: the first of each of the (train, dev) `names`
+    that exists, else a refusal naming them."""
     paths = []
     for options in names:
         found = [

@@ -4,8 +4,10 @@ bf16 autocast and gradient accumulation, and the metrics records and progress li
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -94,49 +96,75 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
+def adamw(
+    model: torch.nn.Module,
+    lr: float,
+    weight_decay: float,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-6,
+    fused: bool | None = None,
+) -> torch.optim.AdamW:
+    """AdamW over `param_groups` (`fused=None`: torch's default implementation)."""
+    groups = param_groups(model, weight_decay)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
+
+
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device):
     """The pre-training AdamW (fused on a GPU)."""
-    groups = param_groups(model, cfg.weight_decay)
     fused = device.type == "cuda"
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused)
+    return adamw(model, cfg.lr, cfg.weight_decay, cfg.betas, cfg.eps, fused)
 
 
-class Trainer:
-    """The model, its optimizer and schedule, and one optimizer step over micro-batches."""
+def warmup_linear(optimizer: torch.optim.Optimizer, warmup: int, total: int) -> LambdaLR:
+    """The schedule: `WarmupLinear` over `total` steps."""
+    return LambdaLR(optimizer, WarmupLinear(warmup, total))
 
-    def __init__(self, cfg: TrainConfig, model_cfg: BertConfig, d: Dist):
-        self.cfg, self.model_cfg, self.d = cfg, model_cfg, d
-        torch.manual_seed(cfg.seed + d.rank)  # dropout draws from torch's generator
-        init = torch.Generator().manual_seed(cfg.seed)
-        self.raw = BertForPreTraining(model_cfg, generator=init).to(d.device)
-        self.optimizer = make_optimizer(self.raw, cfg, d.device)
-        self.scheduler = LambdaLR(self.optimizer, WarmupLinear(cfg.warmup, cfg.steps))
-        ids = [d.device.index] if d.device.type == "cuda" else None
-        self.ddp = DistributedDataParallel(self.raw, device_ids=ids) if d.world > 1 else None
-        model = self.ddp or self.raw
-        self.model = torch.compile(model, dynamic=True) if cfg.compile else model
-        bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and d.device.type == "cuda")
-        self.autocast = bf16
+
+# (model, batch) -> (the loss to minimise, detached figures summed over the micro-batches)
+LossOf = Callable[[torch.nn.Module, dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]
+
+
+class Stepper:
+    """A model, its optimizer and schedule, and one optimizer step over micro-batches: the
+    forward pass and loss under bf16 autocast (when `autocast`), gradients averaged over the
+    micro-batches (under DDP synchronised on the last one only), clipped to norm `clip` (0: not
+    clipped), then the optimizer and schedule step. Pre-training and fine-tuning both step so."""
+
+    def __init__(
+        self,
+        raw: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: LambdaLR,
+        loss_of: LossOf,
+        device: torch.device,
+        *,
+        autocast: bool,
+        clip: float,
+        ddp: DistributedDataParallel | None = None,
+        model: torch.nn.Module | None = None,  # what the forward pass calls (default: ddp or raw)
+    ):
+        self.raw, self.optimizer, self.scheduler, self.loss_of = raw, optimizer, scheduler, loss_of
+        self.device, self.autocast, self.clip, self.ddp = device, autocast, clip, ddp
+        self.model = model or ddp or raw
 
     def amp(self):
         if not self.autocast:
             return nullcontext()
-        return torch.autocast(device_type=self.d.device.type, dtype=torch.bfloat16)
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
 
     def step(self, micro_batches: list[dict[str, torch.Tensor]]) -> torch.Tensor:
-        """One optimizer step; returns summed [mlm_loss, nsp_loss, mlm_correct, mlm_count,
-        nsp_correct, nsp_count] over the micro-batches (on the device, no sync)."""
-        stats = torch.zeros(6, device=self.d.device)
+        """One optimizer step; returns `loss_of`'s figures summed over the micro-batches (on the
+        device, no sync)."""
+        stats = None
         for i, batch in enumerate(micro_batches):
             last = i == len(micro_batches) - 1
             with nullcontext() if last or self.ddp is None else self.ddp.no_sync():
                 with self.amp():
-                    mlm, nsp = self.model(*model_inputs(batch), batch["mlm_positions"])
-                    loss, s = pretraining_loss(mlm, nsp, batch["mlm_labels"], batch["nsp_labels"])
+                    loss, s = self.loss_of(self.model, batch)
                 (loss / len(micro_batches)).backward()
-            stats += s
-        if self.cfg.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.clip)
+            stats = s if stats is None else stats + s
+        if self.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.raw.parameters(), self.clip)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -145,6 +173,42 @@ class Trainer:
     @property
     def lr(self) -> float:
         return self.scheduler.get_last_lr()[0]
+
+
+class Trainer(Stepper):
+    """Pre-training's model (under DDP and torch.compile as configured) and its AdamW and
+    schedule; `step` returns summed [mlm_loss, nsp_loss, mlm_correct, mlm_count, nsp_correct,
+    nsp_count]."""
+
+    def __init__(self, cfg: TrainConfig, model_cfg: BertConfig, d: Dist):
+        self.cfg, self.model_cfg, self.d = cfg, model_cfg, d
+        torch.manual_seed(cfg.seed + d.rank)  # dropout draws from torch's generator
+        init = torch.Generator().manual_seed(cfg.seed)
+        raw = BertForPreTraining(model_cfg, generator=init).to(d.device)
+        optimizer = make_optimizer(raw, cfg, d.device)
+        scheduler = warmup_linear(optimizer, cfg.warmup, cfg.steps)
+        ids = [d.device.index] if d.device.type == "cuda" else None
+        ddp = DistributedDataParallel(raw, device_ids=ids) if d.world > 1 else None
+        model = ddp or raw
+        compiled = torch.compile(model, dynamic=True) if cfg.compile else model
+        bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and d.device.type == "cuda")
+        super().__init__(
+            raw,
+            optimizer,
+            scheduler,
+            pretraining_step_loss,
+            d.device,
+            autocast=bf16,
+            clip=cfg.clip,
+            ddp=ddp,
+            model=compiled,
+        )
+
+
+def pretraining_step_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
+    """MLM + NSP loss of a batch and its figures (`pretraining_loss`)."""
+    mlm, nsp = model(*model_inputs(batch), batch["mlm_positions"])
+    return pretraining_loss(mlm, nsp, batch["mlm_labels"], batch["nsp_labels"])
 
 
 def model_inputs(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
@@ -220,24 +284,53 @@ def peak_flops(cfg: TrainConfig, device: torch.device) -> float:
     return next((v * 1e12 for k, v in PEAK_BF16_TFLOPS.items() if k in name), 0.0)
 
 
-def progress(step: int, steps: int, started: float, first_step: int = 0) -> tuple[str, float, str]:
-    """The bar of a long run, its steps per second since `first_step` (at `started`) and the
-    time left as m:ss at that rate."""
-    filled = int(20 * step / steps)
-    rate = (step - first_step) / max(time.perf_counter() - started, 1e-9)
-    eta = int((steps - step) / rate) if rate > 0 else 0
-    return f"[{'#' * filled}{'.' * (20 - filled)}]", rate, f"{eta // 60}:{eta % 60:02d}"
+class MetricsLog:
+    """A run's metrics.jsonl: one JSON record a line, each flushed as it is written (a killed
+    run keeps what it logged). With no path (ranks other than 0) it writes nothing."""
+
+    def __init__(self, path: str | None, mode: str = "a"):
+        self.file = open(path, mode, encoding="utf-8") if path else None
+
+    def write(self, record: dict) -> None:
+        if self.file:
+            self.file.write(json.dumps(record) + "\n")
+            self.file.flush()
+
+    def close(self) -> None:
+        if self.file:
+            self.file.close()
 
 
-def progress_line(record: dict, steps: int, started: float, first_step: int) -> str:
-    """One terminal line: bar, losses, accuracies, learning rate, throughput, ETA."""
-    step = record["step"]
-    bar, _, eta = progress(step, steps, started, first_step)
+class Progress:
+    """The terminal line of a long run, from its `first_step` (now) to `steps`: `NAME step
+    i/n`, a bar, the caller's figures and the time left at the rate so far."""
+
+    def __init__(self, steps: int, first_step: int = 0, name: str = ""):
+        self.steps, self.first_step, self.name = steps, first_step, name
+        self.started = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def rate(self, step: int) -> float:
+        """Steps per second since the first."""
+        return (step - self.first_step) / max(self.elapsed(), 1e-9)
+
+    def line(self, step: int, figures: str) -> str:
+        filled = int(20 * step / self.steps)
+        bar = f"[{'#' * filled}{'.' * (20 - filled)}]"
+        rate = self.rate(step)
+        left = int((self.steps - step) / rate) if rate > 0 else 0
+        name = f"{self.name} " if self.name else ""
+        at = f"{name}step {step:>{len(str(self.steps))}}/{self.steps}"
+        return f"{at} {bar} {figures} eta {left // 60}:{left % 60:02d}"
+
+
+def pretraining_figures(record: dict) -> str:
+    """Pre-training's progress figures: losses, accuracies, learning rate, throughput."""
     mfu = f" mfu {100 * record['mfu']:.1f}%" if "mfu" in record else ""
     return (
-        f"step {step:>{len(str(steps))}}/{steps} {bar} "
         f"loss {record['loss']:.4f} (mlm {record['mlm_loss']:.4f} nsp {record['nsp_loss']:.4f}) "
         f"acc mlm {record['mlm_acc']:.3f} nsp {record['nsp_acc']:.3f} lr {record['lr']:.2e} "
-        f"{record['seq_per_s']:.0f} seq/s {record['tokens_per_s'] / 1e3:.1f}k tok/s{mfu} "
-        f"eta {eta}"
+        f"{record['seq_per_s']:.0f} seq/s {record['tokens_per_s'] / 1e3:.1f}k tok/s{mfu}"
     )

@@ -16,7 +16,10 @@ from model.metrics import (
     binary_f1,
     entity_f1,
     entity_spans,
+    matthews_corrcoef,
     normalize_answer,
+    pearson,
+    spearman,
     squad_scores,
 )
 from model.tasks import (
@@ -324,7 +327,8 @@ def test_no_dropout_between_the_encoder_and_the_span_head():
     import torch
 
     from model.config import BertConfig
-    from model.finetune import TaskModel
+    from model.finetune.encoder import TaskModel
+    from model.finetune.spans import Spans
 
     cfg = BertConfig(
         vocab_size=32,
@@ -334,15 +338,14 @@ def test_no_dropout_between_the_encoder_and_the_span_head():
         intermediate_size=32,
         max_position=16,
     )
-    span = TaskModel(cfg, "span", 2, torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(0)
+    span = TaskModel(cfg, 2, generator, pooled=Spans.pooled, dropout=Spans.head_dropout)
     assert isinstance(span.dropout, torch.nn.Identity)
-    sequence = TaskModel(cfg, "sequence", 2, torch.Generator().manual_seed(0))
+    sequence = TaskModel(cfg, 2, torch.Generator().manual_seed(0))
     assert isinstance(sequence.dropout, torch.nn.Dropout)
 
 
 def test_matthews_correlation_as_glue_reports_it():
-    from model.finetune import matthews_corrcoef
-
     # tp 2, tn 1, fp 1, fn 1: (2 - 1) / sqrt(3 * 3 * 2 * 2) = 1/6
     pred, gold = ["1", "1", "1", "0", "0"], ["1", "1", "0", "1", "0"]
     assert matthews_corrcoef(pred, gold) == pytest.approx(1 / 6)
@@ -396,8 +399,6 @@ def test_mnli_scores_matched_and_mismatched(pretrained_run, tmp_path, capsys):
 
 
 def test_pearson_and_spearman_as_scipy_computes_them():
-    from model.finetune import pearson, spearman
-
     x, y = [1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 1.0, 4.0, 3.0, 5.0]
     assert pearson(x, y) == pytest.approx(0.8)
     assert spearman(x, y) == pytest.approx(0.8)

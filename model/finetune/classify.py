@@ -1,0 +1,178 @@
+"""The GLUE tasks: one or two sentences classified (cross-entropy), or scored (STS-B: mean
+squared error), from the pooled `[CLS]`. Dev predictions and --predict's test labels are
+written in the layout the GLUE server takes."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from model.finetune.config import FinetuneConfig
+from model.finetune.task import Predict, Task
+from model.metrics import accuracy, binary_f1, matthews_corrcoef, pearson, spearman
+from model.tasks import (
+    GLUE_TASKS,
+    GlueTask,
+    data_files,
+    read_glue_test,
+    read_tsv,
+    sequence_features,
+)
+
+
+class Classify(Task):
+    """A GLUE classification task: accuracy on dev, F1 of `1` (MRPC, QQP), Matthews
+    correlation (CoLA), and the further dev sets (MNLI mismatched) scored beside."""
+
+    def __init__(self, spec: GlueTask, train: list[dict], dev: list[dict], gold: list, notes):
+        super().__init__(train, dev, list(spec.labels), notes)
+        self.spec, self.gold = spec, gold
+        self.metric = "mcc" if spec.mcc else "accuracy"
+        # further dev sets (MNLI mismatched): suffix -> (features, gold labels)
+        self.extra_dev: dict[str, tuple[list[dict], list]] = {}
+        # --predict: the GLUE server's file name -> (the test rows' ids, their features)
+        self.test: dict[str, tuple[list[str], list[dict]]] = {}
+        self.files: dict[str, str] = {}
+
+    @classmethod
+    def read(cls, cfg: FinetuneConfig, tok) -> Classify:
+        spec = GLUE_TASKS[cfg.task]
+        train_path, dev_path = data_files(cfg.task, cfg.data, [("train.tsv",), (spec.dev_file,)])
+        columns = (*spec.text_columns, spec.label_column)
+        train, skipped_train = read_tsv(train_path, columns, spec.labels, spec.names)
+        dev, skipped_dev = read_tsv(dev_path, columns, spec.labels, spec.names)
+        notes = [
+            f"{p}: skipped {n} malformed row(s)"
+            for p, n in ((train_path, skipped_train), (dev_path, skipped_dev))
+            if n
+        ]
+        target = cls._target(spec)
+
+        def features(rows):
+            labels = [target(r[-1]) for r in rows]
+            return sequence_features(tok, [r[:-1] for r in rows], labels, cfg.max_seq_length)
+
+        gold = [cls._gold(r[-1]) for r in dev]
+        task = cls(spec, features(train), features(dev), gold, notes)
+        task._read_extra_dev(cfg, features)
+        if cfg.predict:
+            task._read_test(cfg, tok)
+        return task
+
+    @staticmethod
+    def _target(spec: GlueTask):
+        """A label as the file writes it -> the model's target: its class index."""
+        return {name: i for i, name in enumerate(spec.labels)}.__getitem__
+
+    @staticmethod
+    def _gold(label: str):
+        return label
+
+    def _read_extra_dev(self, cfg: FinetuneConfig, features) -> None:
+        columns = (*self.spec.text_columns, self.spec.label_column)
+        for suffix, name in self.spec.extra_dev:
+            path = os.path.join(cfg.data, name)
+            if not os.path.exists(path):
+                self.notes.append(f"{cfg.data}: no {name}, so no {suffix} dev scores")
+                continue
+            rows, skipped = read_tsv(path, columns, self.spec.labels, self.spec.names)
+            if skipped:
+                self.notes.append(f"{path}: skipped {skipped} malformed row(s)")
+            self.extra_dev[suffix] = (features(rows), [r[-1] for r in rows])
+
+    def _read_test(self, cfg: FinetuneConfig, tok) -> None:
+        for name, server_name in self.spec.test_files:
+            path = os.path.join(cfg.data, name)
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"{cfg.data}: no {name} for --predict to label")
+            ids, texts = read_glue_test(path, cfg.task)
+            features = sequence_features(tok, texts, [0] * len(texts), cfg.max_seq_length)
+            self.test[server_name] = (ids, features)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.float(), labels)
+
+    def predicted(self, logits: list[np.ndarray]) -> list[str]:
+        """Each row's predicted label, as the task's files write it."""
+        return [self.labels[int(x.argmax())] for x in logits]
+
+    def scores(self, logits: list[np.ndarray], gold: list[str]) -> dict[str, float]:
+        pred = self.predicted(logits)
+        scores = {"accuracy": accuracy(pred, gold)}
+        if self.spec.f1:
+            scores["f1"] = binary_f1(pred, gold, positive="1")
+        if self.spec.mcc:
+            scores["mcc"] = matthews_corrcoef(pred, gold, positive="1")
+        return scores
+
+    def evaluate(self, predict: Predict) -> dict[str, float]:
+        logits = predict(self.dev)
+        scores = self.scores(logits, self.gold)
+        self.files["dev_predictions.tsv"] = dev_tsv(self.predicted(logits), self.gold)
+        for suffix, (features, gold) in self.extra_dev.items():
+            more = predict(features)
+            self.files[f"dev_predictions_{suffix}.tsv"] = dev_tsv(self.predicted(more), gold)
+            for k, v in self.scores(more, gold).items():
+                scores[f"{k}_{suffix}"] = v
+        return scores
+
+    def outputs(self) -> dict[str, str]:
+        return self.files
+
+    def test_labels(self, logits: list[np.ndarray]) -> list[str]:
+        """Each test row's label as the GLUE server takes it."""
+        return self.predicted(logits)
+
+    def label_test(self, predict: Predict) -> dict[str, str]:
+        """The GLUE server's file name -> its text: a header `index prediction`, then per test
+        row its id and the predicted label as the task's files write it (STS-B: the score)."""
+        out = {}
+        for name, (ids, features) in self.test.items():
+            pred = self.test_labels(predict(features))
+            rows = "".join(f"{i}\t{p}\n" for i, p in zip(ids, pred, strict=True))
+            out[name] = "index\tprediction\n" + rows
+        return out
+
+
+class Regress(Classify):
+    """STS-B: a score on the pooled `[CLS]` by mean squared error; dev Pearson and Spearman
+    correlation, test scores with three decimals."""
+
+    def __init__(self, spec: GlueTask, train: list[dict], dev: list[dict], gold: list, notes):
+        super().__init__(spec, train, dev, gold, notes)
+        self.metric = "pearson"
+
+    @staticmethod
+    def _target(spec: GlueTask):
+        return float
+
+    @staticmethod
+    def _gold(label: str):
+        return float(label)
+
+    @property
+    def num_labels(self) -> int:
+        return 1
+
+    def batch_labels(self, features: list[dict], length: int) -> np.ndarray:
+        return np.array([f["label"] for f in features], np.float32)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(logits.float().squeeze(-1), labels.float())
+
+    def evaluate(self, predict: Predict) -> dict[str, float]:
+        pred = [float(x[0]) for x in predict(self.dev)]
+        self.files["dev_predictions.tsv"] = dev_tsv(pred, self.gold)
+        return {"pearson": pearson(pred, self.gold), "spearman": spearman(pred, self.gold)}
+
+    def test_labels(self, logits: list[np.ndarray]) -> list[str]:
+        return [f"{float(x[0]):.3f}" for x in logits]
+
+
+def dev_tsv(pred: list, gold: list) -> str:
+    """Dev predictions in the GLUE server's layout (index, prediction), the gold label beside."""
+    rows = [f"{i}\t{p}\t{g}\n" for i, (p, g) in enumerate(zip(pred, gold, strict=True))]
+    return "index\tprediction\tlabel\n" + "".join(rows)

@@ -1,0 +1,49 @@
+"""The fine-tuning run's configuration, validated on construction."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from model.tasks import GLUE_TASKS, check_task
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    task: str  # cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli | ner | squad
+    data: str  # the task's directory
+    ckpt: str  # pre-training checkpoint (vocab.txt beside it) or a Hugging Face BERT directory
+    run: str  # output directory
+    epochs: float = 3.0
+    batch_size: int = 32
+    lr: float = 2e-5  # the paper picks among 5e-5, 3e-5, 2e-5
+    warmup_ratio: float = 0.1  # share of the steps spent warming up
+    weight_decay: float = 0.01
+    max_seq_length: int = 128
+    doc_stride: int = 128  # squad: tokens between window starts
+    max_query_length: int = 64  # squad: question tokens kept
+    max_answer_length: int = 30  # squad: longest predicted answer, in tokens
+    seed: int = 0
+    device: str = "cpu"
+    log_every: int = 50
+    predict: bool = False  # GLUE: label the test files with the best checkpoint, server layout
+
+    def __post_init__(self):
+        check_task(self.task)
+        if self.predict and self.task not in GLUE_TASKS:
+            raise ValueError(
+                f"--predict labels GLUE test files for the GLUE server; --task {self.task} has "
+                "none (its dev predictions are written without it)"
+            )
+        if self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
+            raise ValueError("fine-tuning: epochs, batch size and lr must be positive")
+        if not 0 <= self.warmup_ratio < 1 or self.max_seq_length < 8:
+            raise ValueError("fine-tuning: warmup ratio in [0, 1), max sequence length >= 8")
+
+
+def default_run(ckpt: str, task: str) -> str:
+    """CKPTDIR/finetune-TASK beside a checkpoint file; DIR-finetune-TASK beside a Hugging Face
+    directory (not inside it: it is someone's model)."""
+    if os.path.isdir(ckpt):
+        return f"{os.path.normpath(ckpt)}-finetune-{task}"
+    return os.path.join(os.path.dirname(ckpt) or ".", f"finetune-{task}")

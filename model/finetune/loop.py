@@ -1,0 +1,211 @@
+"""A fine-tuning run: the task read as its kind (`task.Task`), the encoder under its head,
+trained with pre-training's step, AdamW grouping, autocast and logging (`model.training`), the
+dev set evaluated after every epoch.
+
+The run directory receives metrics.jsonl (training loss, then dev metrics after every epoch),
+results.json (the final dev metrics), model.pt (the fine-tuned weights and label names after the
+last step), best.pt (the same at the evaluation with the best dev metric, the kind's `metric`)
+and best.json (that evaluation's step and metrics), and the kind's prediction files: GLUE
+dev_predictions.tsv, NER dev_predictions.txt, SQuAD predictions.json (question id -> answer
+text, as the official scorer reads it) and nbest_predictions.json; with --predict, the GLUE
+test files labelled in the layout the GLUE server takes (SST-2.tsv, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from model.data import PAD_MULTIPLE
+from model.finetune.classify import Classify, Regress
+from model.finetune.config import FinetuneConfig, default_run
+from model.finetune.encoder import TaskModel, build_model, read_encoder
+from model.finetune.spans import Spans
+from model.finetune.tag import Tag
+from model.finetune.task import Task
+from model.tasks import GLUE_TASKS, check_task
+from model.training import (
+    MetricsLog,
+    Progress,
+    Stepper,
+    adamw,
+    model_inputs,
+    resolve_device,
+    to_device,
+    warmup_linear,
+)
+from schemas.manifest import atomic_write, atomic_write_text
+
+KINDS: dict[str, type[Task]] = {
+    **{name: Regress if spec.regression else Classify for name, spec in GLUE_TASKS.items()},
+    "ner": Tag,
+    "squad": Spans,
+}
+
+
+def kind_of(task: str) -> type[Task]:
+    check_task(task)
+    return KINDS[task]
+
+
+def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
+    max_len = args.max_seq_length or kind_of(args.task).max_seq_length
+    run = args.run or default_run(args.ckpt, args.task)
+    fields = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "doc_stride")
+    fields += ("max_query_length", "max_answer_length", "seed", "device", "log_every", "predict")
+    return FinetuneConfig(
+        task=args.task,
+        data=args.data,
+        ckpt=args.ckpt,
+        run=run,
+        max_seq_length=max_len,
+        **{k: getattr(args, k) for k in fields},
+    )
+
+
+def collate(features: list[dict], task: Task, pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad to the longest row rounded up to a multiple of 8."""
+    b = len(features)
+    t = -(-max(len(f["ids"]) for f in features) // PAD_MULTIPLE) * PAD_MULTIPLE
+    ids = np.full((b, t), pad_id, np.int64)
+    types, mask = np.zeros((b, t), np.int64), np.zeros((b, t), np.int64)
+    for i, f in enumerate(features):
+        n = len(f["ids"])
+        ids[i, :n], types[i, :n], mask[i, :n] = f["ids"], f["types"], 1
+    out = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+    out["labels"] = task.batch_labels(features, t)
+    return {k: torch.from_numpy(v) for k, v in out.items()}
+
+
+@dataclass
+class Finetuning:
+    """A run's configuration, task and model, and where the model runs."""
+
+    cfg: FinetuneConfig
+    task: Task
+    model: TaskModel
+    device: torch.device
+    pad_id: int
+
+    @torch.no_grad()
+    def predict(self, features: list[dict]) -> list[np.ndarray]:
+        """Logits per feature (numpy), batch by batch."""
+        self.model.eval()
+        out, size = [], self.cfg.batch_size
+        for i in range(0, len(features), size):
+            batch = to_device(collate(features[i : i + size], self.task, self.pad_id), self.device)
+            logits = self.model(*model_inputs(batch)).float().cpu()
+            n = [len(f["ids"]) for f in features[i : i + size]]
+            out += [logits[j] if self.task.pooled else logits[j, : n[j]] for j in range(len(n))]
+        self.model.train()
+        return [o.numpy() for o in out]
+
+    def loss_of(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]):
+        """The task's loss of a batch, and the same detached for the metrics record."""
+        loss = self.task.loss(model(*model_inputs(batch)), batch["labels"])
+        return loss, loss.detach()
+
+    def save(self, name: str) -> None:
+        path = os.path.join(self.cfg.run, name)
+        state = {"config": asdict(self.cfg), "labels": self.task.labels}
+        state["model"] = self.model.state_dict()
+        atomic_write(path, lambda f: torch.save(state, f))
+
+    def write(self, name: str, text: str) -> None:
+        atomic_write_text(os.path.join(self.cfg.run, name), text)
+
+
+def finetune(cfg: FinetuneConfig) -> dict:
+    """Train on the task's training set, evaluate on its dev set after every epoch; returns the
+    final dev metrics."""
+    device = resolve_device(cfg.device)
+    kind = kind_of(cfg.task)
+    ckpt, tok = read_encoder(cfg)
+    task = kind.read(cfg, tok)
+    for note in task.notes:
+        print(f"note: {note}")
+    if not task.train or not task.dev:
+        raise ValueError(f"{cfg.data}: the training or dev set is empty")
+    torch.manual_seed(cfg.seed)
+    model = build_model(ckpt, task.num_labels, cfg.seed, task.pooled, task.head_dropout)
+    os.makedirs(cfg.run, exist_ok=True)
+    run = Finetuning(cfg, task, model.to(device), device, ckpt["vocab"]["special_ids"]["pad"])
+    scores, best = _train(run)
+    run.save("model.pt")
+    run.write("best.json", json.dumps(best, indent=2) + "\n")
+    run.write("results.json", json.dumps(scores, indent=2) + "\n")
+    for name, text in task.outputs().items():
+        run.write(name, text)
+    if cfg.predict:  # labelled by the best checkpoint, as a GLUE submission would be
+        best_state = torch.load(os.path.join(cfg.run, "best.pt"), weights_only=True)
+        model.load_state_dict(best_state["model"])
+        for name, text in task.label_test(run.predict).items():
+            run.write(name, text)
+            print(f"{cfg.task}: labelled {os.path.join(cfg.run, name)} for the GLUE server")
+    return scores
+
+
+def _batches(run: Finetuning, steps: int):
+    """`steps` training batches: a fresh seeded permutation of the training set each epoch."""
+    cfg, train = run.cfg, run.task.train
+    rng = np.random.default_rng(cfg.seed)
+    per_epoch = math.ceil(len(train) / cfg.batch_size)
+    for step in range(steps):
+        if step % per_epoch == 0:
+            order = rng.permutation(len(train))
+        k = (step % per_epoch) * cfg.batch_size
+        batch = [train[i] for i in order[k : k + cfg.batch_size]]
+        yield to_device(collate(batch, run.task, run.pad_id), run.device)
+
+
+def _stepper(run: Finetuning, steps: int) -> Stepper:
+    """Pre-training's step on the task model: AdamW (eps 1e-6) with its parameter grouping,
+    the warm-up then linear decay, bf16 autocast on a GPU, gradients clipped to norm 1."""
+    cfg, model = run.cfg, run.model
+    optimizer = adamw(model, cfg.lr, cfg.weight_decay, eps=1e-6)
+    scheduler = warmup_linear(optimizer, int(cfg.warmup_ratio * steps), steps)
+    autocast = run.device.type == "cuda"
+    return Stepper(
+        model, optimizer, scheduler, run.loss_of, run.device, autocast=autocast, clip=1.0
+    )
+
+
+def _train(run: Finetuning) -> tuple[dict, dict]:
+    """Train, evaluating after every epoch and keeping the best evaluation's weights in
+    best.pt; returns the last evaluation's scores and the best evaluation."""
+    cfg = run.cfg
+    per_epoch = math.ceil(len(run.task.train) / cfg.batch_size)
+    steps = max(1, math.ceil(cfg.epochs * per_epoch))
+    stepper, progress = _stepper(run, steps), Progress(steps, name=cfg.task)
+    log, scores, best = MetricsLog(os.path.join(cfg.run, "metrics.jsonl"), "w"), {}, {}
+    for step, batch in enumerate(_batches(run, steps), 1):
+        loss = stepper.step([batch]).item()
+        record = {"step": step, "epoch": step / per_epoch, "loss": loss}
+        if step % per_epoch == 0 or step == steps:
+            scores = record["dev"] = run.task.evaluate(run.predict)
+            _keep_best(run, best, step, step / per_epoch, scores)
+            shown = " ".join(f"{k} {v:.4f}" for k, v in scores.items())
+            took = progress.elapsed()
+            print(f"{cfg.task} step {step}/{steps} loss {loss:.4f} | dev {shown} | {took:.0f}s")
+        if step % cfg.log_every == 0 or "dev" in record:
+            log.write(record)
+        if step % cfg.log_every == 0 and "dev" not in record:
+            figures = f"epoch {record['epoch']:.2f} loss {loss:.4f} lr {stepper.lr:.2e} "
+            figures += f"{progress.rate(step) * cfg.batch_size:.0f} seq/s"
+            print(progress.line(step, figures))
+    log.close()
+    return scores, best
+
+
+def _keep_best(run: Finetuning, best: dict, step: int, epoch: float, scores: dict) -> None:
+    """Save best.pt when these scores beat the best so far (the first evaluation wins a tie)."""
+    metric = run.task.metric
+    if not best or scores[metric] > best["scores"][metric]:
+        best.update(metric=metric, step=step, epoch=epoch, scores=scores)
+        run.save("best.pt")

@@ -1,0 +1,117 @@
+"""Span extraction (SQuAD v1.1): an answer's start and end in the context, two logits per
+position; scored as the official evaluate-v1.1.py, with predictions.json and
+nbest_predictions.json as the paper's run_squad.py writes them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from model.finetune.config import FinetuneConfig
+from model.finetune.task import Predict, Task
+from model.metrics import squad_scores
+from model.tasks import SquadExample, answer_is_aligned, data_files, read_squad, span_features
+
+
+class Spans(Task):
+    """Start and end logits per position, each trained by cross-entropy over the positions."""
+
+    pooled = False
+    # No dropout before the span head: neither the paper's run_squad.py nor transformers'
+    # BertForQuestionAnswering has one.
+    head_dropout = False
+    max_seq_length = 384
+    metric = "f1"
+
+    def __init__(self, train, dev, examples: list[SquadExample], notes, max_answer: int):
+        super().__init__(train, dev, [], notes)
+        self.examples, self.max_answer = examples, max_answer  # the dev questions
+        self.nbest: dict[str, list[dict]] = {}  # the last evaluation's n best spans by question
+
+    @classmethod
+    def read(cls, cfg: FinetuneConfig, tok) -> Spans:
+        names = [("train-v1.1.json", "train.json"), ("dev-v1.1.json", "dev.json")]
+        train_path, dev_path = data_files(cfg.task, cfg.data, names)
+        train, dev = read_squad(train_path), read_squad(dev_path)
+        # As the paper's run_squad.py: a training answer whose answer_start does not point at
+        # its text is skipped (training on it would teach the wrong span), and counted.
+        aligned = [ex for ex in train if answer_is_aligned(ex)]
+        notes = []
+        if len(aligned) < len(train):
+            notes.append(
+                f"{train_path}: skipped {len(train) - len(aligned)} of {len(train)} question(s) "
+                "whose answer_start does not point at the answer text"
+            )
+        args = (cfg.max_seq_length, cfg.doc_stride, cfg.max_query_length)
+        train_f = span_features(tok, aligned, *args)
+        dev_f = span_features(tok, dev, *args)
+        return cls(train_f, dev_f, dev, notes, cfg.max_answer_length)
+
+    @property
+    def num_labels(self) -> int:
+        return 2
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        start, end = logits.float().unbind(-1)
+        return (F.cross_entropy(start, labels[:, 0]) + F.cross_entropy(end, labels[:, 1])) / 2
+
+    def evaluate(self, predict: Predict) -> dict[str, float]:
+        self.nbest = span_nbest(self.dev, predict(self.dev), self.examples, self.max_answer)
+        gold = {ex.qid: list(ex.answers) for ex in self.examples}
+        return squad_scores(self.predictions(), gold)
+
+    def predictions(self) -> dict[str, str]:
+        """Question id -> the best span's text."""
+        return {qid: spans[0]["text"] for qid, spans in self.nbest.items()}
+
+    def outputs(self) -> dict[str, str]:
+        def text(obj) -> str:
+            return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+        # predictions.json: the official format, question id -> answer text
+        return {
+            "predictions.json": text(self.predictions()),
+            "nbest_predictions.json": text(self.nbest),
+        }
+
+
+def span_nbest(
+    features, logits, examples, max_answer: int, top: int = 20, n_best: int = 20
+) -> dict[str, list[dict]]:
+    """Per question: its `n_best` valid spans (start <= end, at most `max_answer` tokens,
+    inside the context) over all its windows, best first, one per distinct text, each with its
+    text cut from the context, start and end logits and probability (a softmax over the n best
+    scores, as the paper's run_squad.py writes nbest_predictions.json)."""
+    found: dict[int, list[tuple[float, str, float, float]]] = {}
+    for f, x in zip(features, logits, strict=True):
+        lo, hi = f["context_start"], f["context_start"] + len(f["offsets"])
+        starts = [i for i in np.argsort(-x[:, 0])[:top] if lo <= i < hi]
+        ends = [i for i in np.argsort(-x[:, 1])[:top] if lo <= i < hi]
+        ctx = examples[f["example"]].context
+        for s in starts:
+            for e in ends:
+                if s <= e < s + max_answer:
+                    text = ctx[f["offsets"][s - lo][0] : f["offsets"][e - lo][1]]
+                    a, b = float(x[s, 0]), float(x[e, 1])
+                    found.setdefault(f["example"], []).append((a + b, text, a, b))
+    out = {}
+    for n, candidates in found.items():
+        candidates.sort(key=lambda c: -c[0])  # stable: among equal scores the first found wins
+        kept, seen = [], set()
+        for c in candidates:
+            if c[1] not in seen:
+                seen.add(c[1])
+                kept.append(c)
+            if len(kept) == n_best:
+                break
+        scores = np.array([c[0] for c in kept])
+        probs = np.exp(scores - scores.max())
+        probs /= probs.sum()
+        out[examples[n].qid] = [
+            {"text": t, "probability": float(p), "start_logit": a, "end_logit": b}
+            for (_, t, a, b), p in zip(kept, probs, strict=True)
+        ]
+    return out
