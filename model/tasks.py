@@ -85,6 +85,7 @@ TASKS = (*GLUE_TASKS, "ner", "squad")
 
 
 def check_task(task: str) -> None:
+    """Refuse a task name that is not one of `TASKS`."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from model.cli import main
+from model.finetune.spans import Spans
 from model.metrics import (
     accuracy,
     binary_f1,
@@ -328,7 +329,6 @@ def test_no_dropout_between_the_encoder_and_the_span_head():
 
     from model.config import BertConfig
     from model.finetune.encoder import TaskModel
-    from model.finetune.spans import Spans
 
     cfg = BertConfig(
         vocab_size=32,
@@ -343,6 +343,24 @@ def test_no_dropout_between_the_encoder_and_the_span_head():
     assert isinstance(span.dropout, torch.nn.Identity)
     sequence = TaskModel(cfg, 2, torch.Generator().manual_seed(0))
     assert isinstance(sequence.dropout, torch.nn.Dropout)
+
+
+def test_every_task_is_read_as_its_kind():
+    from model.finetune.classify import Classify, Regress
+    from model.finetune.loop import KINDS
+    from model.finetune.tag import Tag
+    from model.tasks import TASKS
+
+    assert list(KINDS) == list(TASKS)
+    assert KINDS["stsb"] is Regress and KINDS["ner"] is Tag and KINDS["squad"] is Spans
+    assert all(KINDS[t] is Classify for t in TASKS if t not in ("stsb", "ner", "squad"))
+    # What the kinds differ in: where the head reads, dropout before it, default length.
+    assert [(k.pooled, k.head_dropout) for k in (Classify, Tag, Spans)] == [
+        (True, True),
+        (False, True),
+        (False, False),
+    ]
+    assert Spans.max_seq_length == 384 and Classify.max_seq_length == Tag.max_seq_length == 128
 
 
 def test_matthews_correlation_as_glue_reports_it():
