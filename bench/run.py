@@ -18,7 +18,7 @@ import platform
 import sys
 import traceback
 
-AREAS = ("pipeline", "wikipedia", "validate", "model", "scale", "dask")
+AREAS = ("pipeline", "profile", "wikipedia", "validate", "model", "scale", "dask")
 
 
 def run_area(area: str, args) -> list[dict]:
@@ -26,6 +26,10 @@ def run_area(area: str, args) -> list[dict]:
         from bench import pipeline_bench
 
         return pipeline_bench.run(pipeline_bench.config_from(args, "pipeline-"))
+    if area == "profile":  # where a 1-worker build's CPU time goes, stage by stage
+        from bench import stage_profile
+
+        return stage_profile.run()
     if area == "wikipedia":
         from bench import wiki_bench
 

@@ -112,6 +112,7 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
         vocab = p | "LoadVocab" >> beam.Create([load_vocab(cfg.vocab_path)])
     else:
         vocab = sentences | "TrainVocab" >> TrainVocab(cfg.vocab)
+    vocab = vocab | "VocabText" >> beam.Map(Vocab.to_text)  # side inputs carry the text
     units = sentences | "Tokenize" >> TokenizeDocuments(
         tmp, vocab, cfg.vocab.lowercase, cfg.instances
     )

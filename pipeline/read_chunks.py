@@ -87,7 +87,8 @@ class ReadFile(beam.DoFn):
             yield from (Chunk(**{**r, "starts": ()}) for r in records)
             return
         chunks = list(self.read(group))
-        write_marker(done, {"chunks": [asdict(c) for c in chunks]})
+        inputs = sorted({item[1] for item in group})  # named when an id repeats (BuildBucket)
+        write_marker(done, {"chunks": [asdict(c) for c in chunks], "inputs": inputs})
         yield from chunks
 
     def read(self, group):

@@ -169,7 +169,7 @@ class Publish(beam.PTransform):
         self.lowercase = lowercase
 
     def expand(self, built):
-        from pipeline.tokenize import tokenizer_json
+        from pipeline.tokenize import tokenizer_json, vocab_of
 
         out, config, lowercase = self.out, self.build_config, self.lowercase
         entries = built | "Entries" >> beam.Map(lambda b: (b[0], b[1]))
@@ -178,7 +178,11 @@ class Publish(beam.PTransform):
             | "Once" >> beam.Create([None])
             | "Publish"
             >> beam.Map(
-                lambda _, e, c, v: publish(out, e, c, v, tokenizer_json(v, lowercase), config).rows,
+                lambda _, e, c, text: (
+                    publish(
+                        out, e, c, vocab_of(text), tokenizer_json(vocab_of(text), lowercase), config
+                    ).rows
+                ),
                 beam.pvalue.AsList(entries),
                 beam.pvalue.AsSingleton(self.counts),
                 beam.pvalue.AsSingleton(self.vocab),

@@ -145,6 +145,14 @@ def sentence_pieces(
 
 
 @functools.lru_cache(maxsize=2)
+def vocab_of(text: str) -> Vocab:
+    """The vocab from the text a build's side input carries. Beam weighs each side input it
+    caches by walking its objects (a `Vocab` and its index are 60,000 of them, walked once per
+    bundle); a text is one object."""
+    return Vocab.from_text(text)
+
+
+@functools.lru_cache(maxsize=2)
 def bert_tokenizer(vocab: Vocab, lowercase: bool) -> Tokenizer:
     """The BERT tokenizer of `vocab` as a plain `tokenizers.Tokenizer` (its batch API)."""
     return Tokenizer.from_str(tokenizer_json(vocab, lowercase))

@@ -31,7 +31,7 @@ from pipeline.instances import (
     unit_tables,
 )
 from pipeline.keys import generator, scalar_generator, stable_hash
-from pipeline.progress import write_marker
+from pipeline.progress import read_marker, write_marker
 from pipeline.sentences import (
     params_to_json,
     sentence_tokenizer,
@@ -51,7 +51,7 @@ from pipeline.spill import (
     write_sentences,
     write_units,
 )
-from pipeline.tokenize import encode_documents, token_spec, train_vocab
+from pipeline.tokenize import encode_documents, token_spec, train_vocab, vocab_of
 from schemas.vocab import Vocab
 
 
@@ -219,7 +219,7 @@ class TokenizeChunk(CountingDoFn):
         self.lowercase = lowercase
         self.cfg = cfg
 
-    def process(self, chunk: Chunk, vocab: Vocab):
+    def process(self, chunk: Chunk, vocab_text: str):
         if not chunk.path:
             return
         target = next_path(self.tmp, "units", chunk)
@@ -227,7 +227,7 @@ class TokenizeChunk(CountingDoFn):
         if done is not None:
             yield done
             return
-        docs = self.encode(read_sentences(chunk.path), vocab)
+        docs = self.encode(read_sentences(chunk.path), vocab_of(vocab_text))
         units = [
             (stable_hash(self.cfg.seed, "bucket", p, doc.id), p, doc)
             for doc in docs
@@ -323,19 +323,26 @@ class BuildBucket(beam.DoFn):
     The bucket's units are the rows of every units chunk whose bucket hash falls in its range.
     """
 
-    def __init__(self, out: str, cfg: InstanceConfig, build_config: dict):
+    def __init__(self, tmp: str, out: str, cfg: InstanceConfig, build_config: dict):
+        self.tmp = tmp
         self.out = out
         self.cfg = cfg
         self.build_config = build_config
 
-    def process(self, bucket: int, buckets: int, chunks: list[Chunk], vocab: Vocab):
+    def process(self, bucket: int, buckets: int, chunks: list[Chunk], vocab_text: str):
+        vocab = vocab_of(vocab_text)
         done = finished_bucket(self.out, bucket)
         if done is not None:
             yield done
             return
         lo, hi = hash_range(bucket, buckets)
-        units = [u for c in chunks if c.path for u in read_units(c, lo, hi)]
-        built = build_bucket(bucket, units, self.cfg, token_spec(vocab))
+        chunks = [c for c in chunks if c.path]
+        units = [u for c in chunks for u in read_units(c, lo, hi)]
+        try:
+            built = build_bucket(bucket, units, self.cfg, token_spec(vocab))
+        except RepeatedIdError as e:
+            where = input_files_holding(e.id, chunks, lo, hi, self.tmp)
+            raise RepeatedIdError(e.id, f" ({where})") from None
         if built is None:
             return
         columns, short, sources = built
@@ -346,18 +353,36 @@ class BuildBucket(beam.DoFn):
         yield bucket, entry, counts
 
 
+class RepeatedIdError(BadInputError):
+    def __init__(self, doc_id: str, where: str = ""):
+        super().__init__(
+            f"document id {doc_id!r} occurs twice in the input{where} (JSONL records with the "
+            "same id in two files, or one Wikipedia page in two dumps); an id names one "
+            "document: remove the repeat, or pass --dedup (make: ARGS=--dedup) when the copies "
+            "are equal"
+        )
+        self.id = doc_id
+
+
 def refuse_repeated_ids(units) -> None:
     """Two documents with one id would make the output depend on reading order (and one could
     be paired with itself as "another" document). Both passes of an id land in the same bucket
     (the bucket hash is of the id), so each bucket checks its own sorted units."""
     for (p, a), (q, b) in itertools.pairwise(units):
         if p == q and a.id == b.id:
-            raise BadInputError(
-                f"document id {a.id!r} occurs twice in the input (JSONL records with the same "
-                "id in two files, or one Wikipedia page in two dumps); an id names one "
-                "document: remove the repeat, or pass --dedup (make: ARGS=--dedup) when the copies "
-                "are equal"
-            )
+            raise RepeatedIdError(a.id)
+
+
+def input_files_holding(doc_id: str, chunks: list[Chunk], lo: int, hi: int, tmp: str) -> str:
+    """Where a repeated id was read: the input files of the chunks whose units hold it (a chunk
+    records its input files in its read marker; small files share a chunk)."""
+    files: list[str] = []
+    for chunk in chunks:
+        if any(doc.id == doc_id for _, doc in read_units(chunk, lo, hi)):
+            key = chunk.path.rsplit("/", 1)[-1].rsplit("-", 1)[0]  # see ChunkWriter.write
+            marker = read_marker(FileSystems.join(tmp, "items", key + ".json"))
+            files += [f for f in marker.get("inputs", []) if f not in files]
+    return "read from " + ", ".join(files) if files else "input files unknown"
 
 
 def plan_bucket(units, cfg: InstanceConfig) -> tuple[list[TokenizedDoc], np.ndarray]:
@@ -378,12 +403,13 @@ def plan_bucket(units, cfg: InstanceConfig) -> tuple[list[TokenizedDoc], np.ndar
 
 
 def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
-    """A bucket's units -> (ShardColumns, pair counts, instances per source), or None.
-
-    The pairs are shuffled and the bucket masked with generators of (seed, bucket)."""
+    """A bucket's units -> (ShardColumns, pair counts, instances per source), or None."""
     docs, pairs = plan_bucket(units, cfg)
-    if not len(pairs):
-        return None
+    return bucket_columns(bucket, docs, pairs, cfg, spec) if len(pairs) else None
+
+
+def bucket_columns(bucket: int, docs, pairs: np.ndarray, cfg: InstanceConfig, spec):
+    """Planned pairs -> shuffled, assembled and masked rows, with generators of (seed, bucket)."""
     pairs = pairs[generator(cfg.seed, "shuffle", bucket).permutation(len(pairs))]
     rows = mask_rows(
         assemble_rows(docs, pairs, spec), cfg, spec, generator(cfg.seed, "mask", bucket)
@@ -448,7 +474,7 @@ class CreateInstances(beam.PTransform):
             | "NumBuckets" >> beam.Map(num_buckets, cfg, shards, per_bucket)
             | "NoteBuckets" >> beam.Map(note_buckets, self.tmp)
         )
-        build = BuildBucket(self.out, cfg, self.build_config)
+        build = BuildBucket(self.tmp, self.out, cfg, self.build_config)
         return (
             buckets
             | "Each" >> beam.FlatMap(lambda n: range(n))

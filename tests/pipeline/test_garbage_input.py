@@ -97,6 +97,9 @@ def test_one_id_in_two_jsonl_files_stops_the_build(tmp_path):
         lines = [f'{{"id": "{stem}-{i}", "text": "Filler number {i}. More."}}' for i in range(30)]
         lines.append(f'{{"id": "same", "text": "{text}"}}')
         (tmp_path / "in" / name).write_text("\n".join(lines) + "\n")
-    with pytest.raises(SystemExit, match=r"document id 'jsonl:same' occurs twice in the input"):
+    with pytest.raises(
+        SystemExit, match=r"document id 'jsonl:same' occurs twice in the input"
+    ) as e:
         build_shards(str(tmp_path / "out"), "--vocab-size", "200", inputs=f"jsonl:{tmp_path}/in")
+    assert f"read from {tmp_path}/in/a.jsonl, {tmp_path}/in/b.jsonl" in str(e.value)
     assert not (tmp_path / "out" / "manifest.json").exists()

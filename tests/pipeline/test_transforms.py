@@ -105,7 +105,7 @@ def test_tokenize_documents_exact(tmp_path):
     )
     cfg = InstanceConfig(dupe_factor=2)
     with pipeline() as p:
-        vocab = p | "V" >> beam.Create([VOCAB])
+        vocab = p | "V" >> beam.Create([VOCAB.to_text()])  # side inputs carry the text
         out = p | beam.Create([chunk]) | TokenizeDocuments(str(tmp_path), vocab, True, cfg)
         got = out | beam.Map(
             lambda c: [
@@ -170,7 +170,7 @@ def test_create_instances_equals_the_plain_function_whatever_the_chunking(tmp_pa
             chunk = write_units(str(out / f"u{i}.arrow"), units)
             chunks.append(Chunk(chunk.path, len(part), tokens=99, starts=chunk.starts))
         with pipeline() as p:
-            vocab = p | "V" >> beam.Create([VOCAB])
+            vocab = p | "V" >> beam.Create([VOCAB.to_text()])  # side inputs carry the text
             built = (
                 p | beam.Create(chunks) | CreateInstances(str(out), str(out), vocab, cfg, {}, 2, 1)
             )
@@ -193,7 +193,7 @@ def test_dofns_pickle_round_trip():
     for obj in (
         SplitChunk("/tmp", 10),
         TokenizeChunk("/tmp", True, InstanceConfig()),
-        BuildBucket("/out", InstanceConfig(), {}),
+        BuildBucket("/tmp", "/out", InstanceConfig(), {}),
         VOCAB,
         tokenized("x", 2),
         InputSpec("books", "/x"),

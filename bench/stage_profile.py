@@ -1,0 +1,237 @@
+"""Where a build's CPU time goes: each stage timed alone with the build's own functions, beside a
+whole 1-worker build of the same text.
+
+    python -m bench.stage_profile --input DIR --mb 20 --vocab VOCAB.txt
+
+The stages run in one process, in the build's order, on text in the reference format (one
+sentence per line, a blank line between documents): read the files into documents, split them
+into sentences, tokenize, plan the pairs of each bucket, assemble and mask the rows, write the
+shards. "Chunk files" is the Arrow files the stages hand each other (write and read back).
+What the whole build spends beyond the sum is Beam's own part: its start-up, its records and
+the runner's bookkeeping. Each stage is timed in CPU seconds of this process
+(`time.process_time`), with the tokenizer's thread pool held to one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before `tokenizers` is imported
+
+from bench.procmem import run_measured  # noqa: E402
+
+STAGES = (
+    "read",
+    "split",
+    "tokenize",
+    "plan pairs",
+    "assemble and mask",
+    "write shards",
+    "chunk files",
+)
+SEED = 12345
+
+
+class Clock:
+    """CPU seconds per stage, summed over every `with clock(stage)` block."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str):
+        start = time.process_time()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.process_time() - start
+
+
+def text_files(root: str, mb: float) -> tuple[list[str], int]:
+    """Whole `.txt` files under `root`, in name order, up to about `mb` MB."""
+    files, size = [], 0
+    for path in sorted(Path(root).rglob("*.txt")):
+        if size >= mb * 1e6:
+            break
+        files.append(str(path))
+        size += path.stat().st_size
+    if not files:
+        raise SystemExit(f"stage_profile: no .txt files under {root}")
+    return files, size
+
+
+def read_and_split(files: list[str], tmp: str, clock: Clock):
+    """Files -> documents (chunk file) -> (id, source, sentences) (chunk file)."""
+    from pipeline.sources.documents import Tally
+    from pipeline.sources.text import read_text
+    from pipeline.spill import read_documents, read_sentences, write_documents, write_sentences
+
+    with clock("read"):
+        docs = []
+        for path in files:
+            with open(path, "rb") as f:
+                docs.extend(read_text(f, os.path.basename(path), Tally()))
+    with clock("chunk files"):
+        write_documents(f"{tmp}/documents.arrow", docs)
+        docs = list(read_documents(f"{tmp}/documents.arrow"))
+    with clock("split"):  # the reference format is split already: paragraphs are sentences
+        sentences = [(d.id, d.source, tuple(d.paragraphs)) for d in docs if d.paragraphs]
+    with clock("chunk files"):
+        write_sentences(f"{tmp}/sentences.arrow", sentences)
+        return read_sentences(f"{tmp}/sentences.arrow")
+
+
+def tokenize_to_units(sentences, vocab, cfg, tmp: str, clock: Clock):
+    """Sentences -> tokenized documents -> the units chunk file (every dupe pass, hashed)."""
+    from pipeline.keys import stable_hash
+    from pipeline.spill import write_units
+    from pipeline.tokenize import encode_documents
+    from pipeline.transforms import ENCODE_BATCH_SENTENCES, sentence_batches
+
+    with clock("tokenize"):
+        docs = []
+        for batch in sentence_batches(sentences, ENCODE_BATCH_SENTENCES):
+            docs.extend(encode_documents(batch, vocab, True))
+    with clock("chunk files"):
+        units = [
+            (stable_hash(cfg.seed, "bucket", p, d.id), p, d)
+            for d in docs
+            for p in range(cfg.dupe_factor)
+        ]
+        tokens = sum(len(d.ids) for d in docs)
+        return write_units(f"{tmp}/units.arrow", units, len(docs), tokens), (tokens, len(docs))
+
+
+def build_buckets(chunk, totals, vocab, cfg, tmp: str, clock: Clock) -> int:
+    """The units chunk -> one shard per bucket, as the build cuts them; returns the buckets."""
+    from pipeline.shards import write_bucket_shard
+    from pipeline.spill import hash_range, read_units
+    from pipeline.tokenize import token_spec
+    from pipeline.transforms import bucket_columns, num_buckets, plan_bucket
+
+    buckets = num_buckets(totals, cfg, 0, 1_000_000)
+    spec = token_spec(vocab)
+    os.makedirs(f"{tmp}/out/shards", exist_ok=True)
+    for bucket in range(buckets):
+        with clock("chunk files"):
+            units = read_units(chunk, *hash_range(bucket, buckets))
+        with clock("plan pairs"):
+            docs, pairs = plan_bucket(units, cfg)
+        if not len(pairs):
+            continue
+        with clock("assemble and mask"):
+            columns, pair_counts, _ = bucket_columns(bucket, docs, pairs, cfg, spec)
+        with clock("write shards"):
+            write_bucket_shard(f"{tmp}/out", bucket, columns, pair_counts, vocab, {})
+    return buckets
+
+
+def stage_seconds(files: list[str], vocab_path: str, tmp: str) -> dict[str, float]:
+    """CPU seconds per stage for one pass of the build's functions over `files`."""
+    from pipeline.config import InstanceConfig
+    from schemas.vocab import Vocab
+
+    vocab = Vocab.load(vocab_path)
+    cfg = InstanceConfig(max_seq_length=128, dupe_factor=5, seed=SEED)
+    clock = Clock()
+    sentences = read_and_split(files, tmp, clock)
+    chunk, totals = tokenize_to_units(sentences, vocab, cfg, tmp, clock)
+    build_buckets(chunk, totals, vocab, cfg, tmp, clock)
+    return {stage: clock.seconds[stage] for stage in STAGES}
+
+
+def whole_build(files: list[str], vocab: str, out: str) -> float:
+    """CPU seconds of the process tree of a 1-worker build of `files` (reference format)."""
+    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--format", "text", "--out", out]
+    cmd += ["--vocab", vocab, "--workers", "1", "--seed", str(SEED), "--dupe-factor", "5"]
+    cmd += ["--max-seq-length", "128", "--input", ",".join(files)]
+    return run_measured(cmd, {**os.environ, "RAYON_NUM_THREADS": "1"}).cpu
+
+
+def profile(files: list[str], size: int, vocab: str, tmp: str) -> list[dict]:
+    """Rows (stage, CPU-s, share of the whole build, MB per CPU-s of that stage alone)."""
+    stages = stage_seconds(files, vocab, f"{tmp}/stages")
+    total = whole_build(files, vocab, f"{tmp}/build")
+    stages["Beam: start-up, records, runner"] = max(0.0, total - sum(stages.values()))
+    mb = size / 1e6
+    rows = [
+        {
+            "stage": stage,
+            "cpu_s": round(s, 2),
+            "share": round(s / total, 3),
+            "mb_per_cpu_s": round(mb / s, 2) if s > 0 else None,
+        }
+        for stage, s in stages.items()
+    ]
+    rows.append(
+        {
+            "stage": "whole build",
+            "cpu_s": round(total, 2),
+            "share": 1.0,
+            "mb_per_cpu_s": round(mb / total, 3),
+        }
+    )
+    return rows
+
+
+def bench_rows(corpus: str, mb: float = 20.0) -> list[dict]:
+    """The profile of one corpus of the pipeline bench as `make bench` rows (area "profile"),
+    with a vocab trained on its first copy."""
+    from bench.pipeline_inputs import text_root
+    from bench.pipeline_runs import train_vocab
+
+    root = text_root(corpus)
+    tmp = tempfile.mkdtemp(prefix="bench-profile-", dir=os.environ.get("BENCH_TMP"))
+    try:
+        vocab, _ = train_vocab(sorted(str(p) for p in Path(root).glob("copy-*"))[:1], f"{tmp}/v")
+        files, size = text_files(root, mb)
+        table = profile(files, size, vocab, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    note = f"{size / 1e6:.1f} MB reference format, seq 128, dupe 5, 1 worker"
+    return [
+        {
+            "area": "profile",
+            "metric": f"{corpus}: {r['stage']}",
+            "value": r["cpu_s"],
+            "unit": "CPU-s",
+            "note": f"{r['share']:.0%} of the build; {note}",
+        }
+        for r in table
+    ]
+
+
+def run(corpora=("kernel-docs", "wikipedia")) -> list[dict]:
+    return [row for corpus in corpora for row in bench_rows(corpus)]
+
+
+def render(table: list[dict]) -> str:
+    lines = ["| stage | CPU-s | share of the build | MB per CPU-s alone |", "|---|---|---|---|"]
+    for r in table:
+        rate = "" if r["mb_per_cpu_s"] is None else f"{r['mb_per_cpu_s']}"
+        lines.append(f"| {r['stage']} | {r['cpu_s']} | {r['share']:.0%} | {rate} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--input", required=True, help="a folder of .txt files, reference format")
+    ap.add_argument("--mb", type=float, default=20.0, help="MB of text to profile (default: 20)")
+    ap.add_argument("--vocab", required=True, help="the vocab.txt to build with")
+    args = ap.parse_args(argv)
+    files, size = text_files(args.input, args.mb)
+    with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
+        print(render(profile(files, size, args.vocab, tmp)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The stage profile runs the build's own functions, stage by stage, and makes the same rows."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+
+from bench.stage_profile import STAGES, Clock, render, stage_seconds, text_files
+from pipeline.config import VocabConfig
+from pipeline.tokenize import train_vocab
+from tests.conftest import SAMPLE
+
+
+def test_clock_sums_each_stage():
+    clock = Clock()
+    for _ in range(3):
+        with clock("work"):
+            sum(range(20_000))
+    assert clock.seconds["work"] > 0 and set(clock.seconds) == {"work"}
+
+
+def test_stages_of_the_sample_make_its_shards(tmp_path):
+    files, size = text_files(f"{SAMPLE}/text", 1.0)
+    assert size == sum(os.path.getsize(f) for f in files) > 0
+    lines = [x.strip() for f in files for x in open(f, encoding="utf-8") if x.strip()]
+    vocab, _ = train_vocab(lines, VocabConfig(vocab_size=400, min_frequency=1))
+    (tmp_path / "vocab.txt").write_text(vocab.to_text(), encoding="utf-8")
+    seconds = stage_seconds(files, str(tmp_path / "vocab.txt"), str(tmp_path))
+    assert list(seconds) == list(STAGES)
+    assert all(s >= 0 for s in seconds.values()) and seconds["tokenize"] > 0
+    shards = sorted((tmp_path / "out" / "shards" / ".building").glob("bucket-*.arrow"))
+    assert shards  # the rows were built and written, as the build writes them
+    rows = sum(pa.ipc.open_file(pa.memory_map(str(p))).read_all().num_rows for p in shards)
+    assert rows > 0
+    table = render(
+        [{"stage": s, "cpu_s": v, "share": 0.1, "mb_per_cpu_s": None} for s, v in seconds.items()]
+    )
+    assert all(f"| {s} |" in table for s in STAGES)
+    assert np.isfinite(list(seconds.values())).all()
