@@ -323,3 +323,35 @@ def test_refuses_a_shard_whose_ids_cannot_address_the_vocab(tmp_path, make_shard
     shards = ShardSet.open(directory)  # the shards' metadata still says 11 pieces
     with pytest.raises(ValueError, match="cannot address this vocab"):
         PretrainingData(shards, [0], LoaderConfig(batch_size=4))
+
+
+@pytest.mark.parametrize(
+    "damage, column",
+    [
+        (lambda c: c.input_offsets.__setitem__(-1, c.input_offsets[-1] + 5), "input_ids"),
+        (lambda c: c.input_offsets.__setitem__(3, c.input_offsets[2] - 1), "input_ids"),
+        (lambda c: c.masked_offsets.__setitem__(-1, c.masked_offsets[-1] - 1), "masked_positions"),
+    ],
+)
+def test_refuses_a_shard_whose_offsets_overrun_naming_it(
+    tmp_path, make_shards, monkeypatch, damage, column
+):
+    """Arrow does not check list offsets when it maps a file; the loader does, once per shard."""
+    import model.data
+
+    directory = make_shards(str(tmp_path / "a"), num_shards=1)
+    real = model.data.ShardColumns.from_table
+
+    def damaged(table):
+        cols = real(table)
+        cols.input_offsets, cols.masked_offsets = (
+            cols.input_offsets.copy(),
+            cols.masked_offsets.copy(),
+        )
+        damage(cols)
+        return cols
+
+    monkeypatch.setattr(model.data.ShardColumns, "from_table", staticmethod(damaged))
+    data = loader(directory, (0,), batch_size=96, shuffle=False)
+    with pytest.raises(ValueError, match=rf"train-00000-of-00001\.arrow: the {column} offsets"):
+        data.batch(0)
