@@ -112,10 +112,11 @@ def tokenize_to_units(sentences, vocab, cfg, tmp: str, clock: Clock):
 
 def build_buckets(chunk, totals, vocab, cfg, tmp: str, clock: Clock) -> int:
     """The units chunk -> one shard per bucket, as the build cuts them; returns the buckets."""
+    from pipeline.buckets import bucket_columns, plan_bucket
     from pipeline.shards import write_bucket_shard
     from pipeline.spill import hash_range, read_units
     from pipeline.tokenize import token_spec
-    from pipeline.transforms import bucket_columns, num_buckets, plan_bucket
+    from pipeline.transforms import num_buckets
 
     buckets = num_buckets(totals, cfg, 0, 1_000_000)
     spec = token_spec(vocab)

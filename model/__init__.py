@@ -1,9 +1,5 @@
 """PyTorch BERT that pre-trains on the shards (MLM + NSP), fine-tunes and exports.
 
-Reads shards only through `schemas`; never imports the pipeline.
+Reads shards only through `schemas`; never imports the pipeline. Each name is imported from the
+module that defines it (docs/structure.md lists them).
 """
-
-from model.bert import BertForPreTraining, BertModel
-from model.config import PRESETS, BertConfig, TrainConfig, preset
-
-__all__ = ["PRESETS", "BertConfig", "BertForPreTraining", "BertModel", "TrainConfig", "preset"]

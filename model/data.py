@@ -27,10 +27,10 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from model.config import flag_hint
-from schemas import ShardColumns, ShardSet
 from schemas.manifest import MANIFEST_NAME
 from schemas.masking import MaskingRule, mask_padded
-from schemas.shard import schema_metadata, schema_problem, segment_gather
+from schemas.reader import ShardSet
+from schemas.shard import ShardColumns, schema_metadata, schema_problem, segment_gather
 
 # Distinct random streams drawn from (seed, epoch, purpose, ...).
 _SHARD_ORDER, _WINDOW_ROWS, _MASKING = 0, 1, 2

@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 from model.bert import BertForPreTraining
 from model.config import BertConfig, flag_hint
 from model.export import HF_LAYER_NAMES, HF_NAMES, HF_QKV
-from schemas import Vocab
+from schemas.vocab import Vocab
 
 CONFIG = "config.json"
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # the first present is read, as transformers

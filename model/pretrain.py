@@ -46,8 +46,8 @@ from model.training import (
     pretraining_figures,
     to_device,
 )
-from schemas import ShardSet
 from schemas.manifest import atomic_write_text
+from schemas.reader import ShardSet
 
 
 def model_config(name: str, shards: ShardSet) -> BertConfig:

@@ -21,8 +21,8 @@ import torch.distributed as dist
 
 from model.config import TrainConfig, flag_hint
 from model.training import Dist, Trainer, WarmupLinear
-from schemas import ShardSet
 from schemas.manifest import atomic_write, atomic_write_text
+from schemas.reader import ShardSet
 
 CHECKPOINT = "last.pt"
 METRICS = "metrics.jsonl"

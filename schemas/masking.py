@@ -1,4 +1,4 @@
-"""The masking rule of the shard contract (the README's "Instances"), the one implementation
+"""The masking rule of the shard contract (docs/design.md, "Instances"), the one implementation
 that the pipeline (whole buckets), the synthetic writer (whole shards) and the model's loader
 (dynamic re-masking of padded batches) all call.
 

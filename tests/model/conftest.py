@@ -13,11 +13,11 @@ import os
 import numpy as np
 import pytest
 
-from schemas import Manifest, ShardColumns, ShardEntry, Vocab, shard_metadata, shard_to_bytes
 from schemas.config import ShardConfig
-from schemas.manifest import SHARDS_DIR, shard_name
+from schemas.manifest import SHARDS_DIR, Manifest, ShardEntry, shard_name
 from schemas.masking import MaskingRule, mask_flat
-from schemas.shard import META_SCHEMA_VERSION
+from schemas.shard import META_SCHEMA_VERSION, ShardColumns, shard_metadata, shard_to_bytes
+from schemas.vocab import Vocab
 
 WORDS = (
     "the a is was in at of and to who where what does did good great bad awful movie film "

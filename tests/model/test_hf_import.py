@@ -18,7 +18,7 @@ from model.cli import main
 from model.config import BertConfig
 from model.hf_import import load_pretrained
 from model.run_dir import load_checkpoint
-from schemas import Vocab
+from schemas.vocab import Vocab
 from tests.model.conftest import VOCAB
 from tests.model.test_finetune import finetune_args, results, write_sst2
 

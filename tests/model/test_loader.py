@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.data import LoaderConfig, PretrainingData, batches, open_shards
-from schemas import ShardSet, read_shard
 from schemas.masking import MaskingRule, TokenSpec, mask_padded
+from schemas.reader import ShardSet
+from schemas.shard import read_shard
 
 
 def oracle_rows(directory: str) -> dict[tuple[int, int], dict]:

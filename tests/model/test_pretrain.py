@@ -18,7 +18,7 @@ from model.config import TrainConfig
 from model.pretrain import pretrain
 from model.run_dir import load_checkpoint
 from model.training import WarmupLinear, micro_batch_size
-from schemas import Vocab
+from schemas.vocab import Vocab
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TIMING = ("seq_per_s", "tokens_per_s", "mfu")

@@ -12,8 +12,9 @@ from tokenizers import BertWordPieceTokenizer
 
 from pipeline.config import InstanceConfig
 from pipeline.instances import num_to_predict
-from schemas import ShardColumns, ShardSet
 from schemas.config import INSTANCE_KEYS
+from schemas.reader import ShardSet
+from schemas.shard import ShardColumns
 from tests.conftest import SAMPLE, SAMPLE_INPUT, build_shards
 from tests.pipeline.test_tokenize import google_layout
 

@@ -92,7 +92,7 @@ def test_a_wrong_format_is_one_line_saying_what_to_do(tmp_path):
 
 
 def test_num_shards_far_above_the_corpus_is_capped_and_said(tmp_path, capsys):
-    from schemas import ShardSet
+    from schemas.reader import ShardSet
     from tests.conftest import build_shards
 
     out = str(tmp_path / "out")

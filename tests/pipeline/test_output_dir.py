@@ -8,7 +8,8 @@ import os
 import pytest
 
 from pipeline.tokenize import wordpiece_tokenizer
-from schemas import ShardColumns, ShardSet
+from schemas.reader import ShardSet
+from schemas.shard import ShardColumns
 from schemas.validate.run import validate
 from tests.conftest import build_shards
 

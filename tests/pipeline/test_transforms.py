@@ -10,6 +10,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipeline.buckets import build_bucket
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import merge_counts
 from pipeline.instances import TokenizedDoc
@@ -35,7 +36,6 @@ from pipeline.transforms import (
     TokenizeChunk,
     TokenizeDocuments,
     TrainVocab,
-    build_bucket,
 )
 from schemas.shard import ShardColumns, read_shard
 from schemas.vocab import Vocab

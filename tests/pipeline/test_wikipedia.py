@@ -334,7 +334,8 @@ def test_beam_reads_a_multistream_dump_in_spans_like_the_whole_file(tmp_path, mo
 
 
 def test_shards_built_from_a_real_dump_hold_no_markup(tmp_path) -> None:
-    from schemas import ShardColumns, ShardSet
+    from schemas.reader import ShardSet
+    from schemas.shard import ShardColumns
     from tests.conftest import build_shards
 
     (tmp_path / "wiki").mkdir()

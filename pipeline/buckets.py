@@ -1,0 +1,121 @@
+"""One bucket of the build, as plain functions: its units -> planned pairs -> shuffled,
+assembled and masked rows (`BuildBucket` in `pipeline.transforms` runs them per bucket).
+
+Units are sorted by (pass, document id) and each is planned with its own generator (seed, pass,
+document id); the pairs are shuffled and the bucket masked with generators of (seed, bucket), so
+a bucket's rows depend only on its units, the config and the seed.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.config import InstanceConfig
+from pipeline.instances import (
+    A_UNIT,
+    FORCED,
+    FORCED_ACTUAL,
+    FORCED_RANDOM,
+    RANDOM_NEXT,
+    SHORT,
+    TokenizedDoc,
+    assemble_rows,
+    mask_rows,
+    pair_array,
+    plan_document,
+    unit_tables,
+)
+from pipeline.keys import generator, scalar_generator
+from pipeline.progress import read_marker
+from pipeline.shards import rows_to_columns
+from pipeline.sources.documents import BadInputError
+from pipeline.spill import Chunk, read_units
+
+
+class RepeatedIdError(BadInputError):
+    def __init__(self, doc_id: str, where: str = ""):
+        super().__init__(
+            f"document id {doc_id!r} occurs twice in the input{where} (JSONL records with the "
+            "same id in two files, or one Wikipedia page in two dumps); an id names one "
+            "document: remove the repeat, or pass --dedup (make: ARGS=--dedup) when the copies "
+            "are equal"
+        )
+        self.id = doc_id
+
+
+def refuse_repeated_ids(units) -> None:
+    """Two documents with one id would make the output depend on reading order (and one could
+    be paired with itself as "another" document). Both passes of an id land in the same bucket
+    (the bucket hash is of the id), so each bucket checks its own sorted units."""
+    for (p, a), (q, b) in itertools.pairwise(units):
+        if p == q and a.id == b.id:
+            raise RepeatedIdError(a.id)
+
+
+def input_files_holding(doc_id: str, chunks: list[Chunk], lo: int, hi: int, tmp: str) -> str:
+    """Where a repeated id was read: the input files of the chunks whose units hold it (a chunk
+    records its input files in its read marker; small files share a chunk)."""
+    files: list[str] = []
+    for chunk in chunks:
+        if any(doc.id == doc_id for _, doc in read_units(chunk, lo, hi)):
+            key = chunk.path.rsplit("/", 1)[-1].rsplit("-", 1)[0]  # see ChunkWriter.write
+            marker = read_marker(FileSystems.join(tmp, "items", key + ".json"))
+            files += [f for f in marker.get("inputs", []) if f not in files]
+    return "read from " + ", ".join(files) if files else "input files unknown"
+
+
+def plan_bucket(units, cfg: InstanceConfig) -> tuple[list[TokenizedDoc], np.ndarray]:
+    """A bucket's (pass, document) units -> its documents and every pair (`pair_array`).
+
+    Units are sorted by (pass, document id); each is planned with its own generator
+    (seed, pass, document id)."""
+    units = sorted(units, key=lambda u: (u[0], u[1].id))
+    refuse_repeated_ids(units)
+    docs = [doc for _, doc in units]
+    offsets, ids = unit_tables(docs)
+    can_pick_other = len(set(ids)) > 1
+    pairs = []
+    for i, (p, doc) in enumerate(units):
+        rng = scalar_generator(cfg.seed, "instances", p, doc.id)
+        pairs.extend(plan_document(offsets, ids, i, cfg, rng, can_pick_other))
+    return docs, pair_array(pairs)
+
+
+def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):
+    """A bucket's units -> (ShardColumns, pair counts, instances per source), or None."""
+    docs, pairs = plan_bucket(units, cfg)
+    return bucket_columns(bucket, docs, pairs, cfg, spec) if len(pairs) else None
+
+
+def bucket_columns(bucket: int, docs, pairs: np.ndarray, cfg: InstanceConfig, spec):
+    """Planned pairs -> shuffled, assembled and masked rows, with generators of (seed, bucket)."""
+    pairs = pairs[generator(cfg.seed, "shuffle", bucket).permutation(len(pairs))]
+    rows = mask_rows(
+        assemble_rows(docs, pairs, spec), cfg, spec, generator(cfg.seed, "mask", bucket)
+    )
+    columns = rows_to_columns(rows, pairs[:, RANDOM_NEXT])
+    return columns, pair_counts(pairs), instances_per_source(docs, pairs)
+
+
+def pair_counts(pairs: np.ndarray) -> dict[str, int]:
+    """What the manifest records per shard beside the rows: short targets and forced labels."""
+    forced = np.bincount(pairs[:, FORCED], minlength=3)
+    return {
+        "short_rows": int(pairs[:, SHORT].sum()),
+        "forced_random_next": int(forced[FORCED_RANDOM]),
+        "forced_actual_next": int(forced[FORCED_ACTUAL]),
+    }
+
+
+def instances_per_source(docs: list[TokenizedDoc], pairs: np.ndarray) -> dict[str, int]:
+    """Instances per source (the source of A's document), in order of first appearance."""
+    names = list(dict.fromkeys(doc.source for doc in docs))
+    code = {name: k for k, name in enumerate(names)}
+    per_pair = np.array([code[doc.source] for doc in docs])[pairs[:, A_UNIT]]
+    counts = np.bincount(per_pair, minlength=len(names))
+    _, first = np.unique(per_pair, return_index=True)
+    seen = np.unique(per_pair)[np.argsort(first)]
+    return {names[k]: int(counts[k]) for k in seen.tolist()}
