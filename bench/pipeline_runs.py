@@ -24,11 +24,11 @@ SEED = 12345
 
 def tokenizer_floor(vocab_path: str, paths: list[str], size: int) -> float:
     """MB per CPU-second of encode_batch_fast alone on text-layout lines, one thread."""
-    from pipeline.tokenize import wordpiece_tokenizer
+    from pipeline.tokenize import bert_tokenizer
     from schemas.vocab import Vocab
 
     lines = [ln for text in read_text(paths) for ln in text.splitlines() if ln.strip()]
-    tok = wordpiece_tokenizer(Vocab.load(vocab_path), True)._tokenizer
+    tok = bert_tokenizer(Vocab.load(vocab_path), True)
     start = time.process_time()
     for i in range(0, len(lines), 20_000):
         tok.encode_batch_fast(lines[i : i + 20_000], add_special_tokens=False)
@@ -38,10 +38,10 @@ def tokenizer_floor(vocab_path: str, paths: list[str], size: int) -> float:
 def raw_floor(vocab_path: str, dirs: list[str], size: int) -> float:
     """MB per CPU-second of Punkt splitting plus tokenization on the books layout, one thread."""
     from pipeline.sentences import split_paragraphs
-    from pipeline.tokenize import wordpiece_tokenizer
+    from pipeline.tokenize import bert_tokenizer
     from schemas.vocab import Vocab
 
-    tok = wordpiece_tokenizer(Vocab.load(vocab_path), True)._tokenizer
+    tok = bert_tokenizer(Vocab.load(vocab_path), True)
     books = read_text(dirs)
     start = time.process_time()
     for text in books:
