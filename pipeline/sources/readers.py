@@ -22,7 +22,7 @@ def read_input(item: tuple, tally: Tally, open_raw) -> Iterator[Document | WikiP
     """What one read step yields for `(format, path, rel, span)`: documents, or for Wikipedia
     the pages (rendered later, after they are spread over workers: rendering is the costly
     part). `open_raw(path)` opens a file without decompression; compressed files are
-    decompressed here, checked (see `DecompressingReader`)."""
+    decompressed here, checked (`pipeline.sources.compressed`)."""
     fmt, path, rel, span = item
     with open_raw(path) as raw:
         if span is not None:
