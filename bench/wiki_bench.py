@@ -23,12 +23,15 @@ import argparse
 import bz2
 import io
 import json
+import os
 import re
+import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+os.environ.setdefault("RAYON_NUM_THREADS", "1")  # per-core figures; before `tokenizers` loads
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -125,28 +128,57 @@ def _drain(f) -> int:
 
 def build_rows(compressed: bytes, copies: int, workers: int) -> list[dict]:
     """The whole build twice: training its vocab, then reusing that vocab (the steady state
-    that a large corpus approaches: vocab training reads a bounded sample, once)."""
+    that a large corpus approaches: vocab training reads a bounded sample, once); beside the
+    second, the floor of what any build must do with the rendered prose: split and tokenize."""
     xml = distinct_copies(bz2.decompress(compressed), copies)
-    rows = []
+    mb, rows = len(xml) / 1e6, []
     with tempfile.TemporaryDirectory(prefix="bench-wiki-") as tmp:
         (Path(tmp) / "wiki").mkdir()
         (Path(tmp) / "wiki" / "enwiki-copies.xml").write_bytes(xml)
         for label, extra in (("", []), (", vocab reused", ["--vocab", f"{tmp}/out/vocab.txt"])):
             out = f"{tmp}/out" + ("2" if extra else "")
-            wall, manifest = _build(f"wikipedia:{tmp}/wiki", out, workers, extra)
-            rows += _build_rows(manifest, len(xml) / 1e6, copies, workers, wall, label)
+            wall, cpu, manifest = _build(f"wikipedia:{tmp}/wiki", out, workers, extra)
+            rows += _build_rows(manifest, mb, copies, workers, wall, label)
+        floor = split_tokenize_floor(xml, f"{tmp}/out/vocab.txt")
+    note = "Punkt + the tokenizer (1 thread) on the rendered prose, per MB of XML"
+    rows.append(row("floor: split + tokenize", round(mb / floor, 3), "MB/CPU-s", note))
+    note = f"{mb:.0f} MB XML, {cpu:.0f} CPU-s of the process tree, {workers} worker(s)"
+    rows.append(row("whole build, vocab reused, per CPU-s", round(mb / cpu, 3), "MB/CPU-s", note))
+    rows.append(row("whole build: times the floor's time", round(cpu / floor, 2), "x"))
     return rows
 
 
-def _build(inputs: str, out: str, workers: int, extra: list[str]) -> tuple[float, dict]:
+def split_tokenize_floor(xml: bytes, vocab: str) -> float:
+    """CPU seconds of Punkt and the tokenizer alone on the articles' rendered paragraphs."""
+    from pipeline.sentences import split_paragraphs
+    from pipeline.tokenize import bert_tokenizer
+    from schemas.vocab import Vocab
+
+    docs = list(read_wikipedia(io.BytesIO(xml), "bench", Tally()))
+    tok = bert_tokenizer(Vocab.load(vocab), True)
+
+    def work():
+        for d in docs:
+            tok.encode_batch_fast(split_paragraphs(list(d.paragraphs)), add_special_tokens=False)
+
+    return cpu_seconds(work)[0]
+
+
+def _build(inputs: str, out: str, workers: int, extra: list[str]) -> tuple[float, float, dict]:
+    """Wall and CPU seconds (this process and its worker processes) of one build."""
     from pipeline.cli import main as cli
 
     args = ["build", "--input", inputs, "--out", out, "--workers", str(workers), *extra]
+    who = (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    before = [resource.getrusage(w) for w in who]
     wall = time.perf_counter()
     if cli(args) != 0:
         raise SystemExit("the build failed; see the counts above")
     wall = time.perf_counter() - wall
-    return wall, json.loads(Path(f"{out}/manifest.json").read_text())
+    after = [resource.getrusage(w) for w in who]
+    pairs = zip(after, before, strict=True)
+    cpu = sum(x.ru_utime + x.ru_stime - y.ru_utime - y.ru_stime for x, y in pairs)
+    return wall, cpu, json.loads(Path(f"{out}/manifest.json").read_text())
 
 
 def _build_rows(manifest, mb, copies, workers, wall, label) -> list[dict]:
