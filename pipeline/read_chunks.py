@@ -27,6 +27,7 @@ from pipeline.sources.readers import READERS, read_input
 from pipeline.sources.wikipedia.pages import WikiPage
 from pipeline.sources.wikipedia.spans import is_index, plan_wikipedia
 from pipeline.spill import Chunk, write_documents
+from pipeline.stage import Stage
 
 GLOB_CHARS = "*?["
 
@@ -297,15 +298,18 @@ def pack_reads(sized: list, chunk_bytes: int) -> list[tuple]:
     return groups
 
 
-class ReadChunks(beam.PTransform):
+@dataclass(eq=False)
+class ReadChunks(Stage):
     """Input patterns -> document chunks (files under `tmp`) as `Chunk` records with counts."""
 
-    def __init__(self, inputs: list[InputSpec], tmp: str, chunk_bytes: int, skip_bad_input=False):
-        super().__init__()
-        self.inputs = sorted(inputs, key=lambda s: (s.format, s.pattern))
-        self.tmp = tmp
-        self.chunk_bytes = chunk_bytes
-        self.skip_bad_input = skip_bad_input
+    inputs: list[InputSpec]
+    tmp: str
+    chunk_bytes: int
+    skip_bad_input: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.inputs = sorted(self.inputs, key=lambda s: (s.format, s.pattern))
 
     def expand(self, pbegin):
         read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input)

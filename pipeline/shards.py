@@ -21,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.counting import manifest_counts
 from pipeline.fsio import atomic_create, building_dir, write_text
 from pipeline.instances import Rows
+from pipeline.stage import Stage
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, Manifest, ShardEntry, shard_name
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
@@ -156,17 +157,16 @@ def remove_stale_shards(out: str, keep: set[str]) -> None:
         FileSystems.delete(stale)
 
 
-class Publish(beam.PTransform):
+@dataclasses.dataclass(eq=False)
+class Publish(Stage):
     """(bucket, entry, counts) of every shard, and the counts of the other stages -> the
     published dataset; returns its row count."""
 
-    def __init__(self, out: str, build_config: dict, vocab, counts, lowercase: bool):
-        super().__init__()
-        self.out = out
-        self.build_config = build_config
-        self.vocab = vocab
-        self.counts = counts
-        self.lowercase = lowercase
+    out: str
+    build_config: dict
+    vocab: beam.PCollection  # of the vocab's text
+    counts: beam.PCollection  # one dict of every count
+    lowercase: bool
 
     def expand(self, built):
         from pipeline.tokenize import tokenizer_json, vocab_of

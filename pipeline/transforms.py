@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -39,6 +40,7 @@ from pipeline.spill import (
     write_sentences,
     write_units,
 )
+from pipeline.stage import Stage
 from pipeline.tokenize import encode_documents, token_spec, train_vocab, vocab_of
 from schemas.vocab import Vocab
 
@@ -101,14 +103,13 @@ class SplitChunk(CountingDoFn):
         return doc.id, doc.source, tuple(sentences)
 
 
-class SplitSentences(beam.PTransform):
+@dataclass(eq=False)
+class SplitSentences(Stage):
     """Document chunks -> sentence chunks; Punkt on prose, nothing on pre-split input."""
 
-    def __init__(self, tmp: str, max_paragraph_chars: int, punkt_json: str | None = None):
-        super().__init__()
-        self.tmp = tmp
-        self.max_paragraph_chars = max_paragraph_chars
-        self.punkt_json = punkt_json  # None: English parameters
+    tmp: str
+    max_paragraph_chars: int
+    punkt_json: str | None = None  # None: English parameters
 
     def expand(self, chunks):
         split = SplitChunk(self.tmp, self.max_paragraph_chars, self.punkt_json)
@@ -259,15 +260,14 @@ def sentence_batches(docs, limit: int):
         yield batch
 
 
-class TokenizeDocuments(beam.PTransform):
+@dataclass(eq=False)
+class TokenizeDocuments(Stage):
     """Sentence chunks -> units chunks, each sorted by bucket hash (see `pipeline.spill`)."""
 
-    def __init__(self, tmp: str, vocab, lowercase: bool, cfg: InstanceConfig):
-        super().__init__()
-        self.tmp = tmp
-        self.vocab = vocab
-        self.lowercase = lowercase
-        self.cfg = cfg
+    tmp: str
+    vocab: beam.PCollection  # of the vocab's text
+    lowercase: bool
+    cfg: InstanceConfig
 
     def expand(self, chunks):
         encode = TokenizeChunk(self.tmp, self.lowercase, self.cfg)
@@ -341,31 +341,21 @@ class BuildBucket(beam.DoFn):
         yield bucket, entry, counts
 
 
-class CreateInstances(beam.PTransform):
+@dataclass(eq=False)
+class CreateInstances(Stage):
     """Units chunks -> one shard per bucket, as (bucket, entry, counts).
 
     The number of buckets comes from the corpus totals; bucket b holds the dupe passes whose
     seeded hash h has (h * buckets) >> 64 == b. Each bucket's units are sorted, then the
     reference algorithm runs per document pass."""
 
-    def __init__(
-        self,
-        tmp: str,
-        out: str,
-        vocab,
-        cfg: InstanceConfig,
-        build_config: dict,
-        num_shards: int,
-        bucket_tokens: int,
-    ):
-        super().__init__()
-        self.tmp = tmp
-        self.out = out
-        self.vocab = vocab
-        self.cfg = cfg
-        self.build_config = build_config
-        self.num_shards = num_shards
-        self.bucket_tokens = bucket_tokens
+    tmp: str
+    out: str
+    vocab: beam.PCollection  # of the vocab's text
+    cfg: InstanceConfig
+    build_config: dict
+    num_shards: int
+    bucket_tokens: int
 
     def expand(self, chunks):
         cfg, shards, per_bucket = self.cfg, self.num_shards, self.bucket_tokens

@@ -53,14 +53,22 @@ def _parser(prog: str = "bert-schemas") -> argparse.ArgumentParser:
     return p
 
 
-def _add_validate(sub) -> None:
-    v = sub.add_parser(
-        "validate",
-        help="check every file, row and statistic; exit 0 if sound",
-        description=VALIDATE_HELP,
+def _subcommand(sub, name: str, summary: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand of one shard set: `bert-schemas NAME OUT [options]`."""
+    p = sub.add_parser(
+        name,
+        help=summary,
+        description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    v.add_argument("out", metavar="OUT", help="the shard set directory")
+    p.add_argument("out", metavar="OUT", help="the shard set directory")
+    return p
+
+
+def _add_validate(sub) -> None:
+    v = _subcommand(
+        sub, "validate", "check every file, row and statistic; exit 0 if sound", VALIDATE_HELP
+    )
     v.add_argument("--json", action="store_true", help="print the report as JSON instead")
     v.add_argument(
         "--z",
@@ -85,13 +93,7 @@ def _add_validate(sub) -> None:
 
 
 def _add_inspect(sub) -> None:
-    i = sub.add_parser(
-        "inspect",
-        help="decoded examples and a summary with histograms",
-        description=INSPECT_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    i.add_argument("out", metavar="OUT", help="the shard set directory")
+    i = _subcommand(sub, "inspect", "decoded examples and a summary with histograms", INSPECT_HELP)
     i.add_argument(
         "--n", type=int, default=None, metavar="N", help="rows to show (default 3, or 1 with --row)"
     )
