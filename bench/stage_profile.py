@@ -74,11 +74,12 @@ def read_and_split(files: list[str], tmp: str, clock: Clock):
     from pipeline.sources.text import read_text
     from pipeline.spill import read_documents, read_sentences, write_documents, write_sentences
 
+    root = os.path.commonpath([os.path.dirname(f) for f in files])
     with clock("read"):
         docs = []
-        for path in files:
+        for path in files:  # ids hold the path under the root, as a build's do
             with open(path, "rb") as f:
-                docs.extend(read_text(f, os.path.basename(path), Tally()))
+                docs.extend(read_text(f, os.path.relpath(path, root), Tally()))
     with clock("chunk files"):
         write_documents(f"{tmp}/documents.arrow", docs)
         docs = list(read_documents(f"{tmp}/documents.arrow"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import numpy as np
 import pyarrow as pa
@@ -22,8 +23,10 @@ def test_clock_sums_each_stage():
 
 
 def test_stages_of_the_sample_make_its_shards(tmp_path):
-    files, size = text_files(f"{SAMPLE}/text", 1.0)
-    assert size == sum(os.path.getsize(f) for f in files) > 0
+    for copy in ("copy-0", "copy-1"):  # one file name in two folders: two documents each
+        shutil.copytree(f"{SAMPLE}/text", tmp_path / "in" / copy)
+    files, size = text_files(str(tmp_path / "in"), 1.0)
+    assert len(files) == 2 and size == sum(os.path.getsize(f) for f in files) > 0
     lines = [x.strip() for f in files for x in open(f, encoding="utf-8") if x.strip()]
     vocab, _ = train_vocab(lines, VocabConfig(vocab_size=400, min_frequency=1))
     (tmp_path / "vocab.txt").write_text(vocab.to_text(), encoding="utf-8")
