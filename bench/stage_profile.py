@@ -150,11 +150,19 @@ def stage_seconds(files: list[str], vocab_path: str, tmp: str) -> dict[str, floa
     return {stage: clock.seconds[stage] for stage in STAGES}
 
 
+def rooted(path: str, root: str) -> str:
+    """A pattern matching only `path` whose glob root is `root`, so that the document ids keep
+    the path under the root (a build's ids are relative to the pattern's fixed part)."""
+    rel = os.path.relpath(path, root)
+    return f"{root}/[{rel[0]}]{rel[1:]}"
+
+
 def whole_build(files: list[str], vocab: str, out: str) -> float:
     """CPU seconds of the process tree of a 1-worker build of `files` (reference format)."""
+    root = os.path.commonpath([os.path.dirname(f) for f in files])
     cmd = [sys.executable, "-m", "pipeline.cli", "build", "--format", "text", "--out", out]
     cmd += ["--vocab", vocab, "--workers", "1", "--seed", str(SEED), "--dupe-factor", "5"]
-    cmd += ["--max-seq-length", "128", "--input", ",".join(files)]
+    cmd += ["--max-seq-length", "128", "--input", ",".join(rooted(f, root) for f in files)]
     return run_measured(cmd, {**os.environ, "RAYON_NUM_THREADS": "1"}).cpu
 
 

@@ -36,14 +36,22 @@ from pipeline.spill import Chunk, read_units
 
 
 class RepeatedIdError(BadInputError):
-    def __init__(self, doc_id: str, where: str = ""):
-        super().__init__(
+    """One document id twice in a bucket's units; `of` writes the message. (Beam re-raises a
+    worker's error as its type called with the message alone, so that must construct it.)"""
+
+    def __init__(self, message: str, doc_id: str = ""):
+        super().__init__(message)
+        self.id = doc_id
+
+    @classmethod
+    def of(cls, doc_id: str, where: str = "") -> RepeatedIdError:
+        return cls(
             f"document id {doc_id!r} occurs twice in the input{where} (JSONL records with the "
             "same id in two files, or one Wikipedia page in two dumps); an id names one "
             "document: remove the repeat, or pass --dedup (make: ARGS=--dedup) when the copies "
-            "are equal"
+            "are equal",
+            doc_id,
         )
-        self.id = doc_id
 
 
 def refuse_repeated_ids(units) -> None:
@@ -52,7 +60,7 @@ def refuse_repeated_ids(units) -> None:
     (the bucket hash is of the id), so each bucket checks its own sorted units."""
     for (p, a), (q, b) in itertools.pairwise(units):
         if p == q and a.id == b.id:
-            raise RepeatedIdError(a.id)
+            raise RepeatedIdError.of(a.id)
 
 
 def input_files_holding(doc_id: str, chunks: list[Chunk], lo: int, hi: int, tmp: str) -> str:

@@ -42,3 +42,16 @@ def test_stages_of_the_sample_make_its_shards(tmp_path):
     )
     assert all(f"| {s} |" in table for s in STAGES)
     assert np.isfinite(list(seconds.values())).all()
+
+
+def test_the_whole_build_reads_copies_of_one_file_name_as_distinct_documents(tmp_path):
+    from bench.stage_profile import whole_build
+
+    for copy in ("copy-0", "copy-1"):
+        shutil.copytree(f"{SAMPLE}/text", tmp_path / "in" / copy)
+    files, _ = text_files(str(tmp_path / "in"), 1.0)
+    lines = [x.strip() for f in files for x in open(f, encoding="utf-8") if x.strip()]
+    vocab, _ = train_vocab(lines, VocabConfig(vocab_size=400, min_frequency=1))
+    (tmp_path / "vocab.txt").write_text(vocab.to_text(), encoding="utf-8")
+    assert whole_build(files, str(tmp_path / "vocab.txt"), str(tmp_path / "out")) > 0
+    assert (tmp_path / "out" / "manifest.json").exists()
