@@ -136,14 +136,13 @@ RESUME_RECORD = "build.json"
 def resume_record(cfg: BuildConfig) -> dict:
     """All that decides the shards' bytes: the config (seed included), every input file's path,
     size and modification time, and the given vocab's digest. A resume must match it."""
-    from pipeline.read_chunks import expand_pattern
+    from pipeline.read_chunks import listed
 
-    files = []
-    for spec in cfg.inputs:
-        paths = [path for _, path, _ in expand_pattern(spec)]
-        for r in FileSystems.match(paths) if paths else []:
-            for m in r.metadata_list:
-                files.append([spec.format, m.path, m.size_in_bytes, m.last_updated_in_seconds])
+    files = [
+        [spec.format, m.path, m.size_in_bytes, m.last_updated_in_seconds]
+        for spec in cfg.inputs
+        for *_, m in listed(spec)
+    ]
     vocab = None
     if cfg.vocab_path:
         with FileSystems.open(cfg.vocab_path) as f:
