@@ -192,7 +192,7 @@ def profile(files: list[str], size: int, vocab: str, tmp: str) -> list[dict]:
     return rows
 
 
-def bench_rows(corpus: str, mb: float = 20.0) -> list[dict]:
+def bench_rows(corpus: str, mb: float = 200.0) -> list[dict]:
     """The profile of one corpus of the pipeline bench as `make bench` rows (area "profile"),
     with a vocab trained on its first copy."""
     from bench.pipeline_inputs import text_root
