@@ -28,13 +28,21 @@ _SPACES = re.compile(r"\s+")
 
 
 def clean_line(line: str) -> str:
-    """Rendered text of one line -> prose: leftover tags, quote marks, empty brackets, spaces."""
-    line = _MAGIC_WORD.sub("", line)
-    line = _HTML_TAG.sub("", line)
-    line = _APOSTROPHES.sub("", line)
-    line = _EMPTY_PARENS.sub("", line)
-    line = _OPEN_PAREN_PUNCT.sub("(", line)
-    line = _PUNCT_CLOSE_PAREN.sub(")", line)
+    """Rendered text of one line -> prose: leftover tags, quote marks, empty brackets, spaces.
+    Each pattern runs only on a line holding the character it needs (most lines hold few)."""
+    if not line or line.isspace():
+        return ""
+    if "__" in line:
+        line = _MAGIC_WORD.sub("", line)
+    if "<" in line:
+        line = _HTML_TAG.sub("", line)
+    if "''" in line:
+        line = _APOSTROPHES.sub("", line)
+    if "(" in line:
+        line = _EMPTY_PARENS.sub("", line)
+        line = _OPEN_PAREN_PUNCT.sub("(", line)
+    if ")" in line:
+        line = _PUNCT_CLOSE_PAREN.sub(")", line)
     line = _SPACES.sub(" ", line).strip()
     return _SPACE_BEFORE_PUNCT.sub(r"\1", line)
 
