@@ -92,7 +92,7 @@ def read_and_split(files: list[str], tmp: str, clock: Clock):
 
 def tokenize_to_units(sentences, vocab, cfg, tmp: str, clock: Clock):
     """Sentences -> tokenized documents -> the units chunk file (every dupe pass, hashed)."""
-    from pipeline.keys import stable_hash
+    from pipeline.buckets import unit_passes
     from pipeline.spill import write_units
     from pipeline.tokenize import encode_documents
     from pipeline.transforms import ENCODE_BATCH_SENTENCES, sentence_batches
@@ -102,11 +102,7 @@ def tokenize_to_units(sentences, vocab, cfg, tmp: str, clock: Clock):
         for batch in sentence_batches(sentences, ENCODE_BATCH_SENTENCES):
             docs.extend(encode_documents(batch, vocab, True))
     with clock("chunk files"):
-        units = [
-            (stable_hash(cfg.seed, "bucket", p, d.id), p, d)
-            for d in docs
-            for p in range(cfg.dupe_factor)
-        ]
+        units = unit_passes(docs, cfg)
         tokens = sum(len(d.ids) for d in docs)
         return write_units(f"{tmp}/units.arrow", units, len(docs), tokens), (tokens, len(docs))
 

@@ -28,11 +28,21 @@ from pipeline.instances import (
     plan_document,
     unit_tables,
 )
-from pipeline.keys import generator, scalar_generator
+from pipeline.keys import generator, scalar_generator, stable_hash
 from pipeline.progress import read_marker
 from pipeline.shards import rows_to_columns
 from pipeline.sources.documents import BadInputError
 from pipeline.spill import Chunk, read_units
+
+
+def unit_passes(docs, cfg: InstanceConfig) -> list[tuple[int, int, TokenizedDoc]]:
+    """Every dupe pass of every document as a unit (h, pass, document): `h`, a seeded hash of
+    (pass, document id), places the unit in its bucket."""
+    return [
+        (stable_hash(cfg.seed, "bucket", p, doc.id), p, doc)
+        for doc in docs
+        for p in range(cfg.dupe_factor)
+    ]
 
 
 class RepeatedIdError(BadInputError):

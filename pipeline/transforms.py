@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.buckets import RepeatedIdError, build_bucket, input_files_holding
+from pipeline.buckets import RepeatedIdError, build_bucket, input_files_holding, unit_passes
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SEP
 from pipeline.instances import (
@@ -217,11 +217,7 @@ class TokenizeChunk(CountingDoFn):
             yield done
             return
         docs = self.encode(read_sentences(chunk.path), vocab_of(vocab_text))
-        units = [
-            (stable_hash(self.cfg.seed, "bucket", p, doc.id), p, doc)
-            for doc in docs
-            for p in range(self.cfg.dupe_factor)
-        ]
+        units = unit_passes(docs, self.cfg)
         tokens = sum(len(d.ids) for d in docs)
         counts = self.take_counts()
         if not units:
