@@ -12,7 +12,9 @@ sides use, seq 128, dupe 5, masked LM 0.15, 20 predictions:
   it holds its corpus in memory and is slow; if it is not installed, no ratio is printed;
 - our build (`bert-shards build`, the CLI as it is) on the same slice with `--seeds` seeds: the
   fidelity table (`bench/fidelity.py`);
-- our build on at least `--mb` MB (200) with each worker count.
+- our build on at least `--mb` MB (200) with each worker count; with 1 and 2, also two
+  1-worker builds of the same files started together: what two processes get out of the
+  machine's cores, the most 2 workers of one build can get.
 
 Rates are MB of input text per CPU-second (user + sys of the whole process tree, children
 included: the machine is shared, so wall time is noisy; wall is reported too). The ratio to the
@@ -31,6 +33,7 @@ import os
 import shutil
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from bench.pipeline_inputs import CORPUS, TEXT_CORPORA, corpus_files, slice_files, text_root
@@ -100,11 +103,11 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
             rows.append(
                 row(f"{corpus}: ours on the slice", round(mb / measured.cpu, 3), "MB/CPU-s", note)
             )
-    rates = {}
+    rates, walls = {}, {}
     dirs, size = corpus_files("text", cfg.mb, root)
     for w in cfg.workers:
         measured, manifest = build("text", dirs, f"{work}/big-{w}", vocab, w)
-        rates[w] = size / 1e6 / measured.cpu
+        rates[w], walls[w] = size / 1e6 / measured.cpu, measured.wall
         inst = sum(s["rows"] for s in manifest["shards"])
         note = (
             f"{size / 1e6:.0f} MB, {measured.cpu:.0f} CPU-s, {measured.wall:.0f} s wall "
@@ -114,9 +117,35 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
         rows.append(row(f"{corpus}: ours, {w} worker(s)", round(rates[w], 3), "MB/CPU-s", note))
         shutil.rmtree(f"{work}/big-{w}", ignore_errors=True)  # 200 MB of text: ~1 GB of shards
     rows += speed_rows(corpus, floor, ref_rate, rates)
+    if 1 in walls and 2 in walls:
+        rows += scaling_rows(corpus, walls, side_by_side(dirs, vocab, work), size)
     if ref is not None:
         rows += fidelity_rows(corpus, *fidelity(ref, sets))
     return rows
+
+
+def side_by_side(dirs: list[str], vocab: str, work: str) -> list[float]:
+    """Wall seconds of two 1-worker builds of the same files started together: what two
+    processes get out of this machine's cores, the most 2 workers of one build can get."""
+    outs = [f"{work}/pair-{k}" for k in (0, 1)]
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda out: build("text", dirs, out, vocab, 1)[0], outs))
+    for out in outs:
+        shutil.rmtree(out, ignore_errors=True)
+    return [m.wall for m in runs]
+
+
+def scaling_rows(corpus: str, walls: dict[int, float], pair: list[float], size: int) -> list:
+    alone = walls[1]
+    note = f"{size / 1e6:.0f} MB: {alone:.1f} s with 1 worker, {walls[2]:.1f} s with 2"
+    limit = (
+        f"2 x {alone:.1f} s of work in {max(pair):.1f} s: two 1-worker builds of the same "
+        "files started together, so start-up runs in parallel too"
+    )
+    return [
+        row(f"{corpus}: 2 workers against 1, wall", round(alone / walls[2], 2), "x", note),
+        row(f"{corpus}: two 1-worker builds at once", round(2 * alone / max(pair), 2), "x", limit),
+    ]
 
 
 def books_rows(mb: float, vocab: str, w: int, tmp: str) -> list[dict]:

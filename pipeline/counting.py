@@ -10,12 +10,14 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
+from pipeline.stage import Step
+
 COUNTS = "counts"
 NAMESPACE = "bert_shards"
 SEP = "/"
 
 
-class CountingDoFn(beam.DoFn):
+class CountingDoFn(Step):
     """Base DoFn: `self.count(source, name, n)` anywhere in `process`."""
 
     def start_bundle(self):

@@ -25,6 +25,7 @@ from pipeline.counting import COUNTS, SEP, CountingDoFn
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.wikipedia.reader import rendered
 from pipeline.spill import Chunk, read_documents, write_documents
+from pipeline.stage import Step
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ class _DropRepeatedParagraphs(beam.PTransform):
         return out.main, out[COUNTS]
 
 
-class RenderChunk(beam.DoFn):
+class RenderChunk(Step):
     """A document chunk -> the same chunk with its Wikipedia pages rendered (and counted)."""
 
     def __init__(self, tmp: str):

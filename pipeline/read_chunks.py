@@ -27,7 +27,7 @@ from pipeline.sources.readers import READERS, read_input
 from pipeline.sources.wikipedia.pages import WikiPage
 from pipeline.sources.wikipedia.spans import is_index, plan_wikipedia
 from pipeline.spill import Chunk, write_documents
-from pipeline.stage import Stage
+from pipeline.stage import Stage, Step
 
 GLOB_CHARS = "*?["
 
@@ -81,7 +81,7 @@ def expand_pattern(spec: InputSpec) -> list[tuple[str, str, str]]:
     return [(fmt, path, rel) for fmt, path, rel, _ in listed(spec)]
 
 
-class ReadFile(beam.DoFn):
+class ReadFile(Step):
     """A group of read items (see `pack_reads`) -> document chunk files of about `chunk_bytes`
     of text, as `Chunk`s; the group's counts ride on its last `Chunk` (one with no path when
     nothing was read). Each chunk leaves a progress marker: stored bytes read, documents."""

@@ -40,7 +40,7 @@ from pipeline.spill import (
     write_sentences,
     write_units,
 )
-from pipeline.stage import Stage
+from pipeline.stage import Stage, Step
 from pipeline.tokenize import encode_documents, token_spec, train_vocab, vocab_of
 from schemas.vocab import Vocab
 
@@ -50,7 +50,7 @@ def next_path(tmp: str, kind: str, chunk: Chunk) -> str:
     return FileSystems.join(tmp, kind, chunk.path.rsplit("/", 1)[-1])
 
 
-class CountingDoFn(beam.DoFn):
+class CountingDoFn(Step):
     """Counts per (source, name) for one chunk; `take_counts` hands them to the chunk."""
 
     def count(self, source: str, name: str, n: int = 1) -> None:
@@ -74,6 +74,7 @@ class SplitChunk(CountingDoFn):
         self.punkt_json = punkt_json
 
     def setup(self):
+        super().setup()
         self.tokenizer = sentence_tokenizer(self.punkt_json)
 
     def process(self, chunk: Chunk):
@@ -301,7 +302,7 @@ def sum_pairs(pairs) -> tuple[int, int]:
     return tokens, documents
 
 
-class BuildBucket(beam.DoFn):
+class BuildBucket(Step):
     """A bucket number -> its shard in the build area, and (bucket, entry, counts).
 
     The bucket's units are the rows of every units chunk whose bucket hash falls in its range.

@@ -231,3 +231,23 @@ def test_a_units_file_read_as_a_stream_equals_the_mapped_one(tmp_path):
     mapped, stream = open_table(path), open_stream(path)
     assert stream.num_record_batches == mapped.num_record_batches == 3
     assert stream.get_batch(2).equals(mapped.get_batch(2))
+
+
+def test_a_step_collects_garbage_less_often_and_never_more() -> None:
+    import gc
+
+    from pipeline.stage import YOUNG_COLLECTION_EVERY, Step
+
+    saved = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        Step().setup()
+        assert gc.get_threshold() == (YOUNG_COLLECTION_EVERY, 10, 10)
+        gc.set_threshold(YOUNG_COLLECTION_EVERY * 2, 5, 5)  # a process tuned higher keeps it
+        Step().setup()
+        assert gc.get_threshold() == (YOUNG_COLLECTION_EVERY * 2, 5, 5)
+        gc.set_threshold(0)  # a process that turned collection off keeps it off
+        Step().setup()
+        assert gc.get_threshold()[0] == 0
+    finally:
+        gc.set_threshold(*saved)

@@ -15,6 +15,7 @@ from pipeline.sources.compressed import DecompressingReader
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.readers import READERS
 from pipeline.sources.wikipedia.pages import WikiPage, iter_pages
+from pipeline.sources.wikipedia.prose import clean_line
 from pipeline.sources.wikipedia.reader import read_wikipedia
 from pipeline.sources.wikipedia.render import render_wikitext
 from pipeline.sources.wikipedia.spans import (
@@ -107,6 +108,29 @@ def test_unparsed_table_rows_and_leftover_markup_are_dropped_and_counted() -> No
     text = "Good prose stays here.\n| bgcolor=yellow | SF\n! 73–9\nMore [[broken prose here."
     assert render_wikitext(text, tally) == ["Good prose stays here."]
     assert tally.counts["wiki_lines_dropped.markup_residue"] == 3
+
+
+WHITESPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2003\u2028\u3000"
+
+
+def spaces_by_pattern(line: str) -> str:
+    """The cleaner's last step as regular expressions: runs of whitespace to one space, none
+    before a closing mark."""
+    return re.sub(r"\s+([.,;:!?)])", r"\1", re.sub(r"\s+", " ", line).strip())
+
+
+def test_clean_line_collapses_whitespace_as_the_pattern_does() -> None:
+    """The cleaner's `str.split` and `str.replace` against the regular expressions, on random
+    lines of words, punctuation and every kind of whitespace (`\u200b` and the BOM are not
+    whitespace to either); `(` and `)` are left out, as other rules of the cleaner act on them
+    first, and `)` is covered on its own."""
+    rng = np.random.default_rng(7)
+    alphabet = list("ab.,;:!?") + list(WHITESPACE) + ["\u200b", "\ufeff"]
+    for _ in range(5000):
+        line = "".join(rng.choice(alphabet, size=int(rng.integers(1, 16))))
+        assert clean_line(line) == spaces_by_pattern(line), repr(line)
+    for line in ("a )", "a\u3000)b", "x \t) . ,"):
+        assert clean_line(line) == spaces_by_pattern(line)
 
 
 def page_xml(page_id: int, title: str, text: str, ns: int = 0, redirect: bool = False) -> str:

@@ -23,8 +23,7 @@ _APOSTROPHES = re.compile(r"'{2,}")
 _EMPTY_PARENS = re.compile(r"\(\s*(?:[,;:]\s*)*\)")
 _OPEN_PAREN_PUNCT = re.compile(r"\(\s*(?:[,;:]\s*)+")
 _PUNCT_CLOSE_PAREN = re.compile(r"(?:\s*[,;:])+\s*\)")
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?)])")
-_SPACES = re.compile(r"\s+")
+SPACED_PUNCT = tuple(" " + mark for mark in ".,;:!?)")
 
 
 def clean_line(line: str) -> str:
@@ -43,8 +42,11 @@ def clean_line(line: str) -> str:
         line = _OPEN_PAREN_PUNCT.sub("(", line)
     if ")" in line:
         line = _PUNCT_CLOSE_PAREN.sub(")", line)
-    line = _SPACES.sub(" ", line).strip()
-    return _SPACE_BEFORE_PUNCT.sub(r"\1", line)
+    line = " ".join(line.split())  # the same whitespace as the pattern's \s, collapsed
+    for mark in SPACED_PUNCT:  # what is left of the spaces before a mark goes
+        if mark in line:
+            line = line.replace(mark, mark[1])
+    return line
 
 
 def prose_paragraphs(text: str, tally: Tally) -> list[str]:

@@ -86,10 +86,19 @@ class _Renderer:
         return "".join(out)
 
     def seq(self, stops: tuple) -> str:
-        """Render until a token of a `stops` type (left unconsumed) or the end."""
-        out = []
-        while self.i < self.n and not isinstance(self.t[self.i], stops):
-            out.append(self.node())
+        """Render until a token of a `stops` type (left unconsumed) or the end. Token classes
+        are distinct leaves of `tokens.Token`, so a type is compared by identity."""
+        out, t, n = [], self.t, self.n
+        while self.i < n:
+            tok = t[self.i]
+            kind = type(tok)
+            if kind is tokens.Text:  # most tokens: no call
+                self.i += 1
+                out.append(tok["text"])
+            elif kind in stops:
+                break
+            else:
+                out.append(self.node())
         return "".join(out)
 
     def node(self) -> str:
@@ -104,28 +113,30 @@ class _Renderer:
         return handler(self, tok)
 
     def take(self, kind: type) -> bool:
-        if self.i < self.n and isinstance(self.t[self.i], kind):
+        if self.i < self.n and type(self.t[self.i]) is kind:
             self.i += 1
             return True
         return False
 
     def skip(self, depth: int = 0, opener: type | None = None) -> None:
         """Consume one whole construct (depth 0), or the rest of the one `opener` began."""
+        t, i, n = self.t, self.i, self.n
         if opener is None:
-            opener = type(self.t[self.i])
+            opener = type(t[i])
             if opener not in CLOSERS:
-                self.i += 1
+                self.i = i + 1
                 return
         open_kind, closers = CLOSERS[opener]
-        while self.i < self.n:
-            tok = self.t[self.i]
-            self.i += 1
-            if isinstance(tok, open_kind):
+        while i < n:
+            kind = type(t[i])
+            i += 1
+            if kind is open_kind:
                 depth += 1
-            elif isinstance(tok, closers):
+            elif kind in closers:
                 depth -= 1
                 if depth <= 0:
-                    return
+                    break
+        self.i = i
 
     def template(self, tok) -> str:
         name = self.seq((tokens.TemplateParamSeparator, tokens.TemplateClose))
