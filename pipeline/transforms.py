@@ -50,8 +50,9 @@ def next_path(tmp: str, kind: str, chunk: Chunk) -> str:
     return FileSystems.join(tmp, kind, chunk.path.rsplit("/", 1)[-1])
 
 
-class CountingDoFn(Step):
-    """Counts per (source, name) for one chunk; `take_counts` hands them to the chunk."""
+class ChunkCountingDoFn(Step):
+    """Counts per (source, name) for one chunk; `take_counts` hands them to the chunk
+    (`pipeline.counting.CountingDoFn` instead emits them per bundle on a side output)."""
 
     def count(self, source: str, name: str, n: int = 1) -> None:
         if n:
@@ -65,7 +66,7 @@ class CountingDoFn(Step):
         self.counts: Counter = Counter()
 
 
-class SplitChunk(CountingDoFn):
+class SplitChunk(ChunkCountingDoFn):
     """A document chunk -> a sentence chunk of (id, source, sentences)."""
 
     def __init__(self, tmp: str, max_paragraph_chars: int, punkt_json: str | None = None):
@@ -201,7 +202,7 @@ class TrainVocab(TrainOnSample):
 ENCODE_BATCH_SENTENCES = 20_000  # one tokenizer call; its encodings are held until converted
 
 
-class TokenizeChunk(CountingDoFn):
+class TokenizeChunk(ChunkCountingDoFn):
     """A sentence chunk -> a units chunk: every dupe pass of every tokenized document."""
 
     def __init__(self, tmp: str, lowercase: bool, cfg: InstanceConfig):
