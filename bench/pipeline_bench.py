@@ -169,13 +169,17 @@ def books_rows(mb: float, vocab: str, w: int, tmp: str) -> list[dict]:
 def run(cfg: BenchConfig = BenchConfig()) -> list[dict]:
     tmp = tempfile.mkdtemp(prefix="bench-pipeline-", dir=os.environ.get("BENCH_TMP"))
     rows = []
-    for corpus in cfg.corpora:
-        rows += corpus_rows(corpus, cfg, tmp)
-    if cfg.books_mb:
-        vocab = f"{tmp}/kernel-docs/vocab/vocab.txt"
-        if not os.path.isfile(vocab):
-            vocab, _ = train_vocab(sorted(glob.glob(f"{CORPUS}/text/copy-*"))[:1], f"{tmp}/vocab")
-        rows += books_rows(cfg.books_mb, vocab, max(cfg.workers), tmp)
+    try:
+        for corpus in cfg.corpora:
+            rows += corpus_rows(corpus, cfg, tmp)
+        if cfg.books_mb:
+            vocab = f"{tmp}/kernel-docs/vocab/vocab.txt"
+            if not os.path.isfile(vocab):
+                copy = sorted(glob.glob(f"{CORPUS}/text/copy-*"))[:1]
+                vocab, _ = train_vocab(copy, f"{tmp}/vocab")
+            rows += books_rows(cfg.books_mb, vocab, max(cfg.workers), tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the slices' shards and the reference's records
     return rows
 
 
