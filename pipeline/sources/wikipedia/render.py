@@ -58,7 +58,8 @@ def render_wikitext(wikitext: str, tally: Tally, non_prose=NON_PROSE_PREFIXES) -
 class _Renderer:
     """Renders mwparserfromhell's token stream (the documented, balanced intermediate form
     its tree builder consumes) straight to text: the same parse at a fraction of the cost of
-    building the node tree, which dominates `mwparserfromhell.parse`."""
+    building the node tree, which dominates `mwparserfromhell.parse`. Token classes are distinct
+    leaves of `tokens.Token`, so a token's kind is its type, compared by identity."""
 
     def __init__(self, stream: list, non_prose: frozenset[str]):
         self.t, self.i, self.n, self.non_prose = stream, 0, len(stream), non_prose
@@ -86,8 +87,7 @@ class _Renderer:
         return "".join(out)
 
     def seq(self, stops: tuple) -> str:
-        """Render until a token of a `stops` type (left unconsumed) or the end. Token classes
-        are distinct leaves of `tokens.Token`, so a type is compared by identity."""
+        """Render until a token of a `stops` type (left unconsumed) or the end."""
         out, t, n = [], self.t, self.n
         while self.i < n:
             tok = t[self.i]
@@ -112,8 +112,11 @@ class _Renderer:
             return ""  # a stray separator or close: nothing to show
         return handler(self, tok)
 
+    def at(self, kind: type) -> bool:
+        return self.i < self.n and type(self.t[self.i]) is kind
+
     def take(self, kind: type) -> bool:
-        if self.i < self.n and type(self.t[self.i]) is kind:
+        if self.at(kind):
             self.i += 1
             return True
         return False
@@ -157,15 +160,12 @@ class _Renderer:
 
     def wikilink(self, tok) -> str:
         title = self.seq((tokens.WikilinkSeparator, tokens.WikilinkClose)).strip()
-        if _link_dropped(title, self.non_prose, self.i < self.n and self._is_sep()):
+        if _link_dropped(title, self.non_prose, self.at(tokens.WikilinkSeparator)):
             self.skip(1, tokens.WikilinkOpen)
             return ""
         text = self.seq((tokens.WikilinkClose,)) if self.take(tokens.WikilinkSeparator) else None
         self.take(tokens.WikilinkClose)
         return _link_text(title, text)
-
-    def _is_sep(self) -> bool:
-        return isinstance(self.t[self.i], tokens.WikilinkSeparator)
 
     def external_link(self, tok) -> str:
         self.seq((tokens.ExternalLinkSeparator, tokens.ExternalLinkClose))  # the URL: not prose
@@ -176,13 +176,13 @@ class _Renderer:
 
     def entity(self, tok) -> str:
         parts = ["&"]
-        while self.i < self.n and not isinstance(self.t[self.i], tokens.HTMLEntityEnd):
+        while self.i < self.n and not self.at(tokens.HTMLEntityEnd):
             part = self.t[self.i]
             self.i += 1
-            if isinstance(part, tokens.Text):
+            if type(part) is tokens.Text:
                 parts.append(part["text"])
             else:
-                parts.append("x" if isinstance(part, tokens.HTMLEntityHex) else "#")
+                parts.append("x" if type(part) is tokens.HTMLEntityHex else "#")
         self.i += 1
         return html.unescape("".join(parts) + ";")
 
@@ -202,7 +202,7 @@ class _Renderer:
         return contents
 
     def _close_tag(self) -> None:
-        while self.i < self.n and not isinstance(self.t[self.i], tokens.TagCloseClose):
+        while self.i < self.n and not self.at(tokens.TagCloseClose):
             self.i += 1
         self.i += 1
 
