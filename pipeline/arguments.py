@@ -45,6 +45,11 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip and count unreadable or corrupt files instead of failing",
     )
+    ap.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Beam's logs and full tracebacks (default: one line per failure)",
+    )
 
 
 def text_args_parser() -> argparse.ArgumentParser:
@@ -155,11 +160,6 @@ def add_instance_config_args(ap: argparse.ArgumentParser) -> None:
 
 def add_build_run_args(ap: argparse.ArgumentParser) -> None:
     """How the build runs: logs, OUT, buckets, progress, disk check, resume."""
-    ap.add_argument(
-        "--verbose",
-        action="store_true",
-        help="show Beam's logs and full tracebacks (default: one line per failure)",
-    )
     ap.add_argument(
         "--overwrite",
         action="store_true",

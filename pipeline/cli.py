@@ -194,7 +194,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
     from pipeline.build import BuildConfig
     from pipeline.fsio import write_text
     from pipeline.read_chunks import ReadChunks
-    from pipeline.runner import make_pipeline, pipeline_options
+    from pipeline.runner import pipeline_options, run_pipeline
     from pipeline.tokenize import tokenizer_json
     from pipeline.transforms import SplitSentences, TrainVocab
 
@@ -206,11 +206,14 @@ def run_vocab(args, beam_args: list[str]) -> int:
         write_text(f"{out}/vocab.txt", vocab.to_text())
         write_text(f"{out}/tokenizer.json", tokenizer_json(vocab, lowercase))
 
-    options = pipeline_options(beam_args, args.runner, args.workers)
-    with temporary_area(out, ".vocab-building") as tmp, make_pipeline(options) as p:
+    def steps(p, tmp: str) -> None:
         chunks = p | ReadChunks(list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input)
         sentences = chunks | SplitSentences(tmp, cfg.max_paragraph_chars, cfg.punkt_json)
         _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save)
+
+    options = pipeline_options(beam_args, args.runner, args.workers)
+    with temporary_area(out, ".vocab-building") as tmp:
+        run_pipeline(lambda p: steps(p, tmp), options, args.verbose)
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     return 0
 
@@ -220,17 +223,20 @@ def run_punkt(args, beam_args: list[str]) -> int:
 
     from pipeline.fsio import write_text
     from pipeline.read_chunks import ReadChunks
-    from pipeline.runner import make_pipeline, pipeline_options
+    from pipeline.runner import pipeline_options, run_pipeline
     from pipeline.transforms import TrainPunkt
 
     cfg = build_config(args)
     cfg = check_inputs(cfg)
     path = f"{cfg.out}/punkt.json"
-    options = pipeline_options(beam_args, args.runner, args.workers)
-    with temporary_area(cfg.out, ".punkt-building") as tmp, make_pipeline(options) as p:
+    def steps(p, tmp: str) -> None:
         chunks = p | ReadChunks(list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input)
         params = chunks | TrainPunkt(args.sample_paragraphs, args.seed)
         _ = params | beam.Map(lambda text: write_text(path, text))
+
+    options = pipeline_options(beam_args, args.runner, args.workers)
+    with temporary_area(cfg.out, ".punkt-building") as tmp:
+        run_pipeline(lambda p: steps(p, tmp), options, args.verbose)
     print(f"wrote {path}; use it with `bert-shards build --punkt {path}`")
     return 0
 

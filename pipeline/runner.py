@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import tempfile
 from contextlib import contextmanager, nullcontext
@@ -91,8 +92,12 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
         beam_logger.setLevel(logging.CRITICAL)
     try:
         with quiet_stderr(not verbose) as stream, watch(stream) if watch else nullcontext():
-            with make_pipeline(options) as p:
-                add_steps(p)
+            p = make_pipeline(options)
+            try:
+                with p:
+                    add_steps(p)
+            finally:  # Beam removes it only after a run, not when the graph was refused
+                shutil.rmtree(p.local_tempdir, ignore_errors=True)
     except Exception as e:
         if verbose:
             raise

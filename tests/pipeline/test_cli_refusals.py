@@ -135,3 +135,16 @@ def test_every_option_in_help_says_its_default(capsys, monkeypatch, command):
     assert len(blocks) > 8
     for block in blocks:
         assert "default" in block or "(required)" in block, block
+
+
+@pytest.mark.parametrize("command", ["vocab", "punkt"])
+def test_bad_input_stops_vocab_and_punkt_in_one_line(tmp_path, capfd, command):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "Fine words here."}\n{not json\n')
+    with pytest.raises(SystemExit) as e:
+        main([command, "--format", "jsonl", "--input", str(bad), "--out", str(tmp_path / "o")])
+    message = str(e.value.code)
+    assert message.startswith("error: bad.jsonl:2: not JSON") and "\n" not in message
+    assert "--skip-bad-input" in message
+    assert capfd.readouterr().err == ""  # no traceback, no runner logs
+    assert not (tmp_path / "o" / f".{command}-building").exists()

@@ -28,3 +28,20 @@ def test_local_runs_never_start_prism(monkeypatch):
     assert isinstance(p.runner, fn_runner.FnApiRunner)
     with p:
         assert_that(p | beam.Create([1, 2]) | beam.Map(lambda x: x * 2), equal_to([2, 4]))
+
+
+def test_a_graph_refused_while_built_leaves_no_temporary_folder(monkeypatch, tmp_path):
+    import tempfile
+
+    import pytest
+
+    from pipeline.runner import run_pipeline
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def refuse(p):
+        raise ValueError("no input matches x*")
+
+    with pytest.raises(SystemExit, match="^error: no input matches x\\*$"):
+        run_pipeline(refuse, pipeline_options([], "DirectRunner", 1), verbose=False)
+    assert list(tmp_path.iterdir()) == []
