@@ -92,6 +92,20 @@ def check_output(out: str, overwrite: bool) -> None:
         )
 
 
+_HELD: set[int] = set()  # descriptors of the locks this process holds
+
+
+def _forget_locks_in_child() -> None:
+    """A forked child (a local worker) closes its copies of the lock descriptors: an flock
+    lasts while any copy is open, and OUT must be free as soon as the build's process ends."""
+    for fd in _HELD:
+        os.close(fd)
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_forget_locks_in_child)
+
+
 class OutputLock:
     """An exclusive lock on a local OUT for the whole build (no-op on remote filesystems)."""
 
@@ -116,10 +130,12 @@ class OutputLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"build pid {os.getpid()} on {platform.node()}".encode(), 0)
         self.fd = fd
+        _HELD.add(fd)
         return self
 
     def __exit__(self, *exc) -> None:
         if self.fd is not None:
+            _HELD.discard(self.fd)
             os.close(self.fd)  # releases the flock; the empty file stays (it is ours)
             self.fd = None
 

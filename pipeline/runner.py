@@ -40,7 +40,9 @@ def pipeline_options(beam_args: list[str], runner: str, workers: int) -> Pipelin
     return options
 
 
-def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
+def make_pipeline(options: PipelineOptions, workers=None) -> beam.Pipeline:
+    """The graph's pipeline on the runner the options name; `workers`, a
+    `pipeline.local_workers.ForkedWorkers`, runs a local multi-process graph on its children."""
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     if runner.lower() in DASK_RUNNERS:
         return beam.Pipeline(runner=dask_runner(), options=options)
@@ -54,7 +56,42 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     info = fn_runner.ExtendedProvisionInfo(
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
     )
+    if workers is not None:
+        from pipeline.local_workers import LocalRunner
+
+        return beam.Pipeline(runner=LocalRunner(workers, provision_info=info), options=options)
     return beam.Pipeline(runner=fn_runner.FnApiRunner(provision_info=info), options=options)
+
+
+def forked_worker_count(options: PipelineOptions) -> int:
+    """How many local worker processes the options ask for (0: none, the graph runs in the
+    driver or on another runner)."""
+    runner = options.view_as(StandardOptions).runner or "DirectRunner"
+    direct = options.view_as(DirectOptions)
+    if runner.lower() not in LOCAL_RUNNERS or direct.direct_running_mode != "multi_processing":
+        return 0
+    return direct.direct_num_workers
+
+
+@contextmanager
+def forked_workers(options: PipelineOptions):
+    """The local worker processes, forked now (`pipeline.local_workers`), or None (Beam starts
+    its own); they are released and reaped when the block ends, killed when it fails."""
+    count = forked_worker_count(options)
+    if count:
+        from pipeline.local_workers import ForkedWorkers, fork_is_safe
+
+        count = count if fork_is_safe() else 0
+    if not count:
+        yield None
+        return
+    pool = ForkedWorkers(count)
+    try:
+        yield pool
+    except BaseException:
+        pool.close(kill=True)
+        raise
+    pool.close()
 
 
 def dask_runner():
@@ -91,8 +128,12 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
     if not verbose:
         beam_logger.setLevel(logging.CRITICAL)
     try:
-        with quiet_stderr(not verbose) as stream, watch(stream) if watch else nullcontext():
-            p = make_pipeline(options)
+        with (
+            quiet_stderr(not verbose) as stream,
+            forked_workers(options) as workers,  # before any thread starts
+            watch(stream) if watch else nullcontext(),
+        ):
+            p = make_pipeline(options, workers)
             try:
                 with p:
                     add_steps(p)

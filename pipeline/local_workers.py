@@ -1,0 +1,186 @@
+"""Local worker processes forked from the driver, ready before the graph runs.
+
+Beam's local runner starts each worker of its `multi_processing` mode as a fresh interpreter
+once the graph is submitted; every one imports Beam, pyarrow, NLTK and the tokenizer again
+(about 2 CPU-seconds each) while the first stage waits. Here the driver forks its workers right
+after it has imported all of that and before the runner starts any thread: they begin with
+every module loaded and share the driver's memory pages for them. Each child waits on a pipe
+until the runner asks for a worker, then runs Beam's own worker loop (`sdk_worker_main`) with
+the addresses and options Beam would have passed to a fresh interpreter.
+
+The runner is Beam's FnApiRunner; only the worker environment it would start as subprocesses
+is swapped for these children (`LocalRunner.run_via_runner_api`). A child ends when the runner
+closes its control channel, or at once when the driver ends without having used it (its pipe
+reads end of file), so none outlives the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+
+from apache_beam.portability import python_urns
+from apache_beam.portability.api import endpoints_pb2
+from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
+from apache_beam.runners.worker import sdk_worker_main  # imported here, before the fork
+from google.protobuf import json_format, text_format
+
+FORKED_URN = "bert-shards:env:forked_python:v1"
+STOP_SECONDS = 30.0  # after the run: how long a worker may take to end before it is killed
+GRPC_THREADS = ("grpc", "event_engine", "lifeguard")  # gRPC's native threads, by name
+
+_POOLS: dict[str, ForkedWorkers] = {}
+
+
+class ForkedWorkers:
+    """`count` children forked now, each waiting for one worker's addresses."""
+
+    def __init__(self, count: int):
+        self.key = f"{os.getpid()}-{id(self)}"
+        self.waiting: deque[tuple[int, int]] = deque()  # (pid, write end of its pipe)
+        self.started: list[int | subprocess.Popen] = []
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for _ in range(count):
+            self.waiting.append(self._fork())
+        _POOLS[self.key] = self
+
+    def _fork(self) -> tuple[int, int]:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(write)
+            for _, earlier in self.waiting:  # so each sibling sees end of file when unused
+                os.close(earlier)
+            _serve(read)
+        os.close(read)
+        return pid, write
+
+    def start(self, environ: dict[str, str]) -> None:
+        """Hand one waiting child a worker's environment; a fresh interpreter, as Beam would
+        start, once all children are taken (forking now, beside the runner's threads, is not
+        safe)."""
+        if not self.waiting:
+            cmd = [sys.executable, "-m", "apache_beam.runners.worker.sdk_worker_main"]
+            self.started.append(subprocess.Popen(cmd, env={**os.environ, **environ}))
+            return
+        pid, write = self.waiting.popleft()
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(json.dumps(environ).encode())
+        self.started.append(pid)
+
+    def close(self, kill: bool = False) -> None:
+        """Release unused children, wait for the others to end (killing any still running
+        after `STOP_SECONDS`, or at once with `kill`: the run failed), forget the pool."""
+        _POOLS.pop(self.key, None)
+        while self.waiting:
+            pid, write = self.waiting.popleft()
+            os.close(write)
+            self.started.append(pid)
+        deadline = time.monotonic() + (0.0 if kill else STOP_SECONDS)
+        for child in self.started:
+            _reap(child, deadline)
+        self.started.clear()
+
+
+def fork_is_safe() -> bool:
+    """Whether this process may fork workers: on Linux, with no thread that a child would
+    miss holding a lock (any Python thread beside this one, or gRPC's, which a graph run
+    before in this process leaves behind). Otherwise Beam starts fresh interpreters."""
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return False
+    try:
+        tasks = os.listdir("/proc/self/task")
+        names = []
+        for task in tasks:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read().strip())
+    except OSError:
+        return False
+    return not any(n.startswith(GRPC_THREADS) for n in names)
+
+
+def _reap(child: int | subprocess.Popen, deadline: float) -> None:
+    while True:
+        if isinstance(child, subprocess.Popen):
+            done = child.poll() is not None
+        else:
+            done = os.waitpid(child, os.WNOHANG)[0] != 0
+        if done:
+            return
+        if time.monotonic() > deadline:
+            if isinstance(child, subprocess.Popen):
+                child.kill()
+                child.wait()
+            else:
+                os.kill(child, 9)
+                os.waitpid(child, 0)
+            return
+        time.sleep(0.01)
+
+
+def _serve(read: int) -> None:
+    """In a child: wait for a worker's environment, run Beam's worker loop, exit."""
+    code = 1
+    try:
+        with os.fdopen(read, "rb") as pipe:
+            data = pipe.read()
+        if not data:  # the driver ended or did not need this worker
+            code = 0
+        else:
+            os.environ.update(json.loads(data))
+            sdk_worker_main.main([])
+            code = 0
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+@worker_handlers.WorkerHandler.register_environment(FORKED_URN, bytes)
+class ForkedWorkerHandler(worker_handlers.GrpcWorkerHandler):
+    """Beam's handle on one worker: hands the worker's addresses to a forked child."""
+
+    def __init__(self, payload: bytes, state, provision_info, grpc_server):
+        super().__init__(state, provision_info, grpc_server)
+        self._pool = _POOLS[payload.decode()]
+
+    def start_worker(self) -> None:
+        options = self.provision_info.provision_info.pipeline_options
+        control = endpoints_pb2.ApiServiceDescriptor(url=self.control_address)
+        self._pool.start(
+            {
+                "CONTROL_API_SERVICE_DESCRIPTOR": text_format.MessageToString(control),
+                "LOGGING_API_SERVICE_DESCRIPTOR": text_format.MessageToString(
+                    self.logging_api_service_descriptor()
+                ),
+                "PIPELINE_OPTIONS": json_format.MessageToJson(options),
+                "WORKER_ID": self.worker_id,
+            }
+        )
+
+    def stop_worker(self) -> None:
+        pass  # the child ends when its control channel closes; the pool reaps it
+
+
+class LocalRunner(fn_runner.FnApiRunner):
+    """Beam's FnApiRunner whose `multi_processing` workers are the pool's forked children."""
+
+    def __init__(self, pool: ForkedWorkers, provision_info):
+        super().__init__(provision_info=provision_info)
+        self._pool_key = pool.key
+
+    def run_via_runner_api(self, pipeline_proto, options):
+        for env in pipeline_proto.components.environments.values():
+            if env.urn == python_urns.SUBPROCESS_SDK:
+                env.urn, env.payload = FORKED_URN, self._pool_key.encode()
+        return super().run_via_runner_api(pipeline_proto, options)

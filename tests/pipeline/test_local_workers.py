@@ -1,0 +1,128 @@
+"""Local workers forked from the driver: the same shards as one worker, every child reaped,
+OUT's lock never kept by a child, and Beam's own workers whenever forking is not safe."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+
+from pipeline.local_workers import fork_is_safe
+from tests.conftest import ROOT, SAMPLE_INPUT, build_shards
+from tests.pipeline.test_build import file_digests
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter (forking inside the test process is not safe: earlier
+    tests leave Beam's threads behind)."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_two_forked_workers_build_the_shards_of_one_worker(tmp_path):
+    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+    assert build_shards(one, "--num-shards", "3") == 0
+    done = run_python(
+        f"""
+        import os
+        from pipeline import local_workers
+        from pipeline.cli import main
+
+        handed = []
+        start = local_workers.ForkedWorkers.start
+        def counted(self, environ):
+            handed.append(len(self.waiting))  # children still waiting before this one
+            start(self, environ)
+        local_workers.ForkedWorkers.start = counted
+        args = ["build", "--input", {SAMPLE_INPUT!r}, "--out", {two!r}, "--num-shards", "3"]
+        assert main(args + ["--workers", "2", "--progress-seconds", "0"]) == 0
+        print("handed", handed)
+        try:
+            os.waitpid(-1, os.WNOHANG)
+            print("a child is left")
+        except ChildProcessError:
+            print("no child left")
+        """
+    )
+    assert "handed [2, 1]" in done.stdout  # both workers were forked children
+    assert "no child left" in done.stdout
+    assert file_digests(two) == file_digests(one)
+
+
+def test_unused_children_end_when_the_pool_closes():
+    done = run_python(
+        """
+        import os
+        from pipeline.local_workers import ForkedWorkers
+
+        pool = ForkedWorkers(3)
+        pids = [pid for pid, _ in pool.waiting]
+        pool.close()
+        try:
+            os.waitpid(-1, os.WNOHANG)
+            print("a child is left")
+        except ChildProcessError:
+            print("all", len(pids), "reaped")
+        """
+    )
+    assert "all 3 reaped" in done.stdout
+
+
+def test_a_child_does_not_keep_out_locked(tmp_path):
+    out = str(tmp_path / "out")
+    done = run_python(
+        f"""
+        import os, time
+        from pipeline.outdir import OutputLock
+
+        os.makedirs({out!r})
+        read, write = os.pipe()
+        with OutputLock({out!r}):
+            pid = os.fork()
+            if pid == 0:  # fork's hooks have run by now
+                os.write(write, b"up")
+                time.sleep(5)
+                os._exit(0)
+            assert os.read(read, 2) == b"up"
+        with OutputLock({out!r}):  # the child still runs, and OUT is free again
+            print("locked again")
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        """
+    )
+    assert "locked again" in done.stdout
+
+
+def test_forking_is_refused_while_another_thread_runs():
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not fork_is_safe()
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_process_that_ran_a_graph_forks_no_workers():
+    done = run_python(
+        """
+        import apache_beam as beam
+        from pipeline.local_workers import fork_is_safe
+        from pipeline.runner import make_pipeline, pipeline_options
+
+        print("before", fork_is_safe())
+        with make_pipeline(pipeline_options([], "DirectRunner", 2)) as p:
+            _ = p | beam.Create([1, 2]) | beam.Map(lambda x: x)
+        print("after", fork_is_safe())
+        """
+    )
+    assert "before True" in done.stdout and "after False" in done.stdout
