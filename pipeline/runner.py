@@ -4,7 +4,8 @@ a Dask cluster (`pipeline.dask_runner`); others pass through.
 Beam 2.77's DirectRunner first tries the Prism runner, which it downloads; offline that fails
 and falls back. Local runs therefore go straight to the FnApiRunner that the DirectRunner falls
 back to, in `multi_processing` mode (never `multi_threading`, which lost grouped records in
-repeated trials on this Beam version).
+repeated trials on this Beam version), whose worker processes are forked from the driver
+where that is safe (`pipeline.local_workers`).
 """
 
 from __future__ import annotations
