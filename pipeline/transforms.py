@@ -76,7 +76,7 @@ class SplitChunk(ChunkCountingDoFn):
 
     def setup(self):
         super().setup()
-        self.tokenizer = sentence_tokenizer(self.punkt_json)
+        self.tokenizer = None  # Punkt, made for the first document that is not split yet
 
     def process(self, chunk: Chunk):
         if not chunk.path:
@@ -97,7 +97,11 @@ class SplitChunk(ChunkCountingDoFn):
     def split(self, doc: Document):
         paragraphs = [p for p in doc.paragraphs if len(p) <= self.max_paragraph_chars]
         self.count(doc.source, "paragraphs_dropped.too_long", len(doc.paragraphs) - len(paragraphs))
-        sentences = paragraphs if doc.presplit else split_paragraphs(paragraphs, self.tokenizer)
+        if doc.presplit:
+            sentences = paragraphs
+        else:
+            self.tokenizer = self.tokenizer or sentence_tokenizer(self.punkt_json)
+            sentences = split_paragraphs(paragraphs, self.tokenizer)
         if not sentences:
             self.count(doc.source, "documents_dropped.no_sentences")
             return None

@@ -142,7 +142,10 @@ def test_bad_input_stops_vocab_and_punkt_in_one_line(tmp_path, capfd, command):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "Fine words here."}\n{not json\n')
     with pytest.raises(SystemExit) as e:
-        main([command, "--format", "jsonl", "--input", str(bad), "--out", str(tmp_path / "o")])
+        main(
+            [command, "--format", "jsonl", "--input", str(bad), "--out", str(tmp_path / "o")]
+            + ["--workers", "1"]  # 2 workers, in a fresh process: tests/pipeline/test_progress.py
+        )
     message = str(e.value.code)
     assert message.startswith("error: bad.jsonl:2: not JSON") and "\n" not in message
     assert "--skip-bad-input" in message

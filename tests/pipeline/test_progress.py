@@ -44,6 +44,21 @@ def test_a_failure_on_two_workers_is_one_line(tmp_path):
     )
 
 
+def test_a_failure_of_vocab_on_two_workers_is_one_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "Fine words here."}\n{not json\n')
+    cmd = [sys.executable, "-m", "pipeline.cli", "vocab", "--format", "jsonl", "--input", str(bad)]
+    done = subprocess.run(
+        cmd + ["--out", str(tmp_path / "o"), "--workers", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: bad.jsonl:2: not JSON")
+
+
 def test_verbose_shows_the_logs(tmp_path):
     done = build(tmp_path / "out", "--progress-seconds", "0", "--verbose")
     assert done.returncode == 0
