@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -106,22 +107,23 @@ def fork_is_safe() -> bool:
 
 
 def _reap(child: int | subprocess.Popen, deadline: float) -> None:
-    while True:
-        if isinstance(child, subprocess.Popen):
-            done = child.poll() is not None
-        else:
-            done = os.waitpid(child, os.WNOHANG)[0] != 0
-        if done:
-            return
-        if time.monotonic() > deadline:
-            if isinstance(child, subprocess.Popen):
-                child.kill()
-                child.wait()
-            else:
-                os.kill(child, 9)
+    """Wait for a child to end, killing it once `deadline` has passed."""
+    if isinstance(child, subprocess.Popen):
+        try:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        return
+    try:
+        while os.waitpid(child, os.WNOHANG)[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(child, signal.SIGKILL)
                 os.waitpid(child, 0)
-            return
-        time.sleep(0.01)
+                return
+            time.sleep(0.01)
+    except ChildProcessError:  # reaped already
+        pass
 
 
 def _serve(read: int) -> None:
