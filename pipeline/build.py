@@ -108,11 +108,12 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
     sentences = read | "SplitSentences" >> SplitSentences(
         tmp, cfg.max_paragraph_chars, cfg.punkt_json
     )
+    # side inputs carry the vocab's text: Beam weighs a cached side input by walking it
     if cfg.vocab_path:
-        vocab = p | "LoadVocab" >> beam.Create([load_vocab(cfg.vocab_path)])
+        vocab = p | "LoadVocab" >> beam.Create([load_vocab(cfg.vocab_path).to_text()])
     else:
-        vocab = sentences | "TrainVocab" >> TrainVocab(cfg.vocab)
-    vocab = vocab | "VocabText" >> beam.Map(Vocab.to_text)  # side inputs carry the text
+        trained = sentences | "TrainVocab" >> TrainVocab(cfg.vocab)
+        vocab = trained | "VocabText" >> beam.Map(Vocab.to_text)
     units = sentences | "Tokenize" >> TokenizeDocuments(
         tmp, vocab, cfg.vocab.lowercase, cfg.instances
     )
