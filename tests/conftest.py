@@ -35,3 +35,32 @@ def copy_shards(sample_shards, tmp_path):
         return dst
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator():
+    """A local GCS (tests/gcs_emulator.py) for the whole session, its environment set in this
+    process, so Beam's filesystem, the storage client and every child process reach it alone."""
+    from tests.gcs_emulator import GcsEmulator
+
+    emulator = GcsEmulator().start()
+    saved = {key: os.environ.get(key) for key in emulator.env}
+    os.environ.update(emulator.env)
+    yield emulator
+    emulator.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture
+def gcs_bucket(gcs_emulator, request) -> str:
+    """A fresh, empty bucket for one test; returns its name. Counts are reset."""
+    import hashlib
+
+    name = "t-" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
+    gcs_emulator.create_bucket(name)
+    gcs_emulator.reset_stats()
+    return name
