@@ -110,9 +110,9 @@ def adamw(
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device):
-    """The pre-training AdamW (fused on a GPU)."""
-    fused = device.type == "cuda"
-    return adamw(model, cfg.lr, cfg.weight_decay, cfg.betas, cfg.eps, fused)
+    """The pre-training AdamW, fused (one kernel over all parameters) on a GPU and on the CPU
+    alike, so that the CPU runs, and tests, the GPU's optimizer path."""
+    return adamw(model, cfg.lr, cfg.weight_decay, cfg.betas, cfg.eps, fused=True)
 
 
 def warmup_linear(optimizer: torch.optim.Optimizer, warmup: int, total: int) -> LambdaLR:
@@ -145,7 +145,9 @@ class Stepper:
     ):
         self.raw, self.optimizer, self.scheduler, self.loss_of = raw, optimizer, scheduler, loss_of
         self.device, self.autocast, self.clip, self.ddp = device, autocast, clip, ddp
-        self.model = model or ddp or raw
+        # Never `model or ddp or raw`: a module's truth value calls len(), which a compiled
+        # module does not support.
+        self.model = next(m for m in (model, ddp, raw) if m is not None)
 
     def amp(self):
         if not self.autocast:
@@ -189,7 +191,7 @@ class Trainer(Stepper):
         scheduler = warmup_linear(optimizer, cfg.warmup, cfg.steps)
         ids = [d.device.index] if d.device.type == "cuda" else None
         ddp = DistributedDataParallel(raw, device_ids=ids) if d.world > 1 else None
-        model = ddp or raw
+        model = raw if ddp is None else ddp
         compiled = torch.compile(model, dynamic=True) if cfg.compile else model
         bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and d.device.type == "cuda")
         super().__init__(

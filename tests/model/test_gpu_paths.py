@@ -1,0 +1,146 @@
+"""The GPU's code paths, run on the CPU: `--compile` (inductor generates C++), bf16 autocast and
+fused AdamW, in pre-training and in fine-tuning, each against the plain fp32 path.
+
+Tolerances: the compiled model and the fused optimizer compute the same arithmetic in another
+order, so their losses stay within 1e-4 of the plain path over a few steps (the compiled model
+draws dropout from torch's own generator, `fallback_random`, as eager does); bf16 autocast rounds
+every matmul to 8 bits of mantissa, so its losses stay within 0.05.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch._dynamo
+import torch._inductor.config as inductor_config
+from torch._dynamo.utils import counters
+
+import model.training as training
+from model.cli import main
+from model.finetune.config import FinetuneConfig
+from model.finetune.encoder import build_model, read_encoder
+from model.finetune.loop import Finetuning, _batches, kind_of
+from model.run_dir import load_checkpoint
+from model.training import Stepper, adamw, warmup_linear
+from tests.model.test_pretrain import metrics
+
+SST2 = os.path.join(os.path.dirname(__file__), "..", "..", "sample", "finetune", "sst2")
+STEPS = 6
+LOSSES = ("loss", "mlm_loss", "nsp_loss")
+
+
+def _pretrain(shards: str, run: str, *extra: str) -> list[dict]:
+    args = ["pretrain", "--shards", shards, "--run", run, "--steps", str(STEPS)]
+    args += ["--batch-size", "8", "--log-every", "1", "--ckpt-every", "100", "--eval-batches", "1"]
+    assert main([*args, *extra]) == 0
+    return metrics(run)
+
+
+def _close(a: list[dict], b: list[dict], tol: float) -> None:
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, STEPS + 1))
+    for x, y in zip(a, b, strict=True):
+        for k in LOSSES:
+            assert x[k] == pytest.approx(y[k], abs=tol), (x["step"], k)
+
+
+@pytest.fixture(scope="module")
+def plain(shards_dir, tmp_path_factory) -> list[dict]:
+    """The reference: eager fp32, fused AdamW (pre-training's optimizer on every device)."""
+    return _pretrain(shards_dir, str(tmp_path_factory.mktemp("plain") / "run"))
+
+
+@pytest.fixture
+def fallback_random():
+    """Compiled dropout draws from torch's generator, as eager dropout does."""
+    torch._dynamo.reset()
+    with inductor_config.patch(fallback_random=True):
+        yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.slow
+def test_pretraining_compiles_and_does_not_recompile_after_warm_up(
+    shards_dir, tmp_path, plain, monkeypatch, fallback_random
+):
+    graphs: list[int] = []
+    real_step = training.Trainer.step
+
+    def step_and_count(self, micro_batches):
+        stats = real_step(self, micro_batches)
+        graphs.append(int(counters["stats"]["unique_graphs"]))
+        return stats
+
+    monkeypatch.setattr(training.Trainer, "step", step_and_count)
+    counters.clear()
+    compiled = _pretrain(shards_dir, str(tmp_path / "compiled"), "--compile")
+    # Batches vary in length (padding to a multiple of 8) and in masked positions: the one
+    # dynamic-shape graph compiled at the first step serves them all.
+    assert graphs[0] >= 1 and graphs == [graphs[0]] * STEPS
+    assert not counters["recompiles"]
+    _close(compiled, plain, 1e-4)
+
+
+def test_pretraining_in_bf16_autocast_on_the_cpu(shards_dir, tmp_path, plain):
+    bf16 = _pretrain(shards_dir, str(tmp_path / "bf16"), "--precision", "bf16")
+    _close(bf16, plain, 0.05)
+    assert bf16 != plain  # autocast did round
+
+
+def test_fused_adamw_matches_the_loop_implementation(shards_dir, tmp_path, plain, monkeypatch):
+    calls = []
+    real = training.adamw
+
+    def unfused(*args, fused=None, **kwargs):
+        calls.append(fused)
+        return real(*args, fused=False, **kwargs)
+
+    monkeypatch.setattr(training, "adamw", unfused)
+    loop = _pretrain(shards_dir, str(tmp_path / "loop"), "--seed", "0")
+    assert calls == [True]  # pre-training asks for the fused kernel, on the CPU too
+    _close(loop, plain, 1e-4)
+    ckpt = load_checkpoint(os.path.join(tmp_path / "loop", "last.pt"))
+    assert ckpt["step"] == STEPS
+
+
+def _finetuning(pretrained_run: str, run: str) -> Finetuning:
+    cfg = FinetuneConfig(
+        task="sst2", data=SST2, ckpt=os.path.join(pretrained_run, "last.pt"), run=run, seed=3
+    )
+    ckpt, tok = read_encoder(cfg)
+    task = kind_of("sst2").read(cfg, tok)
+    torch.manual_seed(cfg.seed)
+    model = build_model(ckpt, task.num_labels, cfg.seed, task.pooled, task.head_dropout)
+    return Finetuning(cfg, task, model, torch.device("cpu"), ckpt["vocab"]["special_ids"]["pad"])
+
+
+def _finetune_losses(run: Finetuning, *, compile=False, autocast=False, fused=None) -> list:
+    """Fine-tuning's step (`Stepper` on the task's loss), as `model.finetune.loop` runs it."""
+    torch.manual_seed(run.cfg.seed)
+    opt = adamw(run.model, 1e-4, 0.01, eps=1e-6, fused=fused)
+    sched = warmup_linear(opt, 1, STEPS)
+    model = torch.compile(run.model, dynamic=True) if compile else None
+    stepper = Stepper(
+        run.model, opt, sched, run.loss_of, run.device, autocast=autocast, clip=1.0, model=model
+    )
+    return [stepper.step([b]).item() for b in _batches(run, STEPS)]
+
+
+@pytest.fixture(scope="module")
+def finetune_plain(pretrained_run, tmp_path_factory) -> list[float]:
+    return _finetune_losses(_finetuning(pretrained_run, str(tmp_path_factory.mktemp("ft"))))
+
+
+@pytest.mark.slow
+def test_finetuning_compiled_fused_bf16_against_plain(
+    pretrained_run, tmp_path, finetune_plain, fallback_random
+):
+    counters.clear()
+    compiled = _finetune_losses(_finetuning(pretrained_run, str(tmp_path)), compile=True)
+    assert compiled == pytest.approx(finetune_plain, abs=1e-4)
+    assert counters["stats"]["unique_graphs"] >= 1 and not counters["recompiles"]
+    fused = _finetune_losses(_finetuning(pretrained_run, str(tmp_path)), fused=True)
+    assert fused == pytest.approx(finetune_plain, abs=1e-4)
+    bf16 = _finetune_losses(_finetuning(pretrained_run, str(tmp_path)), autocast=True)
+    assert bf16 == pytest.approx(finetune_plain, abs=0.05) and bf16 != finetune_plain
