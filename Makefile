@@ -47,7 +47,8 @@ SHARD_FLAGS := --input '$(INPUT)' --format $(FORMAT) --out '$(OUT)' --max-seq-le
 	$(if $(filter DataflowRunner,$(RUNNER)),--project $(PROJECT) --region $(REGION) \
 	  --temp_location '$(TEMP)' --setup_file ./setup.py)
 
-.PHONY: venv shards vocab validate inspect pretrain finetune export test lint bench corpora clean
+.PHONY: venv shards vocab validate inspect export-shards pretrain finetune export test lint bench \
+	corpora clean
 
 venv: $(STAMP)
 
@@ -55,6 +56,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,gcp,dask]'
+	$(PY) -m pip install -q --no-deps 'mosaicml-streaming==0.13.0'  # its pins: see pyproject dev
 	touch $(STAMP)
 
 shards: $(STAMP)
@@ -69,6 +71,13 @@ validate: $(STAMP)
 
 inspect: $(STAMP)
 	$(PY) -m schemas.cli inspect '$(OUT)' $(ARGS)
+
+# The set in OUT for another trainer: EXPORT_FORMAT=hdf5|tfrecord|mds into DEST (docs/export.md).
+# Neither has a default; FORMAT stays the input's format of `make shards`.
+export-shards: $(STAMP)
+	@test -n '$(EXPORT_FORMAT)' -a -n '$(DEST)' || { echo "make export-shards: give \
+	EXPORT_FORMAT=hdf5|tfrecord|mds and DEST=folder (the set is OUT='$(OUT)')" >&2; exit 2; }
+	$(PY) -m schemas.cli export '$(OUT)' '$(DEST)' --format '$(EXPORT_FORMAT)' $(ARGS)
 
 pretrain: $(STAMP)
 ifeq ($(OUT)|$(INPUT),$(SAMPLE_OUT)|$(SAMPLE_INPUT))

@@ -5,6 +5,7 @@
     bert-shards vocab --input sample/books --format books --out out/vocab
     bert-shards punkt --input sample/books --format books --out out/punkt   (other languages)
     bert-shards validate OUT / inspect OUT     (the shard-set checks of `bert-schemas`)
+    bert-shards export OUT DEST --format hdf5|tfrecord|mds   (`bert-schemas export`)
 
 Unknown flags are Beam pipeline options (for example `--runner DataflowRunner --project p`).
 """
@@ -264,6 +265,9 @@ def read_text_file(path: str) -> str:
         raise SystemExit(f"error: cannot read {path}: {e}") from None
 
 
+SCHEMAS_COMMANDS = ("validate", "inspect", "export")  # forwarded to `bert-schemas`
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="bert-shards",
@@ -294,12 +298,12 @@ def main(argv: list[str] | None = None) -> int:
         default=200_000,
         help="bound on the paragraphs Punkt learns from (deterministic sample)",
     )
-    for name in ("validate", "inspect"):
+    for name in SCHEMAS_COMMANDS:
         sub.add_parser(
             name, help=f"{name} a shard set (see `bert-schemas {name} --help`)", add_help=False
         )
     args, rest = ap.parse_known_args(argv)
-    if args.command in ("validate", "inspect"):
+    if args.command in SCHEMAS_COMMANDS:
         from schemas.cli import main as schemas_main
 
         return schemas_main([args.command, *rest], prog="bert-shards")

@@ -2,9 +2,11 @@
 
     bert-schemas validate OUT [--json] [--z 5] [--examples 3] [--no-hash]
     bert-schemas inspect OUT [--n 3] [--shard 0] [--row R] [--plot FILE.png]
+    bert-schemas export OUT DEST --format hdf5|tfrecord|mds [--overwrite]
 
 `validate` exits 0 only when every check passes (1 otherwise); `inspect` exits 1 when the set
-cannot be opened. Neither needs Beam or torch; `--plot` needs matplotlib.
+cannot be opened; `export` exits 1 when the set or DEST is refused (nothing written). None needs
+Beam or torch; `--plot` needs matplotlib.
 """
 
 from __future__ import annotations
@@ -47,9 +49,10 @@ def _parser(prog: str = "bert-schemas") -> argparse.ArgumentParser:
         description="Validate or inspect a BERT pre-training shard set (a directory holding "
         "manifest.json, vocab.txt, tokenizer.json and shards/*.arrow).",
     )
-    sub = p.add_subparsers(dest="command", required=True, metavar="{validate,inspect}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{validate,inspect,export}")
     _add_validate(sub)
     _add_inspect(sub)
+    _add_export(sub)
     return p
 
 
@@ -128,6 +131,59 @@ def _add_inspect(sub) -> None:
     i.add_argument("--no-summary", action="store_true", help="print the examples only")
 
 
+EXPORT_HELP = """\
+Write a validated shard set in the format another BERT trainer reads, into DEST:
+hdf5 (NVIDIA DeepLearningExamples' PyTorch BERT: --input_dir DEST), tfrecord (Google's
+run_pretraining.py: --input_file 'DEST/training-*.tfrecord') or mds (MosaicML streaming:
+StreamingDataset(local=DEST)). Rows are padded to the set's max_seq_length and
+max_predictions_per_seq where the format wants fixed lengths. DEST/export.json lists every file
+written (rows, bytes, sha256); the set's vocab.txt is copied beside them. A set that fails
+validation is refused before anything is written, and so is a non-empty DEST unless --overwrite
+is given, which replaces only the files an export writes (see docs/export.md)."""
+
+
+def _add_export(sub) -> None:
+    from schemas.export.mds import DEFAULT_SIZE_LIMIT
+    from schemas.export.run import FORMATS
+
+    e = _subcommand(sub, "export", "write the set as HDF5, TFRecord or MDS", EXPORT_HELP)
+    e.add_argument("dest", metavar="DEST", help="the folder to write (new or empty)")
+    e.add_argument("--format", required=True, choices=FORMATS, help="the format to write")
+    e.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into a non-empty DEST, replacing the files an export writes there",
+    )
+    e.add_argument(
+        "--mds-size-limit",
+        type=int,
+        default=DEFAULT_SIZE_LIMIT,
+        metavar="BYTES",
+        help="most bytes per MDS shard (default %(default)s, MDSWriter's)",
+    )
+    e.add_argument("--verbose", action="store_true", help="print tracebacks of errors")
+
+
+def _export(args) -> int:
+    from schemas.export.run import ExportError, ExportOptions, timed_export
+
+    options = ExportOptions(args.format, args.overwrite, args.mds_size_limit)
+    try:
+        summary, wall, cpu = timed_export(args.out, args.dest, options)
+    except (ExportError, OSError, ValueError) as e:
+        if args.verbose:
+            raise
+        print(f"{args.prog} export: {e}", file=sys.stderr)
+        return 1
+    mb = summary.bytes / 1e6
+    print(
+        f"wrote {len(summary.files)} {summary.format} file(s), {summary.rows:,} rows "
+        f"({mb:,.1f} MB) to {args.dest} in {wall:.1f}s ({cpu:.1f} CPU-s); listed in "
+        f"{os.path.join(args.dest, 'export.json')}"
+    )
+    return 0
+
+
 def _validate(args) -> int:
     from schemas.validate.run import validate
     from schemas.validate.state import ValidateOptions
@@ -177,10 +233,12 @@ def _inspect(args) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "bert-schemas") -> int:
-    """`prog` names the command in help and errors (`bert-shards` forwards validate|inspect)."""
+    """`prog` names the command in help and errors (`bert-shards` forwards validate, inspect
+    and export)."""
     args = _parser(prog).parse_args(argv)
+    args.prog = prog
     try:
-        return _validate(args) if args.command == "validate" else _inspect(args)
+        return {"validate": _validate, "inspect": _inspect, "export": _export}[args.command](args)
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

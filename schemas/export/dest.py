@@ -1,0 +1,92 @@
+"""The export's target folder, DEST: the one place an export touches it.
+
+Every file is published as a shard set's files are: written under a temporary name beside its
+final one, fsynced, hashed and renamed (`schemas.manifest.atomic_write`), so a trainer never
+reads a half-written file under a name it globs for. Only plain local paths are handled here;
+a gs:// target would be one more implementation of these few methods (untested).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from schemas.manifest import atomic_write
+
+HASH_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Written:
+    """One file an export wrote: its name inside DEST, rows, size and sha256."""
+
+    path: str
+    rows: int
+    bytes: int
+    sha256: str
+
+
+class Dest:
+    """A local folder an export writes into."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def join(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def problem(self) -> str:
+        """Why DEST cannot be a target ("" when it can): it exists and is not a folder."""
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            return f"{self.path} exists and is not a folder"
+        return ""
+
+    def names(self) -> list[str]:
+        """The entries of DEST, sorted (none when it does not exist yet)."""
+        return sorted(os.listdir(self.path)) if os.path.isdir(self.path) else []
+
+    def read_text(self, name: str) -> str | None:
+        path = self.join(name)
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+
+    def create(self) -> None:
+        os.makedirs(self.path, exist_ok=True)
+
+    def publish(self, name: str, rows: int, write: Callable[[BinaryIO], object]) -> Written:
+        """Write `name` atomically with `write(f)`, `f` a seekable file open for reading and
+        writing; its size and sha256 are read back from the temporary file before the rename,
+        so the summary describes the bytes on disk."""
+        digest = {}
+
+        def write_and_hash(f: BinaryIO) -> None:
+            f.flush()
+            # The temporary file's descriptor is open for reading too (mkstemp): a second file
+            # object on a copy of it gives writers that seek and read back (HDF5) what they need.
+            with open(os.dup(f.fileno()), "r+b") as g:
+                write(g)
+                g.flush()
+            digest["sha256"], digest["bytes"] = _sha256(f.fileno())
+
+        atomic_write(self.join(name), write_and_hash)
+        return Written(name, rows, digest["bytes"], digest["sha256"])
+
+    def remove(self, name: str) -> None:
+        path = self.join(name)
+        if os.path.isfile(path) or os.path.islink(path):
+            os.unlink(path)
+
+
+def _sha256(fd: int) -> tuple[str, int]:
+    """The sha256 and size of an open file's bytes, read from its start."""
+    h = hashlib.sha256()
+    size = 0
+    while chunk := os.pread(fd, HASH_CHUNK, size):
+        h.update(chunk)
+        size += len(chunk)
+    return h.hexdigest(), size

@@ -1,0 +1,75 @@
+"""HDF5 files as NVIDIA DeepLearningExamples' PyTorch BERT reads them (`pretraining_dataset` in
+its `run_pretraining.py`).
+
+Each file holds six datasets, one row per instance, with the dtypes and gzip compression of
+DeepLearningExamples' own `create_pretraining_data.py`: `input_ids`, `input_mask`, `segment_ids`
+(rows x max_seq_length), `masked_lm_positions`, `masked_lm_ids` (rows x max_predictions_per_seq,
+0 after the last prediction: the reader takes the first 0 position as the end) and
+`next_sentence_labels` (rows). The trainer lists `--input_dir` and reads every file whose name
+contains `training`, a whole file at a time: one file per shard of the set,
+`training-00000-of-00004.hdf5`. Chunks are a block of rows, written whole, and no timestamps are
+stored, so the same set gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import BinaryIO
+
+import h5py
+
+from schemas.export.rows import Padded
+
+SUFFIX = ".hdf5"
+# name -> dtype, as DeepLearningExamples writes them; True when the dataset is 2-D.
+DATASETS = {
+    "input_ids": ("i4", True),
+    "input_mask": ("i1", True),
+    "segment_ids": ("i1", True),
+    "masked_lm_positions": ("i4", True),
+    "masked_lm_ids": ("i4", True),
+    "next_sentence_labels": ("i1", False),
+}
+
+
+class HDF5Writer:
+    """One HDF5 file per shard of the set."""
+
+    format = "hdf5"
+    padded = True
+
+    def __init__(self, max_seq_length: int, max_predictions_per_seq: int, block_rows: int):
+        self.widths = {
+            "input_ids": max_seq_length,
+            "input_mask": max_seq_length,
+            "segment_ids": max_seq_length,
+            "masked_lm_positions": max_predictions_per_seq,
+            "masked_lm_ids": max_predictions_per_seq,
+        }
+        self.block_rows = block_rows
+
+    def file_name(self, index: int, total: int) -> str:
+        return f"training-{index:05d}-of-{total:05d}{SUFFIX}"
+
+    def write_shard(self, f: BinaryIO, rows: int, blocks: Iterable[Padded]) -> None:
+        with h5py.File(f, "w") as h5:
+            chunk = min(rows, self.block_rows)
+            datasets = {}
+            for name, (dtype, two_d) in DATASETS.items():
+                shape = (rows, self.widths[name]) if two_d else (rows,)
+                datasets[name] = h5.create_dataset(
+                    name,
+                    shape=shape,
+                    dtype=dtype,
+                    chunks=(chunk, *shape[1:]),
+                    compression="gzip",
+                    track_times=False,
+                )
+            at = 0
+            for block in blocks:
+                end = at + block.num_rows
+                for name, ds in datasets.items():
+                    ds[at:end] = getattr(block, name)
+                at = end
+            if at != rows:
+                raise ValueError(f"{rows} rows listed, {at} read")

@@ -1,0 +1,295 @@
+"""Export a validated shard set to the format another trainer reads: `export(out, dest, options)`.
+
+In order, before anything is written: the format and its options are checked, DEST is checked
+(a folder outside the set; empty, or `overwrite`), the set is opened (`ShardSet.open`) and
+validated (`schemas.validate`); a set that fails any check is refused. Then each shard of the set
+is read (memory-mapped) a block of rows at a time and handed to the format's writer, which
+publishes its files atomically in DEST; the set's `vocab.txt` is copied beside them; last,
+`export.json` lists every file written (rows, bytes, sha256), the source set and the fields.
+Its presence means the export is complete. Memory is bounded by one block of rows (and, for MDS,
+one MDS shard); the bytes are a function of the set and the options only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+import pyarrow as pa
+
+from schemas.export.dest import Dest, Written
+from schemas.export.hdf5 import HDF5Writer
+from schemas.export.mds import (
+    DEFAULT_SIZE_LIMIT,
+    INDEX_NAME,
+    MAX_SIZE_LIMIT,
+    MDSWriter,
+    max_sample_bytes,
+)
+from schemas.export.rows import pad
+from schemas.export.tfrecord import TFRecordWriter
+from schemas.manifest import MANIFEST_NAME
+from schemas.reader import VOCAB_NAME, ShardSet
+from schemas.shard import ShardColumns
+
+FORMATS = ("hdf5", "tfrecord", "mds")
+SUMMARY_NAME = "export.json"
+EXPORT_VERSION = 1
+BLOCK_ROWS = 4096  # rows padded and written at a time (and an HDF5 chunk)
+# The names each format's files take; with `overwrite` these (and the files the previous
+# export.json lists) are the ones an export may replace or remove.
+OWN_NAMES = {
+    "hdf5": re.compile(r"training-\d{5}-of-\d{5}\.hdf5"),
+    "tfrecord": re.compile(r"training-\d{5}-of-\d{5}\.tfrecord"),
+    "mds": re.compile(r"shard\.\d{5}\.mds|" + re.escape(INDEX_NAME)),
+}
+
+
+class ExportError(ValueError):
+    """A refusal, one line: what, where, what to do."""
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    format: str
+    overwrite: bool = False  # replace the files an export writes in a non-empty DEST
+    mds_size_limit: int = DEFAULT_SIZE_LIMIT  # bytes per MDS shard (MDSWriter's size_limit)
+    block_rows: int = BLOCK_ROWS
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What `export.json` records."""
+
+    format: str
+    rows: int
+    files: list[Written]  # the data files, in order
+    index: Written | None  # MDS's index.json
+    vocab: Written
+    source: dict  # the set's manifest sha256, rows, shards, vocab sha256
+    config: dict  # max_seq_length, max_predictions_per_seq
+    fields: dict  # name -> type and shape, in the format's own terms
+    export_version: int = EXPORT_VERSION
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+
+
+def fields(fmt: str, seq: int, preds: int, id_dtype: str) -> dict[str, str]:
+    """Each field of the format and its type, as the format's reader sees it."""
+    if fmt == "tfrecord":
+        return {
+            "input_ids": f"int64[{seq}]",
+            "input_mask": f"int64[{seq}]",
+            "segment_ids": f"int64[{seq}]",
+            "masked_lm_positions": f"int64[{preds}]",
+            "masked_lm_ids": f"int64[{preds}]",
+            "masked_lm_weights": f"float32[{preds}]",
+            "next_sentence_labels": "int64[1]",
+        }
+    if fmt == "hdf5":
+        return {
+            "input_ids": f"int32[rows, {seq}]",
+            "input_mask": f"int8[rows, {seq}]",
+            "segment_ids": f"int8[rows, {seq}]",
+            "masked_lm_positions": f"int32[rows, {preds}]",
+            "masked_lm_ids": f"int32[rows, {preds}]",
+            "next_sentence_labels": "int8[rows]",
+        }
+    return {
+        "input_ids": f"ndarray:{id_dtype}",
+        "masked_lm_ids": f"ndarray:{id_dtype}",
+        "masked_lm_positions": "ndarray:uint16",
+        "next_sentence_labels": "int",
+        "segment_ids": "ndarray:uint8",
+    }
+
+
+def export(out: str, dest: str, options: ExportOptions) -> Summary:
+    """Export the set in `out` to `dest`; ExportError (one line) before anything is written
+    when the options, DEST or the set are not fit."""
+    check_options(options)
+    target = Dest(dest)
+    check_dest(target, out, options)
+    shard_set = open_valid(out)
+    cfg = shard_set.shard_config
+    if options.format == "mds":
+        need = max_sample_bytes(cfg.max_seq_length, cfg.max_predictions_per_seq) + 64 * 1024
+        if options.mds_size_limit < need:
+            raise ExportError(
+                f"--mds-size-limit {options.mds_size_limit} is below the largest sample of "
+                f"this set plus the shard header ({need} bytes); give at least that"
+            )
+    previous = replaceable(target, options)
+    target.create()
+    target.remove(SUMMARY_NAME)  # DEST without export.json: an export not finished
+    files, index = _write(shard_set, target, options)
+    vocab = _copy_vocab(shard_set, target)
+    kept = {f.path for f in files} | {vocab.path} | ({index.path} if index else set())
+    for name in sorted(previous - kept):
+        target.remove(name)
+    summary = Summary(
+        format=options.format,
+        rows=sum(f.rows for f in files),
+        files=files,
+        index=index,
+        vocab=vocab,
+        source=_source(shard_set),
+        config={
+            "max_seq_length": cfg.max_seq_length,
+            "max_predictions_per_seq": cfg.max_predictions_per_seq,
+        },
+        fields=fields(
+            options.format, cfg.max_seq_length, cfg.max_predictions_per_seq, _id_dtype(shard_set)
+        ),
+    )
+    target.publish(SUMMARY_NAME, 0, lambda f: f.write(summary.to_json().encode("utf-8")))
+    return summary
+
+
+def check_options(options: ExportOptions) -> None:
+    if options.format not in FORMATS:
+        raise ExportError(
+            f"--format {options.format!r} is not one of {', '.join(FORMATS)}; pick one of them"
+        )
+    if not 1 <= options.mds_size_limit <= MAX_SIZE_LIMIT:
+        raise ExportError(
+            f"--mds-size-limit {options.mds_size_limit} is not in [1, {MAX_SIZE_LIMIT}] "
+            "(MDS offsets are uint32)"
+        )
+    if options.block_rows < 1:
+        raise ExportError(f"block_rows {options.block_rows} is not >= 1")
+
+
+def check_dest(target: Dest, out: str, options: ExportOptions) -> None:
+    """DEST is a folder (or absent) outside the set, and empty unless `overwrite`."""
+    problem = target.problem()
+    if problem:
+        raise ExportError(f"{problem}; give a folder for the export")
+    real_dest, real_out = os.path.realpath(target.path), os.path.realpath(out)
+    if os.path.commonpath([real_dest, real_out]) == real_out:
+        raise ExportError(
+            f"{target.path} is inside the shard set {out}; export to a folder outside it"
+        )
+    names = target.names()
+    if names and not options.overwrite:
+        raise ExportError(
+            f"{target.path} is not empty ({len(names)} entries); export into an empty or new "
+            "folder, or give --overwrite to replace the files an export writes there"
+        )
+
+
+def replaceable(target: Dest, options: ExportOptions) -> set[str]:
+    """The files in DEST an export may replace or remove: those the previous export.json lists
+    and those named as this format names its files (only with `overwrite`)."""
+    if not options.overwrite:
+        return set()
+    names = set(target.names())
+    own = {n for n in names if OWN_NAMES[options.format].fullmatch(n)}
+    text = target.read_text(SUMMARY_NAME)
+    listed: set[str] = set()
+    if text:
+        try:
+            d = json.loads(text)
+            entries = [*d.get("files", []), d.get("index"), d.get("vocab")]
+            listed = {e["path"] for e in entries if isinstance(e, dict) and "path" in e}
+        except (ValueError, TypeError, KeyError, AttributeError):
+            listed = set()
+    # Only plain names inside DEST: a damaged summary must not name a path elsewhere.
+    listed = {n for n in listed if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")}
+    return (own | listed) & names
+
+
+def open_valid(out: str) -> ShardSet:
+    """The set, opened and validated; ExportError when it cannot be opened or fails a check."""
+    from schemas.validate.run import validate
+
+    try:
+        shard_set = ShardSet.open(out)
+        _ = shard_set.shard_config  # an unusable config is refused here, in one line
+    except (OSError, ValueError) as e:
+        raise ExportError(str(e)) from None
+    report = validate(out)
+    if not report.ok:
+        failed = [c.key for c in report.checks if not c.passed]
+        raise ExportError(
+            f"{out} fails validation ({', '.join(failed)}); nothing was exported: see "
+            f"`bert-schemas validate {out}` and rebuild the set"
+        )
+    return shard_set
+
+
+def blocks(table: pa.Table, block_rows: int) -> Iterator[ShardColumns]:
+    """A shard's rows, `block_rows` at a time."""
+    for start in range(0, table.num_rows, block_rows):
+        yield ShardColumns.from_table(table.slice(start, block_rows))
+
+
+def _write(
+    shard_set: ShardSet, target: Dest, options: ExportOptions
+) -> tuple[list[Written], Written | None]:
+    cfg = shard_set.shard_config
+    seq, preds = cfg.max_seq_length, cfg.max_predictions_per_seq
+    total = len(shard_set)
+    if options.format == "mds":
+        writer = MDSWriter(target, _id_dtype(shard_set), options.mds_size_limit)
+        for i in range(total):
+            for columns in blocks(shard_set.table(i), options.block_rows):
+                writer.add(columns)
+        return writer.finish()
+    if options.format == "hdf5":
+        per_shard = HDF5Writer(seq, preds, options.block_rows)
+    else:
+        per_shard = TFRecordWriter()
+    files = []
+    for i in range(total):
+        table = shard_set.table(i)
+        padded = (pad(c, seq, preds) for c in blocks(table, options.block_rows))
+        name = per_shard.file_name(i, total)
+
+        def write(f, table=table, padded=padded) -> None:
+            per_shard.write_shard(f, table.num_rows, padded)
+
+        files.append(target.publish(name, table.num_rows, write))
+    return files, None
+
+
+def _copy_vocab(shard_set: ShardSet, target: Dest) -> Written:
+    with open(os.path.join(shard_set.directory, VOCAB_NAME), "rb") as f:
+        data = f.read()
+    return target.publish(VOCAB_NAME, 0, lambda g: g.write(data))
+
+
+def _source(shard_set: ShardSet) -> dict:
+    with open(os.path.join(shard_set.directory, MANIFEST_NAME), "rb") as f:
+        manifest_sha256 = hashlib.sha256(f.read()).hexdigest()
+    return {
+        "manifest_sha256": manifest_sha256,
+        "rows": shard_set.num_rows,
+        "shards": len(shard_set),
+        "vocab_sha256": shard_set.manifest.vocab_sha256,
+    }
+
+
+def _id_dtype(shard_set: ShardSet) -> str:
+    """The value type of the set's ids (uint16 or uint32), from its first shard's schema."""
+    if not len(shard_set):
+        return "uint16"
+    ids = shard_set.table(0).schema.field("input_ids").type.value_type
+    return "uint32" if ids == pa.uint32() else "uint16"
+
+
+def timed_export(out: str, dest: str, options: ExportOptions) -> tuple[Summary, float, float]:
+    """`export` with its wall and CPU seconds (for the bench and the command's last line)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    summary = export(out, dest, options)
+    return summary, time.perf_counter() - wall, time.process_time() - cpu
