@@ -6,7 +6,8 @@
 
 `validate` exits 0 only when every check passes (1 otherwise); `inspect` exits 1 when the set
 cannot be opened; `export` exits 1 when the set or DEST is refused (nothing written). None needs
-Beam or torch; `--plot` needs matplotlib.
+Beam or torch; `--plot` needs matplotlib. `validate` and `inspect` also read a set in Google
+Cloud Storage, OUT given as gs://BUCKET/PATH (`schemas.storage`, the `gcs` extra).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ labels never special pieces ([UNK] may be a label), and whole words masked toget
 whole_word_mask. The set: the mask rate, the 80/10/10 split, the random-next share (set and
 per shard) and the share of rows built with a short target, with tolerances from the sample
 size at level --z, and the rows per shard. A structurally broken shard is reported and
-skipped; the others are still checked. Exit status: 0 when every check passes, 1 otherwise."""
+skipped; the others are still checked. OUT may be gs://BUCKET/PATH: each shard is then copied
+once to a temporary folder, hashed on the way, checked and removed. Exit status: 0 when every
+check passes, 1 otherwise."""
 
 INSPECT_HELP = """\
 Print decoded rows (segments A and B; a masked piece shows what the model sees and the
@@ -40,7 +43,8 @@ original: [MASK→x] masked, [y→x] replaced by a random piece, [=x] kept) with
 and is_random_next label, then a summary of the whole set: rows, pieces, the padding a
 fixed-length batch (and a batch padded to its longest row) would waste, and histograms of
 the sequence length and of the masked positions per row. --plot writes the histograms as a
-PNG (needs matplotlib)."""
+PNG (needs matplotlib). OUT may be gs://BUCKET/PATH: the shards read are downloaded into
+memory, one at a time (the summary reads every shard)."""
 
 
 def _parser(prog: str = "bert-schemas") -> argparse.ArgumentParser:
@@ -217,7 +221,11 @@ def _inspect(args) -> int:
         for e in shown:
             print(inspection.format_example(e))
     if not args.no_summary or args.plot:
-        summary = inspection.summarize(ss, args.batch_size, args.seed)
+        try:  # reads every shard: one may be unreadable, or an object store unreachable
+            summary = inspection.summarize(ss, args.batch_size, args.seed)
+        except (OSError, ValueError) as e:
+            print(f"bert-schemas inspect: {e}", file=sys.stderr)
+            return 1
         if not args.no_summary:
             print(inspection.format_summary(summary))
         if args.plot:

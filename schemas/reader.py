@@ -1,17 +1,28 @@
 """Open a finished shard set: manifest, vocab and memory-mapped shards.
 
-This is the one way other packages read shards (the model's loader, the validator).
+This is the one way other packages read shards (the model's loader, the validator). A set may
+live on a local disk or in an object store (`gs://bucket/prefix`, through `schemas.storage`):
+the manifest and vocab are read from there, and a shard is read whole into memory, or from the
+local copy a `fetch` hook hands back (the model's bounded shard cache).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
 
+from schemas import storage
 from schemas.config import ShardConfig, config_version_problem
-from schemas.manifest import MANIFEST_NAME, Manifest, read_manifest, shard_path
+from schemas.manifest import (
+    MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
+    Manifest,
+    read_manifest,
+    shard_path,
+)
 from schemas.shard import read_shard, schema_problem
 from schemas.vocab import Vocab
 
@@ -19,20 +30,59 @@ VOCAB_NAME = "vocab.txt"
 TOKENIZER_NAME = "tokenizer.json"
 
 
+def load_manifest(directory: str) -> Manifest:
+    """`read_manifest` for a set on a local disk or in an object store, with the same bounds
+    and the same one-line errors."""
+    if not storage.is_remote(directory):
+        return read_manifest(directory)
+    path = storage.join(directory, MANIFEST_NAME)
+    try:
+        size = storage.size(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{path} does not exist: {directory} is not a finished shard set (the manifest is "
+            f"written last); run `make shards OUT={directory}` first"
+        ) from None
+    if size > MAX_MANIFEST_BYTES:
+        raise ValueError(
+            f"{path}: {size:,} bytes, more than a manifest may hold ({MAX_MANIFEST_BYTES:,}); "
+            "it is not one this package wrote: rebuild the set"
+        )
+    try:
+        text = storage.read_text(path)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e}); rebuild the set") from None
+    return Manifest.from_json(text, where=path)
+
+
+def load_vocab(path: str) -> Vocab:
+    """`Vocab.load` for a local path or an object's URL."""
+    if not storage.is_remote(path):
+        return Vocab.load(path)
+    try:
+        return Vocab.from_text(storage.read_text(path))
+    except ValueError as e:  # a UnicodeDecodeError too, as in `Vocab.load`
+        raise ValueError(f"{path}: {e}") from None
+
+
 @dataclass
 class ShardSet:
     directory: str
     manifest: Manifest
     vocab: Vocab
+    # Where shard i is read from on this machine: a local copy of a shard in an object store
+    # (the model's cache sets it). None: `paths[i]` itself, read whole when it is remote.
+    fetch: Callable[[int], str] | None = None
 
     @classmethod
     def open(cls, directory: str) -> ShardSet:
-        if not os.path.isdir(directory):
+        remote = storage.is_remote(directory)
+        if not remote and not os.path.isdir(directory):
             raise FileNotFoundError(
                 f"{directory}: no such directory; build shards there with "
                 f"`make shards OUT={directory}`"
             )
-        manifest = read_manifest(directory)
+        manifest = load_manifest(directory)
         schema = schema_problem(manifest.schema_name, manifest.schema_version)
         problem = schema or config_version_problem(manifest.config_version)
         if problem:
@@ -42,7 +92,7 @@ class ShardSet:
             )
         for i, entry in enumerate(manifest.shards):  # refuse any path out of OUT/shards/
             shard_path(directory, i, entry.path)
-        vocab = Vocab.load(os.path.join(directory, VOCAB_NAME))
+        vocab = load_vocab(storage.join(directory, VOCAB_NAME))
         return cls(directory, manifest, vocab)
 
     @property
@@ -59,7 +109,16 @@ class ShardSet:
         return self.manifest.rows
 
     def table(self, i: int) -> pa.Table:
-        return read_shard(self.paths[i])
+        if self.fetch is not None:
+            return read_shard(self.fetch(i))
+        path = self.paths[i]
+        if storage.is_remote(path):
+            return read_remote_shard(path)
+        return read_shard(path)
+
+    @property
+    def is_remote(self) -> bool:
+        return storage.is_remote(self.directory)
 
     @property
     def config(self) -> dict:
@@ -76,3 +135,15 @@ class ShardSet:
                 f"{os.path.join(self.directory, MANIFEST_NAME)}: config {e}; run "
                 "`make validate` and rebuild the set"
             ) from None
+
+
+def read_remote_shard(url: str) -> pa.Table:
+    """A shard in an object store, read whole into memory (one request)."""
+    data = storage.read_bytes(url)
+    try:
+        return pa.ipc.open_file(pa.py_buffer(data)).read_all()
+    except pa.ArrowInvalid as e:
+        raise ValueError(
+            f"{url}: not a readable Arrow IPC file ({e}); the shard is truncated or corrupt, "
+            "rebuild it with `make shards`"
+        ) from None

@@ -1,6 +1,8 @@
 """The checks of the shard files: every listed shard present and none extra, sizes and sha256
 as listed, a readable Arrow IPC file with the contract's columns and metadata, and the figures
-of its rows as the manifest lists them."""
+of its rows as the manifest lists them. A set in an object store is listed in one request per
+1,000 objects, and each shard is copied once to a scratch folder (hashed as it arrives) and
+checked there like a local one."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import json
 import mmap
 import os
 from collections import Counter
+from concurrent.futures import Future
 
 import pyarrow as pa
 
+from schemas import storage
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, ShardEntry, shard_path_problem
 from schemas.rows import BatchStats
 from schemas.shard import arrow_schema, schema_metadata, schema_problem
@@ -30,8 +34,9 @@ def check_files(ctx: Context) -> set[str]:
             "input and rebuild it with `make shards`"
         )
     safe: list[str] = []
+    remote = storage.is_remote(ctx.directory)
     for i, e in enumerate(ctx.manifest.shards):
-        problem = shard_path_problem(e.path, ctx.directory)
+        problem = shard_path_problem(e.path, None if remote else ctx.directory)  # no links there
         if problem:
             t.fail(
                 f"{MANIFEST_NAME}: shard entry {i} ({e.path!r}): {problem}; shard paths must be "
@@ -43,12 +48,21 @@ def check_files(ctx: Context) -> set[str]:
     times = Counter(safe)
     for rel in sorted(p for p, n in times.items() if n > 1):
         t.fail(f"{rel}: listed {times[rel]} times in the manifest")
-    present = {p for p in times if os.path.isfile(os.path.join(ctx.directory, p))}
+    if remote:
+        try:
+            stored = storage.list_files(storage.join(ctx.directory, SHARDS_DIR))
+        except OSError as e:
+            t.fail(f"{SHARDS_DIR}/: cannot be listed ({e})")
+            stored = {}
+        present = {p for p in times if p[len(SHARDS_DIR) + 1 :] in stored}
+        found = sorted(n for n in stored if "/" not in n)
+    else:
+        present = {p for p in times if os.path.isfile(os.path.join(ctx.directory, p))}
+        folder = os.path.join(ctx.directory, SHARDS_DIR)
+        found = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
     for rel in times:
         if rel not in present:
             t.fail(f"{rel}: listed in the manifest but missing; the set is incomplete: rebuild it")
-    folder = os.path.join(ctx.directory, SHARDS_DIR)
-    found = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
     extra = [f"{SHARDS_DIR}/{n}" for n in found if n.endswith(".arrow")]
     for rel in [r for r in extra if r not in times]:
         t.fail(
@@ -68,9 +82,31 @@ def sha256_file(path: str) -> str:
             return hashlib.sha256(mm).hexdigest()
 
 
-def check_shard(ctx: Context, entry: ShardEntry) -> None:
-    """One shard: bytes, hash, structure, metadata, then every row batch by batch."""
-    path = os.path.join(ctx.directory, entry.path)
+def check_remote_shard(ctx: Context, entry: ShardEntry, scratch: str) -> None:
+    """One shard of a set in an object store: copied into the folder `scratch` (its sha256
+    taken on the way), checked there by `check_shard`, then removed."""
+    local = os.path.join(scratch, "shard.arrow")
+    try:
+        digest = storage.fetch(storage.join(ctx.directory, entry.path), local)
+    except OSError as e:
+        t = ctx.checks["integrity"]
+        t.ran = True
+        t.fail(f"{entry.path}: could not be read ({e}); the other shards are still checked")
+        return
+    try:
+        if ctx.options.hashes:
+            done: Future = Future()
+            done.set_result(digest)
+            ctx.digests[entry.path] = done
+        check_shard(ctx, entry, local)
+    finally:
+        os.unlink(local)
+
+
+def check_shard(ctx: Context, entry: ShardEntry, path: str | None = None) -> None:
+    """One shard: bytes, hash, structure, metadata, then every row batch by batch. `path`: where
+    its bytes are (a local copy of a remote shard); by default the set's own file."""
+    path = path or os.path.join(ctx.directory, entry.path)
     rel = entry.path
     _check_integrity(ctx, entry, path)
     reader = _open_shard(ctx, rel, path)

@@ -5,11 +5,11 @@ context's `RowRules`."""
 from __future__ import annotations
 
 import json
-import os
 
+from schemas import storage
 from schemas.config import REQUIRED_KEYS, ShardConfig, config_version_problem, missing_keys
 from schemas.manifest import MANIFEST_NAME, Manifest
-from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
+from schemas.reader import TOKENIZER_NAME, VOCAB_NAME, load_vocab
 from schemas.row_batch import RowRules
 from schemas.shard import schema_problem
 from schemas.validate.state import Context, Tally
@@ -47,7 +47,7 @@ def check_vocab(ctx: Context) -> None:
 
 def _load_vocab(directory: str, t: Tally) -> Vocab | None:
     try:
-        return Vocab.load(os.path.join(directory, VOCAB_NAME))
+        return load_vocab(storage.join(directory, VOCAB_NAME))
     except FileNotFoundError:
         t.fail(f"{VOCAB_NAME}: missing; the shards' ids mean nothing without it: rebuild the set")
     except (OSError, ValueError, UnicodeDecodeError) as e:
@@ -73,10 +73,9 @@ def _compare_vocab(vocab: Vocab, m: Manifest, t: Tally) -> None:
 
 def _check_tokenizer_json(ctx: Context, vocab: Vocab) -> None:
     t = ctx.checks["vocab"]
-    path = os.path.join(ctx.directory, TOKENIZER_NAME)
+    path = storage.join(ctx.directory, TOKENIZER_NAME)
     try:
-        with open(path, encoding="utf-8") as f:
-            pieces = json.load(f)["model"]["vocab"]
+        pieces = json.loads(storage.read_text(path))["model"]["vocab"]
     except FileNotFoundError:
         t.fail(f"{TOKENIZER_NAME}: missing; it belongs beside {VOCAB_NAME}: rebuild the set")
         return

@@ -27,11 +27,15 @@ and `report` (the result and its table and JSON renderings).
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
-from schemas.manifest import MANIFEST_NAME, read_manifest
-from schemas.validate.files import check_files, check_shard, sha256_file
+from schemas import storage
+from schemas.manifest import MANIFEST_NAME
+from schemas.reader import load_manifest
+from schemas.validate.files import check_files, check_remote_shard, check_shard, sha256_file
 from schemas.validate.manifest import check_config, check_schema, check_vocab
 from schemas.validate.report import CHECKS, Report
 from schemas.validate.shard_set import set_checks, summarise
@@ -44,7 +48,7 @@ def validate(directory: str, options: ValidateOptions | None = None) -> Report:
     start = time.perf_counter()
     checks = Tallies()
     try:
-        manifest = read_manifest(directory)
+        manifest = load_manifest(directory)
     except (OSError, ValueError) as e:
         checks["manifest"].fail(str(e))
         checks.skip(CHECKS, "not run: the manifest is unreadable")
@@ -74,8 +78,10 @@ def _check_set(ctx: Context) -> None:
     check_vocab(ctx)
     check_config(ctx)
     present = check_files(ctx)
-    with ThreadPoolExecutor(max_workers=1) as hasher:  # hashlib releases the GIL
-        if ctx.options.hashes:
+    remote = storage.is_remote(ctx.directory)
+    scratch = tempfile.TemporaryDirectory(prefix="validate-") if remote else nullcontext()
+    with ThreadPoolExecutor(max_workers=1) as hasher, scratch as folder:  # hashlib frees the GIL
+        if ctx.options.hashes and not remote:  # a remote shard is hashed as it is copied
             ctx.digests = {
                 e.path: hasher.submit(sha256_file, os.path.join(ctx.directory, e.path))
                 for e in manifest.shards
@@ -83,6 +89,9 @@ def _check_set(ctx: Context) -> None:
             }
         for entry in manifest.shards:
             if entry.path in present:
-                check_shard(ctx, entry)
+                if remote:
+                    check_remote_shard(ctx, entry, folder)
+                else:
+                    check_shard(ctx, entry)
     set_checks(ctx)
     summarise(ctx)

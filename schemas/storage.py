@@ -1,0 +1,252 @@
+"""The files of a shard set where they are: a local path, or a `gs://bucket/prefix` URL.
+
+A small interface over two back ends: local paths go straight to the operating system (and so
+behave exactly as they did before object stores were read), `gs://` URLs to Google's own
+client, `google-cloud-storage` (the `gcs` extra), imported on the first `gs://` call only, so a
+local set still needs nothing beyond the standard library.
+
+    is_remote(path)             whether the path names an object store
+    join(base, *parts)          a path below a folder, for both kinds
+    exists(path), isdir(path)   a file (object) / a folder (any object below `path/`)
+    size(path)                  bytes of one file
+    list_files(folder)          {name relative to folder: bytes}, every file below it
+    open_file(path, mode)       a file object ("rb", "r", "wb", "w")
+    read_bytes(path), read_text(path)
+    fetch(path, local)          copy to a local file, returning the bytes' sha256
+
+One storage client serves a process (made again after a fork). It honours
+`STORAGE_EMULATOR_HOST` and takes the application default credentials
+(`GOOGLE_APPLICATION_CREDENTIALS`, `gcloud auth application-default login`, or the metadata
+server); with none it reads anonymously, as a public bucket allows. Failures are one-line
+`OSError`s naming the URL: `FileNotFoundError` for a missing object or bucket,
+`PermissionError` when access is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+from contextlib import contextmanager
+from typing import IO
+
+SCHEME = "gs://"
+CHUNK = 8 * 1024 * 1024  # bytes per read while copying a file
+_READ_WRITE = "https://www.googleapis.com/auth/devstorage.read_write"
+_CLIENT: dict[tuple[int, str], object] = {}  # (pid, emulator host) -> client
+
+
+def is_remote(path: str) -> bool:
+    return path.startswith(SCHEME)
+
+
+def join(base: str, *parts: str) -> str:
+    if not is_remote(base):
+        return os.path.join(base, *parts)
+    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def exists(path: str) -> bool:
+    """Whether `path` is a file (an object)."""
+    if not is_remote(path):
+        return os.path.isfile(path)
+    return _blob_meta(path) is not None
+
+
+def isdir(path: str) -> bool:
+    """A local folder, or any object below `gs://bucket/prefix/` (object stores have no folders)."""
+    if not is_remote(path):
+        return os.path.isdir(path)
+    bucket, prefix = _split(path)
+    with _errors(path):
+        found = _client().list_blobs(bucket, prefix=_folder(prefix), max_results=1)
+        return any(True for _ in found)
+
+
+def size(path: str) -> int:
+    if not is_remote(path):
+        return os.path.getsize(path)
+    blob = _blob_meta(path)
+    if blob is None:
+        raise FileNotFoundError(f"{path}: no such object")
+    return int(blob.size)
+
+
+def list_files(folder: str) -> dict[str, int]:
+    """Every file below `folder`, by its path relative to it ("a.arrow", "sub/b.arrow"), with
+    its size; {} when there is no such folder. One listing request per 1,000 objects."""
+    if not is_remote(folder):
+        found: dict[str, int] = {}
+        for root, _, names in os.walk(folder):
+            for name in names:
+                path = os.path.join(root, name)
+                if os.path.isfile(path):
+                    rel = os.path.relpath(path, folder).replace(os.sep, "/")
+                    found[rel] = os.path.getsize(path)
+        return found
+    bucket, prefix = _split(folder)
+    prefix = _folder(prefix)
+    with _errors(folder):
+        blobs = list(_client().list_blobs(bucket, prefix=prefix))
+    return {b.name[len(prefix) :]: int(b.size) for b in blobs if not b.name.endswith("/")}
+
+
+def open_file(path: str, mode: str = "rb") -> IO:
+    """A file object; on an object store "rb"/"r" read in ranges (seekable), "wb"/"w" upload on
+    close."""
+    if mode not in ("rb", "r", "wb", "w"):
+        raise ValueError(f"{path}: mode {mode!r}; storage.open_file takes rb, r, wb or w")
+    if not is_remote(path):
+        return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    blob = _blob(path)
+    with _errors(path):
+        if mode == "wb":
+            return blob.open(mode, chunk_size=CHUNK, ignore_flush=True)
+        if mode == "rb":
+            return blob.open(mode, chunk_size=CHUNK)
+        return blob.open(mode, encoding="utf-8", chunk_size=CHUNK)
+
+
+def read_bytes(path: str) -> bytes:
+    if not is_remote(path):
+        with open(path, "rb") as f:
+            return f.read()
+    blob = _blob(path)
+    with _errors(path):
+        return blob.download_as_bytes()
+
+
+def read_text(path: str) -> str:
+    """UTF-8 text (UnicodeDecodeError when it is not); local files read as `open` reads them."""
+    if not is_remote(path):
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    # decoded as `open` decodes (universal newlines), so both kinds read the same text
+    return io.TextIOWrapper(io.BytesIO(read_bytes(path)), encoding="utf-8").read()
+
+
+def fetch(path: str, local: str) -> str:
+    """Copy `path` to the local file `local` (created or replaced), streaming; returns the
+    sha256 of the bytes written. An object is read in one request."""
+    digest = hashlib.sha256()
+    with open(local, "wb") as out:
+        sink = _Hashing(out, digest)
+        if is_remote(path):
+            blob = _blob(path)
+            with _errors(path):
+                blob.download_to_file(sink)
+        else:
+            with open(path, "rb") as f:
+                shutil.copyfileobj(f, sink, CHUNK)
+    return digest.hexdigest()
+
+
+class _Hashing:
+    """A write-only file that hashes what passes through it."""
+
+    def __init__(self, out: IO[bytes], digest) -> None:
+        self.out, self.digest = out, digest
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return self.out.write(data)
+
+    def tell(self) -> int:  # the client asks where a resumed download stands
+        return self.out.tell()
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+# ----------------------------------------------------------------------------- gs://
+
+
+def _split(url: str) -> tuple[str, str]:
+    """gs://bucket/a/b -> ("bucket", "a/b"), refusing a URL without a bucket."""
+    rest = url[len(SCHEME) :]
+    bucket, _, name = rest.partition("/")
+    if not bucket:
+        raise ValueError(f"{url}: no bucket; write gs://BUCKET/PATH")
+    return bucket, name.rstrip("/")
+
+
+def _folder(prefix: str) -> str:
+    return prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+
+
+def _client():
+    key = (os.getpid(), os.environ.get("STORAGE_EMULATOR_HOST", ""))
+    if key not in _CLIENT:
+        try:
+            import google.auth
+            from google.auth.exceptions import DefaultCredentialsError
+            from google.cloud import storage
+        except ImportError:
+            raise OSError(
+                "gs:// paths need google-cloud-storage: pip install -e '.[gcs]' (make venv "
+                "installs it)"
+            ) from None
+        try:
+            credentials, project = google.auth.default(scopes=[_READ_WRITE])
+        except DefaultCredentialsError:
+            client = storage.Client.create_anonymous_client()
+        else:
+            client = storage.Client(project=project, credentials=credentials)
+        _CLIENT.clear()  # one client per process: a forked child makes its own
+        _CLIENT[key] = client
+    return _CLIENT[key]
+
+
+def _blob(url: str):
+    bucket, name = _split(url)
+    if not name:
+        raise ValueError(f"{url}: names a bucket, not an object")
+    return _client().bucket(bucket).blob(name)
+
+
+def _blob_meta(url: str):
+    """The object's metadata (one request), or None when there is no such object."""
+    bucket, name = _split(url)
+    if not name:
+        return None
+    with _errors(url):
+        return _client().bucket(bucket).get_blob(name)
+
+
+@contextmanager
+def _errors(url: str):
+    """The client's exceptions as one-line OSErrors naming the URL."""
+    from google.api_core import exceptions as api
+    from google.auth import exceptions as auth
+
+    try:
+        yield
+    except api.NotFound:
+        raise FileNotFoundError(f"{url}: not found (no such bucket or object)") from None
+    except (api.Forbidden, api.Unauthorized) as e:
+        raise PermissionError(
+            f"{url}: access refused ({e.code} {_first_line(e.message)}); check the credentials "
+            "(GOOGLE_APPLICATION_CREDENTIALS, or `gcloud auth application-default login`) and "
+            "the bucket's permissions"
+        ) from None
+    except api.GoogleAPICallError as e:
+        raise OSError(
+            f"{url}: the object store answered {e.code} {_first_line(e.message)}"
+        ) from None
+    except (auth.GoogleAuthError, ConnectionError, TimeoutError) as e:
+        raise OSError(
+            f"{url}: cannot reach the object store ({type(e).__name__}: {_first_line(str(e))})"
+        ) from None
+    except Exception as e:  # requests' and urllib3's transport errors, by module
+        if type(e).__module__.split(".")[0] in ("requests", "urllib3", "google"):
+            raise OSError(
+                f"{url}: cannot reach the object store ({type(e).__name__}: "
+                f"{_first_line(str(e))})"
+            ) from None
+        raise
+
+
+def _first_line(text: object) -> str:
+    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    return line[:300]

@@ -1,0 +1,156 @@
+"""A shard set in an object store, read without Beam: `schemas.storage` against the local GCS
+emulator (tests/gcs_emulator.py), and `validate` / `inspect` on a gs:// OUT giving what they
+give on the same set on a local disk."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+pytest.importorskip("gcp_storage_emulator")
+pytest.importorskip("google.cloud.storage")
+
+from schemas import storage  # noqa: E402
+from schemas.cli import main as schemas_main  # noqa: E402
+from schemas.manifest import MANIFEST_NAME, read_manifest  # noqa: E402
+from schemas.validate.run import validate  # noqa: E402
+
+
+def upload(local: str, url: str, damage=None) -> None:
+    """Every file of a local set as an object below `url`; `damage(rel, data)` may change a
+    file's bytes on the way (None: leave it out)."""
+    for rel in sorted(storage.list_files(local)):
+        if rel.startswith("."):  # the build's lock
+            continue
+        with open(os.path.join(local, rel), "rb") as f:
+            data = f.read()
+        if damage is not None:
+            data = damage(rel, data)
+            if data is None:
+                continue
+        with storage.open_file(storage.join(url, rel), "wb") as out:
+            out.write(data)
+
+
+def test_local_and_gs_answer_alike(gcs_bucket, tmp_path):
+    local = tmp_path / "set"
+    (local / "sub").mkdir(parents=True)
+    (local / "a.txt").write_bytes(b"one\r\ntwo\n")
+    (local / "sub" / "b.bin").write_bytes(os.urandom(3000))
+    url = f"gs://{gcs_bucket}/set"
+    upload(str(local), url)
+    for base in (str(local), url):
+        assert storage.list_files(base) == {"a.txt": 9, "sub/b.bin": 3000}
+        assert storage.isdir(base) and storage.isdir(storage.join(base, "sub"))
+        assert storage.exists(storage.join(base, "a.txt"))
+        assert not storage.exists(storage.join(base, "sub"))  # a folder is not a file
+        assert not storage.exists(storage.join(base, "nope"))
+        assert storage.size(storage.join(base, "sub/b.bin")) == 3000
+        assert storage.read_text(storage.join(base, "a.txt")) == "one\ntwo\n"  # as open() reads
+        with storage.open_file(storage.join(base, "sub/b.bin")) as f:
+            f.seek(1000)
+            assert f.read(10) == (local / "sub" / "b.bin").read_bytes()[1000:1010]
+    copy = str(tmp_path / "copy")
+    assert storage.fetch(storage.join(url, "sub/b.bin"), copy) == storage.fetch(
+        str(local / "sub" / "b.bin"), copy + "2"
+    )
+    assert open(copy, "rb").read() == (local / "sub" / "b.bin").read_bytes()
+    assert storage.list_files(f"gs://{gcs_bucket}/nothing") == {}
+    assert not storage.isdir(f"gs://{gcs_bucket}/nothing")
+
+
+def test_missing_objects_and_buckets_are_one_line_errors(gcs_bucket):
+    for url in (f"gs://{gcs_bucket}/nope.txt", "gs://no-such-bucket-here/x.txt"):
+        with pytest.raises(FileNotFoundError) as e:
+            storage.read_bytes(url)
+        assert str(e.value).startswith(url) and "\n" not in str(e.value)
+    with pytest.raises(FileNotFoundError):
+        storage.size(f"gs://{gcs_bucket}/nope.txt")
+    with pytest.raises(ValueError, match="no bucket"):
+        storage.read_bytes("gs:///x")
+
+
+def test_the_client_takes_the_emulator_and_the_credentials(gcs_emulator, gcs_bucket):
+    """STORAGE_EMULATOR_HOST is honoured (the proxy sees the requests) and the throwaway
+    service-account key is the one used (its token endpoint is the proxy's)."""
+    storage._CLIENT.clear()
+    with storage.open_file(f"gs://{gcs_bucket}/x.txt", "w") as f:
+        f.write("x")
+    stats = gcs_emulator.stats()
+    assert stats["requests"] >= 1 and stats["token_requests"] >= 1
+
+
+@pytest.fixture
+def gs_set(sample_shards, gcs_bucket) -> str:
+    url = f"gs://{gcs_bucket}/shards/sample"
+    upload(sample_shards, url)
+    return url
+
+
+def _report(directory: str) -> dict:
+    report = json.loads(validate(directory).to_json())
+    report.pop("seconds")
+    report.pop("directory")
+    return report
+
+
+def test_validate_on_gs_equals_local_and_reads_each_shard_once(
+    gs_set, sample_shards, gcs_emulator
+):
+    gcs_emulator.reset_stats()
+    remote = _report(gs_set)
+    stats = gcs_emulator.stats()
+    assert remote == _report(sample_shards)
+    assert validate(gs_set).ok
+    shards = read_manifest(sample_shards).shards
+    # manifest (size, then bytes), vocab, tokenizer.json, one listing, one read per shard
+    assert stats["requests"] <= 5 + len(shards), stats
+    total = sum(e.bytes for e in shards)
+    assert total < stats["bytes_down"] < 1.2 * total + 200_000, stats
+
+
+def test_validate_on_gs_finds_changed_missing_and_extra_shards(sample_shards, gcs_bucket):
+    rels = [e.path for e in read_manifest(sample_shards).shards]
+
+    def damage(rel, data):
+        if rel == rels[1]:
+            return data[:-100] + bytes(b ^ 0xFF for b in data[-100:])  # same size, other bytes
+        if rel == rels[2]:
+            return None
+        return data
+
+    url = f"gs://{gcs_bucket}/broken"
+    upload(sample_shards, url, damage)
+    extra = storage.join(url, "shards/train-00099-of-00099.arrow")
+    with storage.open_file(extra, "wb") as f:
+        f.write(b"x")
+    report = validate(url)
+    assert not report.ok
+    lines = report.to_text()
+    assert f"{rels[1]}: sha256" in lines
+    assert f"{rels[2]}: listed in the manifest but missing" in lines
+    assert "shards/train-00099-of-00099.arrow: not listed in the manifest" in lines
+
+
+def test_validate_and_inspect_refuse_a_missing_set_in_one_line(gcs_bucket, capsys):
+    for url in (f"gs://{gcs_bucket}/none", "gs://no-such-bucket-here/out"):
+        assert schemas_main(["validate", url]) == 1
+        out = capsys.readouterr().out
+        assert f"{url}/{MANIFEST_NAME} does not exist" in out
+        assert schemas_main(["inspect", url]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("bert-schemas inspect: ") and "\n" not in err
+        assert "does not exist" in err
+
+
+def test_inspect_on_gs_prints_what_it_prints_locally(gs_set, sample_shards, capsys):
+    assert schemas_main(["inspect", sample_shards, "--n", "2", "--shard", "1"]) == 0
+    local = capsys.readouterr().out
+    assert schemas_main(["inspect", gs_set, "--n", "2", "--shard", "1"]) == 0
+    assert capsys.readouterr().out == local
+    from pipeline.cli import main as shards_main  # `bert-shards inspect` forwards to it
+
+    assert shards_main(["validate", gs_set]) == 0
+    assert "pass" in capsys.readouterr().out
