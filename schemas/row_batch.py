@@ -239,3 +239,83 @@ class RowBatch:
     def continuation_label(self) -> np.ndarray:
         """Per masked entry: its label is a "##" piece."""
         return self.rules.continuation[self.label_index]
+
+
+SPREAD_BINS = 10  # a row's candidate positions cut into tenths, for the spread of its masks
+_LONG_WORD = 64  # words of at least this many pieces count as one length (they are rare)
+
+
+def mask_spread(batch: RowBatch) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where the batch's masked units fall among their rows' candidate positions (every position
+    but [CLS] and the two [SEP]), in `SPREAD_BINS` equal parts by rank: (units seen in each
+    part, units a uniform choice puts there on average). A unit is a masked position, or with
+    whole-word masking a masked word (`_word_spread`). Entries out of place and rows with a
+    broken frame are left out; None with whole-word masking when the vocab is unknown (words
+    cannot be found)."""
+    rules, per_row = batch.rules, batch.masks_per_row
+    sound = ~batch.segment_broken
+    if rules.whole_word_mask:
+        return None if rules.continuation is None else _word_spread(batch, sound)
+    candidates = np.where(sound, batch.lengths - 3, 0).astype(np.int32)  # per row
+    pos = batch.positions.astype(np.int32, copy=False)
+    rank = pos - 1
+    rank -= pos >= np.repeat(batch.segment_b_start.astype(np.int32), per_row)
+    rank *= SPREAD_BINS
+    rank //= np.maximum(np.repeat(candidates, per_row), 1)  # now the part
+    units = per_row
+    if batch.in_place is not None or not sound.all():
+        keep = np.repeat(sound, per_row)
+        if batch.in_place is not None:
+            keep &= batch.in_place
+        rank = rank[keep]
+        units = count_per_row(keep, batch.columns.masked_offsets)
+    # part j holds the ranks i with j * n / BINS <= i < (j + 1) * n / BINS
+    edges = -(-np.arange(SPREAD_BINS + 1) * candidates[:, None].astype(np.int64) // SPREAD_BINS)
+    share = np.divide(units, candidates, out=np.zeros(len(units)), where=candidates > 0)
+    seen = np.bincount(rank, minlength=SPREAD_BINS)[:SPREAD_BINS]
+    return seen, share @ np.diff(edges, axis=1)
+
+
+def _word_spread(batch: RowBatch, sound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whole-word masking visits a row's words in random order and takes each that fits what is
+    left of the budget, so short words are taken more often than long ones, and a word cut by a
+    [SEP] is short. Two words of one length are exchangeable, though: given how many words of
+    each length a row took, those of a length are a uniform choice among the row's words of
+    that length. Words are those of the original row (its masked pieces read back from the
+    labels), each placed by its first piece."""
+    c, rules = batch.columns, batch.rules
+    first_sep = c.input_offsets[:-1] + batch.segment_b_start - 1
+    frame = np.r_[c.input_offsets[:-1], first_sep, c.input_offsets[1:] - 1]
+    original = c.input_ids.copy()
+    in_place = np.ones(len(batch.positions), bool) if batch.in_place is None else batch.in_place
+    masked = np.repeat(c.input_offsets[:-1], batch.masks_per_row) + batch.wide_positions
+    masked = masked[in_place]
+    original[masked] = c.masked_labels[in_place]
+    candidate = np.repeat(sound, batch.lengths) if not sound.all() else np.ones(len(original), bool)
+    candidate[frame[np.tile(sound, 3)]] = False
+    at = np.flatnonzero(candidate)  # a word's pieces are adjacent; one never follows a frame
+    pieces = original[at]
+    if int(pieces.max(initial=0)) >= rules.vocab_size:
+        pieces = np.minimum(pieces, rules.vocab_size)
+    first = ~rules.continuation[pieces]
+    after_frame = np.zeros(len(original), bool)
+    after_frame[np.r_[c.input_offsets[:-1], first_sep][np.tile(sound, 2)] + 1] = True
+    first |= after_frame[at]
+    word_start = np.flatnonzero(first).astype(np.int32)  # index into `at`
+    size = np.diff(np.r_[word_start, len(at)])
+    taken = np.zeros(len(original), bool)
+    taken[masked] = True
+    taken = taken[at[word_start]]
+    candidates = np.where(sound, batch.lengths - 3, 0).astype(np.int32)
+    row_first = np.r_[0, np.cumsum(candidates)]  # each row's first candidate, in `at`
+    words = np.r_[0, np.cumsum(first)][row_first]
+    per_row = np.diff(words)
+    word_row = np.repeat(np.arange(batch.num_rows, dtype=np.int32), per_row)
+    part = word_start - np.repeat(row_first[:-1].astype(np.int32), per_row)
+    part *= SPREAD_BINS
+    part //= np.repeat(candidates, per_row)
+    group = word_row * _LONG_WORD + np.minimum(size, _LONG_WORD) - 1  # (row, length)
+    words = np.bincount(group)
+    share = np.bincount(group[taken], minlength=len(words)) / np.maximum(words, 1)
+    seen = np.bincount(part[taken], minlength=SPREAD_BINS)
+    return seen, np.bincount(part, weights=share[group], minlength=SPREAD_BINS)

@@ -16,13 +16,21 @@ is computed once per batch by `schemas.row_batch.RowBatch`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from schemas.config import MIN_SEQ_LENGTH
 from schemas.masking import num_to_predict
-from schemas.row_batch import RowBatch, RowRules, any_per_row, count_per_row, take
+from schemas.row_batch import (
+    SPREAD_BINS,
+    RowBatch,
+    RowRules,
+    any_per_row,
+    count_per_row,
+    mask_spread,
+    take,
+)
 from schemas.shard import ShardColumns
 
 
@@ -68,6 +76,9 @@ class BatchStats:
     as_mask: int = 0
     as_keep: int = 0  # holding their label (kept, or a replacement that drew the label)
     as_random: int = 0
+    # masked units per tenth of their rows' candidate positions: seen, and a uniform choice's
+    spread_seen: np.ndarray = field(default_factory=lambda: np.zeros(SPREAD_BINS, np.int64))
+    spread_expected: np.ndarray = field(default_factory=lambda: np.zeros(SPREAD_BINS))
 
     def add(self, other: BatchStats) -> None:
         for k, v in asdict(other).items():
@@ -399,6 +410,9 @@ def _batch_stats(batch: RowBatch) -> BatchStats:
         stats.as_mask = int(np.count_nonzero(units & is_mask))
         stats.as_keep = int(np.count_nonzero(units & keep))
     stats.as_random = stats.units - stats.as_mask - stats.as_keep
+    spread = mask_spread(batch)
+    if spread is not None:
+        stats.spread_seen, stats.spread_expected = spread
     return stats
 
 

@@ -8,6 +8,12 @@ The one-sample tolerance uses the Chernoff bound P(k/n >= x) <= exp(-n * KL(x ||
 x > p (and its mirror below p), so the false-alarm probability is at most alpha for every n and
 p, small samples and shares near 0 or 1 included, with no normal approximation. Comparing one
 group with the rest uses the likelihood-ratio (G) test of a 2x2 table.
+
+Where draws fall among k categories (the masks among the tenths of their rows), each category's
+share gets its own interval, at the level that keeps the k of them together at z (Bonferroni).
+The bound still holds when the draws have different probabilities (a Poisson-binomial count is
+more concentrated than the binomial of the same mean) and when a row's draws are without
+replacement (a hypergeometric count is, too), so it holds for the sum over rows of any sizes.
 """
 
 from __future__ import annotations
@@ -99,6 +105,13 @@ def bonferroni_z(z: float, tests: int) -> float:
     if tests <= 1:
         return z
     return normal_quantile(normal_tail(z) / tests)
+
+
+def category_tolerances(expected: list[float], n: int, z: float = 5.0) -> list[Tolerance]:
+    """Per category, the interval its share of `n` draws stays within, `expected` the shares
+    the draws give on average; together at level z (each at the Bonferroni level over them)."""
+    each = bonferroni_z(z, len(expected))
+    return [binomial_tolerance(min(max(p, 0.0), 1.0), n, each) for p in expected]
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -20,6 +20,7 @@ CHECKS = {  # key -> title, in report order (the README describes each)
     **{rule.name: rule.title for rule in ROW_RULES},  # the row rules, each with its title
     "mask_rate": "mask rate",
     "split": "80/10/10 split",
+    "spread": "masks spread over rows",
     "random_next": "random-next share",
     "short_rows": "short-target rows",
     "balance": "rows per shard",

@@ -1,6 +1,7 @@
 """The checks of the whole set against its config, with tolerances from the sample size
-(`schemas.stats`): the mask rate, the 80/10/10 split, the random-next share (set and per
-shard), the share of rows built with a short target, and the rows per shard; then the
+(`schemas.stats`): the mask rate, the 80/10/10 split, the spread of the masks over the rows'
+candidate positions (set and per shard), the random-next share (set and per shard), the share
+of rows built with a short target, and the rows per shard; then the
 set-wide figures of the checks whose failures carry their own."""
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import numpy as np
 
 from schemas.manifest import MANIFEST_NAME, Manifest
 from schemas.rows import ROW_RULE_NAMES, BatchStats
-from schemas.stats import binomial_tolerance, bonferroni_z
+from schemas.stats import binomial_tolerance, bonferroni_z, category_tolerances
 from schemas.validate.state import Context, Tally
 
 MASK_SHARE, KEEP_SHARE, RANDOM_SHARE = 0.8, 0.1, 0.1  # the reference's 80/10/10
-SET_CHECKS = ("mask_rate", "split", "random_next", "short_rows", "balance")
+SET_CHECKS = ("mask_rate", "split", "spread", "random_next", "short_rows", "balance")
 
 
 def set_checks(ctx: Context) -> None:
@@ -34,6 +35,7 @@ def set_checks(ctx: Context) -> None:
         return
     _check_mask_rate(ctx, total)
     _check_split(ctx, total)
+    _check_spread(ctx, total)
     _check_random_next(ctx, total)
     _check_short_rows(ctx, total)
     _check_balance(ctx)
@@ -104,6 +106,60 @@ def _check_split(ctx: Context, s: BatchStats) -> None:
                 f"[{tol.lo:.4f}, {tol.hi:.4f}] (expected {p:.4f}, z={z:g})"
             )
     t.summary = f"{', '.join(shares)} of {s.units:,} {unit}s (80/10/10 within z={z:g})"
+
+
+def _check_spread(ctx: Context, s: BatchStats) -> None:
+    """Masking chooses uniformly among a row's candidate positions (with whole-word masking,
+    among its words): pooled over the set, and over each shard, the masked units in each tenth
+    of their rows' candidates are as many as a uniform choice gives, within the tolerance
+    (Bonferroni over the tenths, and per shard over the shards too). Masks crowded at the
+    start of rows, at their end or in one place fail."""
+    t, z, rules = ctx.checks["spread"], ctx.options.z, ctx.rules
+    if rules.whole_word_mask and rules.continuation is None:
+        t.skip_reason = "not run: whole-word masking, and the vocab is not the one of the shards"
+        return
+    t.ran = True
+    unit = "word" if rules.whole_word_mask else "position"
+    worst = _spread_failures(t, "", s, z)  # the tenth furthest from uniform
+    shard_z = bonferroni_z(z, len(ctx.shard_stats))
+    for rel, stats in ctx.shard_stats.items():
+        _spread_failures(t, f"{rel}: ", stats, shard_z)
+    units = int(s.spread_seen.sum())
+    t.figures = {
+        "units": units,
+        "seen": s.spread_seen.tolist(),
+        "expected": s.spread_expected.tolist(),
+        "worst_tenth": worst,
+    }
+    if units:
+        seen, expected = s.spread_seen[worst - 1] / units, s.spread_expected[worst - 1] / units
+        t.summary = (
+            f"{units:,} masked {unit}s over the tenths of their rows' candidate positions; "
+            f"furthest from uniform: tenth {worst} holds {seen:.2%}, uniform {expected:.2%} "
+            f"(the tenths within z={z:g}, each shard's within z={shard_z:.1f})"
+        )
+
+
+def _spread_failures(t: Tally, where: str, s: BatchStats, z: float) -> int:
+    """One failure when a tenth lies outside its tolerance, quoting the furthest from uniform;
+    returns that tenth (1-10)."""
+    units = int(s.spread_seen.sum())
+    if not units:
+        return 0
+    expected = s.spread_expected / units
+    shares = s.spread_seen / units
+    tolerances = category_tolerances(expected.tolist(), units, z)
+    outside = [share not in tol for tol, share in zip(tolerances, shares, strict=True)]
+    worst = int(np.argmax(np.abs(shares - expected)))
+    if any(outside):
+        tol = tolerances[worst]
+        t.fail(
+            f"{where}masks are not spread over the rows: {sum(outside)} of {len(outside)} "
+            f"tenths of the candidate positions hold a share of the {units:,} masked units "
+            f"outside their tolerance; tenth {worst + 1} holds {shares[worst]:.2%}, a uniform "
+            f"choice {tol.p:.2%} (accepted [{tol.lo:.2%}, {tol.hi:.2%}], z={tol.z:.1f})"
+        )
+    return worst + 1
 
 
 def _check_random_next(ctx: Context, s: BatchStats) -> None:

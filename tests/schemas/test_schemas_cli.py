@@ -14,7 +14,7 @@ from tests.schemas.shard_surgery import copy_set, shard_file
 def test_validate_sound_set(synthetic_shards, capsys):
     assert main(["validate", synthetic_shards]) == 0
     out = capsys.readouterr().out
-    assert "all 22 checks passed" in out
+    assert "all 23 checks passed" in out
     assert "80/10/10 split" in out and "random-next share" in out
 
 
@@ -22,7 +22,7 @@ def test_validate_json(synthetic_shards, capsys):
     assert main(["validate", synthetic_shards, "--json", "--no-hash"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is True
-    assert len(report["checks"]) == 22
+    assert len(report["checks"]) == 23
 
 
 def test_validate_broken_set_exits_1_with_reasons(synthetic_shards, tmp_path, capsys):
@@ -33,7 +33,7 @@ def test_validate_broken_set_exits_1_with_reasons(synthetic_shards, tmp_path, ca
     assert (
         "FAIL files: shards/train-00002-of-00004.arrow: listed in the manifest but missing" in out
     )
-    assert "1 of 22 checks failed" in out
+    assert "1 of 23 checks failed" in out
 
 
 def test_inspect(synthetic_shards, capsys):
