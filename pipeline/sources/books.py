@@ -63,7 +63,49 @@ _BACK_ANYWHERE = re.compile(
 _TEXT_START = re.compile(r"^\*{3}\s*START OF (?:THE|THIS)\b", re.IGNORECASE)
 _TEXT_END = re.compile(r"^\*{3}\s*END OF (?:THE|THIS)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?]")
-_SPACE = re.compile(r"\s+")
+
+# Every match of `_FRONT` (`_BACK_ANYWHERE`) holds one of these words, as case-insensitive
+# matching reads the text: most paragraphs hold none, and a substring test is about 100 times
+# cheaper than either search (which tries every alternative at every character).
+# `tests/pipeline/test_books_reader.py` checks each alternative against these lists.
+_LICENCE_WORDS = (
+    "smashwords", "license notes", "licensed for your personal", "all rights reserved", "isbn",
+    "copyright ", "\u00a9", "(c) ", "is a work of fiction", "no part of this ",
+)
+_FRONT_WORDS = _LICENCE_WORDS + (
+    "contents", " edition", "first published in", "first printing in", "cover ", "published by",
+    "edited by", "printed in",
+)
+_BACK_WORDS = _LICENCE_WORDS + (
+    "http", "www.", ".com", "goodreads", "leave a review", "write a review",
+)
+# The characters other than A-Z that case-insensitive matching takes for an ASCII letter, and
+# that lower() does not lower to it (tested over all of Unicode).
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+
+
+def folded(text: str) -> str:
+    """`text` lowercased so that a substring test agrees with case-insensitive matching."""
+    return text.lower() if text.isascii() else text.translate(_FOLD).lower()
+
+
+def _may_hold(text: str, words: tuple[str, ...]) -> bool:
+    low = folded(text)
+    return any(w in low for w in words)
+
+
+def _front(paragraph: str) -> bool:
+    return _may_hold(paragraph, _FRONT_WORDS) and _FRONT.search(paragraph) is not None
+
+
+def _back_anywhere(paragraph: str) -> bool:
+    return _may_hold(paragraph, _BACK_WORDS) and _BACK_ANYWHERE.search(paragraph) is not None
+
+
+def _joined(lines: list[str]) -> str:
+    """A paragraph's stripped lines joined, every run of whitespace one space (as a regular
+    expression's whitespace class would collapse it: it and `str.split` agree on whitespace)."""
+    return " ".join(" ".join(lines).split())
 
 
 def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Iterator[Document]:
@@ -80,10 +122,10 @@ def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Ite
         if line.strip():
             current.append(line.strip())
         elif current:
-            paragraphs.append(_SPACE.sub(" ", " ".join(current)))
+            paragraphs.append(_joined(current))
             current = []
     if current:
-        paragraphs.append(_SPACE.sub(" ", " ".join(current)))
+        paragraphs.append(_joined(current))
     if not paragraphs:  # a book of overlong lines only is not an empty file
         overlong = tally.counts["lines_dropped.too_long"] > too_long
         tally.drop("only_overlong_lines" if overlong else "empty_file")
@@ -98,7 +140,7 @@ def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Ite
 def front_matter_end(paragraphs: list[str]) -> int:
     """How many leading paragraphs are front matter."""
     window = min(EDGE_WINDOW, len(paragraphs) // 4)
-    last = max((i for i in range(window) if _FRONT.search(paragraphs[i])), default=-1)
+    last = max((i for i in range(window) if _front(paragraphs[i])), default=-1)
     if last < 0:
         return 0
     end = last + 1
@@ -112,7 +154,7 @@ def back_matter_start(paragraphs: list[str], start: int = 0) -> int:
     window = min(EDGE_WINDOW, (len(paragraphs) - start) // 4)
     for i in range(len(paragraphs) - window, len(paragraphs)):
         p = paragraphs[i]
-        if _BACK_START.search(p) or _BACK_ANYWHERE.search(p):
+        if _BACK_START.search(p) or _back_anywhere(p):
             return i
     return len(paragraphs)
 
