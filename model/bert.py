@@ -3,13 +3,20 @@
 Embeddings (token + segment + learned position) -> post-LayerNorm encoder layers (fused
 `scaled_dot_product_attention` with the padding mask, GELU feed-forward) -> heads: the masked-LM
 decoder, tied to the token embeddings and evaluated only at the masked positions, and the
-next-sentence classifier on the pooled `[CLS]`. Every weight has its counterpart in Hugging Face's
-`BertForPreTraining` (`model.export` writes that mapping).
+next-sentence classifier on the pooled `[CLS]`. Every weight has its counterpart in Hugging
+Face's `BertForPreTraining` (`model.export` writes that mapping).
+
+Packed batches (`model.packing`) hold several rows per sequence: each token's `row_ids` says
+which row it belongs to, its `position_ids` count from its row's start, and attention is
+block-diagonal, one block per row, by one of three routes (`ATTENTION_ROUTES`): SDPA with a
+dense block mask (every device), `flex_attention` with a document mask, or the variable-length
+flash kernel of `torch.nn.attention.varlen` (CUDA only); the last two skip the masked blocks.
 """
 
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -27,10 +34,98 @@ class Embeddings(nn.Module):
         self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-        positions = self.position.weight[: input_ids.size(1)]
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if position_ids is None:
+            positions = self.position.weight[: input_ids.size(1)]
+        else:  # packed rows: each counts from its own start
+            positions = self.position(position_ids)
         x = self.word(input_ids) + positions + self.segment(token_type_ids)
         return self.dropout(self.norm(x))
+
+
+# How a packed batch attends, block-diagonally (one block per row):
+# sdpa: scaled_dot_product_attention with a dense (batch, 1, length, length) mask; any device.
+# flex: flex_attention with a document mask; skips masked blocks (fast when compiled).
+# varlen: the variable-length flash kernel over the flattened tokens; CUDA only, skips every
+#   masked block.
+# auto: varlen on CUDA (flex if this torch lacks it), sdpa on the CPU; and sdpa wherever
+#   attention dropout is active, which neither kernel offers.
+ATTENTION_ROUTES = ("auto", "sdpa", "flex", "varlen")
+
+
+class Varlen(NamedTuple):
+    """The flattened layout of a packed batch: each row (and each run of padding) one sequence."""
+
+    cu_seqlens: torch.Tensor  # int32, sequence starts in the flattened tokens, then the total
+    max_length: int
+
+
+def _has_varlen() -> bool:
+    try:
+        from torch.nn.attention.varlen import varlen_attn  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def attention_route(route: str, device: torch.device, dropout: bool) -> str:
+    """The route a packed batch takes (see `ATTENTION_ROUTES`)."""
+    if route not in ATTENTION_ROUTES:
+        raise ValueError(f"unknown attention route {route!r}; one of {', '.join(ATTENTION_ROUTES)}")
+    if route == "auto":
+        if device.type != "cuda" or dropout:
+            return "sdpa"
+        return "varlen" if _has_varlen() else "flex"
+    if route == "varlen" and device.type != "cuda":
+        raise ValueError("the varlen attention route needs a CUDA device")
+    if route != "sdpa" and dropout:
+        raise ValueError(f"the {route} attention route has no attention dropout; use sdpa")
+    return route
+
+
+def block_mask(row_ids: torch.Tensor, route: str):
+    """What `attend` takes for a packed batch: a token attends the tokens of its own row (and
+    padding only padding, so that no softmax row is empty)."""
+    b, t = row_ids.shape
+    if route == "sdpa":
+        return row_ids[:, None, :, None] == row_ids[:, None, None, :]
+    if route == "flex":
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        def same_row(batch, head, q, k):
+            return row_ids[batch, q] == row_ids[batch, k]
+
+        return create_block_mask(same_row, b, None, t, t, device=row_ids.device)
+    flat = row_ids.reshape(-1)
+    starts = torch.ones_like(flat, dtype=torch.bool)
+    starts[1:] = flat[1:] != flat[:-1]
+    starts[::t] = True  # a sequence's padding never runs on into the next sequence
+    total = torch.tensor([flat.numel()], device=flat.device)
+    cu = torch.cat([starts.nonzero().flatten(), total]).to(torch.int32)
+    return Varlen(cu, t)
+
+
+def attend(q, k, v, mask, dropout: float) -> torch.Tensor:
+    """Attention of (batch, heads, length, head size) q, k, v under `mask`: a bool tensor
+    (SDPA), a flex `BlockMask`, or a `Varlen` layout."""
+    if isinstance(mask, Varlen):
+        from torch.nn.attention.varlen import varlen_attn
+
+        b, h, t, d = q.shape
+        flat = [x.transpose(1, 2).reshape(b * t, h, d) for x in (q, k, v)]
+        m = mask.max_length
+        y = varlen_attn(*flat, mask.cu_seqlens, mask.cu_seqlens, m, m)
+        return y.reshape(b, t, h, d).transpose(1, 2)
+    if mask is not None and not isinstance(mask, torch.Tensor):
+        from torch.nn.attention.flex_attention import flex_attention
+
+        return flex_attention(q, k, v, block_mask=mask)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
 
 
 class SelfAttention(nn.Module):
@@ -43,11 +138,11 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.attention_dropout = cfg.attention_dropout
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask) -> torch.Tensor:
         b, t, h = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
         p = self.attention_dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        y = attend(q, k, v, mask, p)
         return self.out(y.transpose(1, 2).reshape(b, t, h))
 
 
@@ -63,13 +158,14 @@ class Layer(nn.Module):
         self.ffn_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask) -> torch.Tensor:
         x = self.attention_norm(x + self.dropout(self.attention(x, mask)))
         return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
 
 
 class BertModel(nn.Module):
-    """The encoder: returns every position's hidden state and the pooled `[CLS]`."""
+    """The encoder: returns every position's hidden state and the pooled `[CLS]` (of each row
+    of a packed batch, at `cls_positions`, flat indices into batch x length)."""
 
     def __init__(self, cfg: BertConfig):
         super().__init__()
@@ -77,19 +173,31 @@ class BertModel(nn.Module):
         self.embeddings = Embeddings(cfg)
         self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.num_layers))
         self.pooler = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.attention_route = "auto"  # of packed batches (`ATTENTION_ROUTES`)
 
     def forward(
         self,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        row_ids: torch.Tensor | None = None,
+        cls_positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        # (batch, 1, 1, keys), True where a key is a real token: padding is never attended to.
-        mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
-        x = self.embeddings(input_ids, token_type_ids)
+        if row_ids is not None:  # packed: block-diagonal, one block per row
+            dropout = self.training and self.cfg.attention_dropout > 0
+            route = attention_route(self.attention_route, input_ids.device, dropout)
+            mask = block_mask(row_ids, route)
+        elif attention_mask is not None:
+            # (batch, 1, 1, keys), True where a key is a real token: padding is never attended.
+            mask = attention_mask.bool()[:, None, None, :]
+        else:
+            mask = None
+        x = self.embeddings(input_ids, token_type_ids, position_ids)
         for layer in self.layers:
             x = layer(x, mask)
-        return x, torch.tanh(self.pooler(x[:, 0]))
+        cls = x[:, 0] if cls_positions is None else x.flatten(0, 1).index_select(0, cls_positions)
+        return x, torch.tanh(self.pooler(cls))
 
 
 class MaskedLMHead(nn.Module):
@@ -106,15 +214,19 @@ class MaskedLMHead(nn.Module):
 
 
 class BertForPreTraining(nn.Module):
-    """Encoder + tied masked-LM head + next-sentence head."""
+    """Encoder + tied masked-LM head + next-sentence head; without `cfg.next_sentence`, no
+    next-sentence head, and the pooler (kept, initialised, for fine-tuning to start from) is
+    frozen: nothing trains it, and DDP must not wait for its gradients."""
 
     def __init__(self, cfg: BertConfig, generator: torch.Generator | None = None):
         super().__init__()
         self.cfg = cfg
         self.bert = BertModel(cfg)
         self.mlm = MaskedLMHead(cfg)
-        self.nsp = nn.Linear(cfg.hidden_size, 2)
+        self.nsp = nn.Linear(cfg.hidden_size, 2) if cfg.next_sentence else None
         self.apply(partial(init_weights, std=cfg.initializer_range, generator=generator))
+        if not cfg.next_sentence:
+            self.bert.pooler.requires_grad_(False)
 
     def forward(
         self,
@@ -122,14 +234,21 @@ class BertForPreTraining(nn.Module):
         token_type_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         mlm_positions: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        row_ids: torch.Tensor | None = None,
+        cls_positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """MLM logits at `mlm_positions` (flat indices into batch x length), shape (M, vocab),
         or at every position, shape (batch, length, vocab), when none are given; NSP logits
-        (batch, 2), class 1 = B is a random next sentence."""
-        h, pooled = self.bert(input_ids, token_type_ids, attention_mask)
+        (batch, 2), class 1 = B is a random next sentence, or None without the NSP head; of a
+        packed batch (`position_ids`, `row_ids`, `cls_positions`, as `model.packing.pack`
+        makes them), one per row."""
+        packed = (position_ids, row_ids, cls_positions)
+        h, pooled = self.bert(input_ids, token_type_ids, attention_mask, *packed)
         if mlm_positions is not None:
             h = h.flatten(0, 1).index_select(0, mlm_positions)
-        return self.mlm(h, self.bert.embeddings.word.weight), self.nsp(pooled)
+        nsp = None if self.nsp is None else self.nsp(pooled)
+        return self.mlm(h, self.bert.embeddings.word.weight), nsp
 
 
 def init_weights(module: nn.Module, std: float, generator: torch.Generator | None) -> None:
@@ -148,26 +267,30 @@ def init_weights(module: nn.Module, std: float, generator: torch.Generator | Non
 
 def pretraining_loss(
     mlm_logits: torch.Tensor,
-    nsp_logits: torch.Tensor,
+    nsp_logits: torch.Tensor | None,
     mlm_labels: torch.Tensor,
     nsp_labels: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Loss = MLM cross-entropy (mean over masked positions) + NSP cross-entropy.
+    """Loss = MLM cross-entropy (mean over masked positions) + NSP cross-entropy (none
+    without NSP logits: masked-LM only).
 
     Also returns, detached and without a host sync, [mlm_loss, nsp_loss, mlm_correct,
-    mlm_count, nsp_correct, nsp_count] for logging.
+    mlm_count, nsp_correct, nsp_count] for logging (NSP's three 0 without NSP logits).
     """
     mlm = F.cross_entropy(mlm_logits.float(), mlm_labels)
-    nsp = F.cross_entropy(nsp_logits.float(), nsp_labels)
+    zero = torch.zeros((), device=mlm.device)
+    nsp = zero if nsp_logits is None else F.cross_entropy(nsp_logits.float(), nsp_labels)
     with torch.no_grad():
+        nsp_ok = zero if nsp_logits is None else (nsp_logits.argmax(-1) == nsp_labels).sum()
+        nsp_n = 0.0 if nsp_logits is None else float(nsp_labels.numel())
         stats = torch.stack(
             [
                 mlm.detach(),
                 nsp.detach(),
                 (mlm_logits.argmax(-1) == mlm_labels).sum().float(),
                 torch.tensor(float(mlm_labels.numel()), device=mlm.device),
-                (nsp_logits.argmax(-1) == nsp_labels).sum().float(),
-                torch.tensor(float(nsp_labels.numel()), device=mlm.device),
+                nsp_ok.float(),
+                torch.tensor(nsp_n, device=mlm.device),
             ]
         )
     return mlm + nsp, stats

@@ -44,6 +44,28 @@ def _pretrain_parser(sub) -> None:
     _optimizer_flags(p)
     _runtime_flags(p)
     _start_flags(p)
+    _shard_cache_flags(p)
+
+
+def _shard_cache_flags(p: argparse.ArgumentParser) -> None:
+    """Pre-training on gs:// shards: the local cache they stream into (model.shard_cache)."""
+    from model.shard_cache import DEFAULT_GB, gigabytes
+
+    p.add_argument(
+        "--shard-cache",
+        default=None,
+        metavar="DIR",
+        help="with --shards gs://...: the folder the shards are copied into as the loader reads "
+        "them (a new or empty folder, or an earlier cache; default: ~/.cache/bert-shards/shards)",
+    )
+    p.add_argument(
+        "--shard-cache-gb",
+        type=gigabytes,
+        default=None,
+        metavar="N",
+        help="with --shards gs://...: the cache's size in GB; the least recently read copies "
+        f"are removed beyond it and fetched again when needed (default: {DEFAULT_GB:g})",
+    )
 
 
 def _optimizer_flags(p: argparse.ArgumentParser) -> None:
@@ -88,6 +110,25 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
         "--remask",
         action="store_true",
         help="fresh masks per batch (same 80/10/10 rule) instead of the shards' own",
+    )
+    p.add_argument(
+        "--mask-prob",
+        type=float,
+        default=None,
+        help="share of each row's pieces masked, drawn afresh per batch (implies --remask; "
+        "80/10/10 and whole-word masking as the shards'; the per-row cap scales with it); "
+        "MosaicBERT uses 0.30 (default: the shards' masked_lm_prob, 0.15)",
+    )
+    p.add_argument(
+        "--no-nsp",
+        action="store_true",
+        help="masked-LM only: no next-sentence head or loss; rows keep segment B as text",
+    )
+    p.add_argument(
+        "--pack",
+        action="store_true",
+        help="pack whole rows into sequences of the shards' max_seq_length (no padding); "
+        "--batch-size then counts packed sequences",
     )
     p.add_argument(
         "--shuffle-window",
@@ -235,7 +276,10 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         device=args.device,
         precision=args.precision,
         compile=args.compile,
-        remask=args.remask,
+        remask=args.remask or args.mask_prob is not None,
+        mask_prob=args.mask_prob or 0.0,
+        nsp=not args.no_nsp,
+        pack=args.pack,
         shuffle_window=args.shuffle_window,
         workers=args.workers,
         log_every=args.log_every,
@@ -252,8 +296,10 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 def _run(args: argparse.Namespace) -> None:
     if args.command == "pretrain":
         from model.pretrain import pretrain
+        from model.shard_cache import settings
 
-        pretrain(train_config(args))
+        with settings(args.shard_cache, args.shard_cache_gb):
+            pretrain(train_config(args))
     elif args.command == "finetune":
         from model.finetune.loop import finetune, finetune_config
 

@@ -45,6 +45,7 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     initializer_range: float = 0.02  # std of the normal initialisation
     pad_id: int = 0  # [PAD] in this vocab (not always 0 in principle)
+    next_sentence: bool = True  # the NSP head; False: masked-LM only (pooler left untrained)
 
     def __post_init__(self):
         if self.vocab_size < 6:
@@ -93,6 +94,9 @@ class TrainConfig:
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | bf16 | fp32
     compile: bool = False  # torch.compile the model
     remask: bool = False  # draw fresh masks for every batch instead of the shards' own
+    mask_prob: float = 0.0  # re-masking rate (needs remask); 0: the shards' masked_lm_prob
+    nsp: bool = True  # False: masked-LM only, no NSP head or loss (segment B still fed as text)
+    pack: bool = False  # pack whole rows into sequences of max_seq_length (no padding)
     shuffle_window: int = 4  # consecutive shards whose rows are shuffled together
     workers: int = 0  # DataLoader worker processes per rank (0: load in the training process)
     log_every: int = 10  # steps between metrics lines
@@ -115,6 +119,8 @@ class TrainConfig:
             (self.shuffle_window >= 1 and self.workers >= 0, "shuffle window >= 1, workers >= 0"),
             (self.holdout >= 0 and self.eval_batches >= 0, "holdout and eval batches >= 0"),
             (self.init or not self.init_map_vocab, "--init-map-vocab needs --init DIR"),
+            (0 <= self.mask_prob < 1, "--mask-prob must lie in (0, 1), e.g. 0.30"),
+            (self.remask or not self.mask_prob, "--mask-prob is the rate of --remask's masks"),
         ]
         for ok, message in checks:
             if not ok:

@@ -8,6 +8,12 @@ The order of one epoch is a pure function of (seed, epoch), the same on every ra
    rows, and rank r takes the r-th slice of each, so ranks never overlap and lose nothing but the
    last incomplete global batch.
 
+With `pack`, the unit of an epoch is a packed sequence instead of a row: the rows of each shard
+are packed into sequences of the set's max_seq_length (`model.packing`: the plan depends on the
+shard's row lengths alone, so every epoch has the same number of packed sequences; which rows of
+equal length share a sequence is drawn from (seed, epoch)), a window's packed sequences are
+permuted together, and global batches are cut from them as from rows.
+
 A position `p = epoch * batches_per_epoch + k` names one batch of this rank and `batch(p)` builds
 it from scratch. Resuming is therefore exact and costs nothing, and DataLoader worker w of W
 simply builds positions `start + w, start + w + W, ...`, which the DataLoader yields in order.
@@ -17,23 +23,26 @@ Collation is vectorised over the shards' flat numpy buffers: no per-row Python.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from model import packing
 from model.config import flag_hint
+from model.shard_cache import open_set
 from schemas.manifest import MANIFEST_NAME
 from schemas.masking import MaskingRule, mask_padded
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns, schema_metadata, schema_problem, segment_gather
 
 # Distinct random streams drawn from (seed, epoch, purpose, ...).
-_SHARD_ORDER, _WINDOW_ROWS, _MASKING = 0, 1, 2
+_SHARD_ORDER, _WINDOW_ROWS, _MASKING, _PACKING = 0, 1, 2, 3
 PAD_MULTIPLE = 8
 
 
@@ -46,7 +55,9 @@ class LoaderConfig:
     shuffle: bool = True  # False: manifest order, rows in order (evaluation)
     shuffle_window: int = 4  # consecutive shards whose rows are shuffled together
     remask: bool = False  # draw fresh masks (same 80/10/10 rule) instead of the shards' own
+    mask_prob: float = 0.0  # with remask: the share of pieces masked (0: the shards' rate)
     drop_last: bool = True  # False: keep the last, partial global batch (evaluation)
+    pack: bool = False  # batch_size packed sequences of max_seq_length instead of padded rows
 
     def __post_init__(self):
         if self.batch_size < 1 or self.shuffle_window < 1:
@@ -55,16 +66,22 @@ class LoaderConfig:
             raise ValueError(f"loader: rank {self.rank} outside world size {self.world_size}")
 
 
-def masking_rule(shards: ShardSet) -> MaskingRule:
-    """The shards' own masking rule (`schemas.masking`), for dynamic re-masking."""
+def masking_rule(shards: ShardSet, mask_prob: float = 0.0) -> MaskingRule:
+    """The shards' own masking rule (`schemas.masking`), for dynamic re-masking; with
+    `mask_prob`, at that rate, the per-row cap (max_predictions_per_seq) scaled with it, so that
+    a full row gets its share (20 of 128 at 0.15 -> 40 at 0.30)."""
     config = shards.shard_config
     try:
-        return MaskingRule.from_vocab(shards.vocab, config)
+        rule = MaskingRule.from_vocab(shards.vocab, config)
     except ValueError as e:
         raise ValueError(
             f"{shards.directory}/{MANIFEST_NAME}: {e}; rebuild the shards or train "
             "without --remask (make: drop it from ARGS)"
         ) from None
+    if not mask_prob:
+        return rule
+    cap = math.ceil(rule.max_predictions * mask_prob / rule.masked_lm_prob - 1e-9)
+    return replace(rule, masked_lm_prob=mask_prob, max_predictions=max(1, cap))
 
 
 def open_shards(directory: str) -> ShardSet:
@@ -74,7 +91,7 @@ def open_shards(directory: str) -> ShardSet:
             f"{directory} is empty: no {MANIFEST_NAME}, no shards; build a shard set there "
             f"with `make shards OUT={directory}`"
         )
-    shards = ShardSet.open(directory)
+    shards = open_set(directory)  # a gs:// set reads its shards through a bounded local cache
     if not shards.manifest.shards or shards.num_rows == 0:
         raise ValueError(
             f"{directory}/{MANIFEST_NAME} lists no rows ({len(shards)} shards): the corpus "
@@ -141,21 +158,54 @@ class PretrainingData:
         self.pad_id = shards.vocab.special_ids.pad
         self.vocab_size = len(shards.vocab)
         self.max_length = max_seq_length(shards)
-        self.rule = masking_rule(shards) if cfg.remask else None
+        self.rule = masking_rule(shards, cfg.mask_prob) if cfg.remask else None
         self.global_batch = cfg.batch_size * cfg.world_size
         self.total_rows = int(self.rows.sum())
-        whole, part = divmod(self.total_rows, self.global_batch)
+        for i in sorted(set(self.indices)):
+            check_shard(shards, i, shards.table(i))
+        # What an epoch is cut into: rows, or with `pack` each part's packed sequences.
+        self.plans = [self._plan(s) for s in range(len(self.indices))] if cfg.pack else None
+        self.units = np.array([p.packs for p in self.plans]) if self.plans else self.rows
+        self.total_units = int(self.units.sum())
+        whole, part = divmod(self.total_units, self.global_batch)
         self.batches_per_epoch = whole + (0 if cfg.drop_last or not part else 1)
         if self.batches_per_epoch == 0:
+            unit = "packed sequences" if cfg.pack else "rows"
             raise ValueError(
                 f"{shards.directory}: the {len(self.indices)} shard(s) used here hold "
-                f"{self.total_rows} rows, fewer than one global batch of {self.global_batch} "
+                f"{self.total_units} {unit}, fewer than one global batch of {self.global_batch} "
                 "(batch size x world size); use a smaller "
                 f"{flag_hint('--batch-size', 'N')} or more data"
             )
-        for i in sorted(set(self.indices)):
-            check_shard(shards, i, shards.table(i))
         self._reset_caches()
+
+    @property
+    def rows_per_unit(self) -> float:
+        """Rows per packed sequence on average (1 without packing): a packed batch of B
+        sequences holds B x this many rows, the tokens of that many padded rows."""
+        return self.total_rows / max(self.total_units, 1)
+
+    def _lengths(self, local: int, columns: ShardColumns | None = None) -> np.ndarray:
+        """The row lengths of part `local`: from its open columns, else from the shard's
+        offsets alone (its ids are not read)."""
+        if columns is not None:
+            lengths = np.diff(columns.input_offsets)
+        else:
+            chunks = self.shards.table(self.indices[local]).column("input_ids").chunks
+            lengths = np.concatenate([np.diff(c.offsets.to_numpy()) for c in chunks] or [[]])
+        lo = int(self.first[local])
+        return lengths[lo : lo + int(self.rows[local])].astype(np.int64)
+
+    def _plan(self, local: int) -> packing.Plan:
+        lengths = self._lengths(local)
+        if len(lengths) and lengths.max() > self.max_length:
+            path = self.shards.paths[self.indices[local]]
+            row = int(self.first[local] + np.argmax(lengths))
+            raise ValueError(
+                f"{path}: row {row} does not fit the model ({int(lengths.max())} pieces, at "
+                f"most {self.max_length}); the set is damaged: run `make validate` and rebuild it"
+            )
+        return packing.plan(np.maximum(lengths, 1), self.max_length)
 
     def _reset_caches(self) -> None:
         self._columns: OrderedDict[int, ShardColumns] = OrderedDict()
@@ -176,7 +226,7 @@ class PretrainingData:
         empty. Tensors: input_ids, token_type_ids, attention_mask (batch, length), mlm_positions
         and mlm_labels (flat over batch x length), nsp_labels (batch,)."""
         epoch = position // self.batches_per_epoch
-        local, rows = self._rows_at(position)
+        local, rows, sizes = self._units_at(position)
         if len(rows) == 0:
             return None
         ids, labels, lengths, seg_b, nsp = self._collate(local, rows)
@@ -184,28 +234,36 @@ class PretrainingData:
             rng = np.random.default_rng((self.cfg.seed, epoch, _MASKING, position, self.cfg.rank))
             originals = np.where(labels >= 0, labels, ids)
             ids, labels = mask_padded(originals, lengths, seg_b, self.rule, rng)
+        if self.cfg.pack:
+            width = -(-self.max_length // PAD_MULTIPLE) * PAD_MULTIPLE
+            arrays = packing.pack(ids, labels, lengths, seg_b, sizes, width, self.pad_id)
+            arrays["nsp_labels"] = nsp
+            return {k: torch.from_numpy(v) for k, v in arrays.items()}
         return _tensors(ids, labels, lengths, seg_b, nsp)
 
     def rows_at(self, position: int) -> tuple[np.ndarray, np.ndarray]:
         """(manifest shard index, row) of every sequence in the batch at `position`."""
-        local, rows = self._rows_at(position)
+        local, rows, _ = self._units_at(position)
         return np.asarray(self.indices, np.int64)[local], rows
 
-    def _rows_at(self, position: int) -> tuple[np.ndarray, np.ndarray]:
+    def _units_at(self, position: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(local shard, row) of every row of the batch's units, laid unit after unit, and the
+        rows per unit (all 1 without packing)."""
         epoch, k = divmod(position, self.batches_per_epoch)
         start = k * self.global_batch + self.cfg.rank * self.cfg.batch_size
-        stop = min(start + self.cfg.batch_size, self.total_rows)
+        stop = min(start + self.cfg.batch_size, self.total_units)
         windows, bounds = self._layout(epoch)
         j = int(np.searchsorted(bounds, start, side="right")) - 1
         parts = []
         while start < stop:
-            shard, row = self._window(epoch, j, windows[j])
+            shard, row, unit_start = self._window(epoch, j, windows[j])
             lo, hi = start - bounds[j], min(stop, bounds[j + 1]) - bounds[j]
-            parts.append((shard[lo:hi], row[lo:hi]))
+            a, b = unit_start[lo], unit_start[hi]
+            parts.append((shard[a:b], row[a:b], np.diff(unit_start[lo : hi + 1])))
             start, j = bounds[j] + hi, j + 1
         if not parts:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
 
     def _layout(self, epoch: int) -> tuple[list[np.ndarray], np.ndarray]:
         """The epoch's windows (local shard indices) and their row boundaries."""
@@ -215,24 +273,51 @@ class PretrainingData:
             if self.cfg.shuffle:
                 order = np.random.default_rng((self.cfg.seed, epoch, _SHARD_ORDER)).permutation(n)
             windows = [order[i : i + w] for i in range(0, n, w)]
-            sizes = [int(self.rows[win].sum()) for win in windows]
+            sizes = [int(self.units[win].sum()) for win in windows]
             self._layouts[epoch] = (windows, np.concatenate([[0], np.cumsum(sizes)]))
             _trim(self._layouts, 2)
         return self._layouts[epoch]
 
-    def _window(self, epoch: int, j: int, window: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(local shard, row) of every row of window j, in the epoch's order."""
+    def _window(self, epoch: int, j: int, window: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(local shard, row) of every row of window j, laid unit after unit in the epoch's
+        order, and where each unit starts in them (len: units + 1)."""
         key = (epoch, j)
         if key not in self._windows:
-            shard = np.repeat(window, self.rows[window])
-            row = np.concatenate([self.first[s] + np.arange(self.rows[s]) for s in window])
-            if self.cfg.shuffle:
-                rng = np.random.default_rng((self.cfg.seed, epoch, _WINDOW_ROWS, j))
-                p = rng.permutation(len(row))
-                shard, row = shard[p], row[p]
-            self._windows[key] = (shard, row)
+            if self.cfg.pack:
+                self._windows[key] = self._packed_window(epoch, j, window)
+            else:
+                shard = np.repeat(window, self.rows[window])
+                row = np.concatenate([self.first[s] + np.arange(self.rows[s]) for s in window])
+                if self.cfg.shuffle:
+                    rng = np.random.default_rng((self.cfg.seed, epoch, _WINDOW_ROWS, j))
+                    p = rng.permutation(len(row))
+                    shard, row = shard[p], row[p]
+                self._windows[key] = (shard, row, np.arange(len(row) + 1))
             _trim(self._windows, 2)
         return self._windows[key]
+
+    def _packed_window(self, epoch: int, j: int, window: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Each shard's plan filled with its rows (ties among equal lengths drawn from (seed,
+        epoch, shard)), then the window's packed sequences permuted together."""
+        shards, rows, sizes = [], [], []
+        for s in window:
+            plan = self.plans[s]
+            order = np.arange(len(plan.slots))
+            if self.cfg.shuffle:
+                rng = np.random.default_rng((self.cfg.seed, epoch, _PACKING, int(s)))
+                order = rng.permutation(len(order))
+            lengths = self._lengths(s, self._shard(int(s)))
+            filled = packing.assign(np.maximum(lengths, 1), plan, order)
+            shards.append(np.full(len(filled), s, np.int64))
+            rows.append(self.first[s] + filled)
+            sizes.append(plan.sizes)
+        shard, row, size = (np.concatenate(x) for x in (shards, rows, sizes))
+        if self.cfg.shuffle:
+            rng = np.random.default_rng((self.cfg.seed, epoch, _WINDOW_ROWS, j))
+            p = rng.permutation(len(size))
+            take = packing.shuffle_packs(np.arange(len(row)), size, p)
+            shard, row, size = shard[take], row[take], size[p]
+        return shard, row, np.concatenate([[0], np.cumsum(size)])
 
     def _shard(self, local: int) -> ShardColumns:
         """Flat numpy views of a memory-mapped shard, the last few kept open."""

@@ -1,5 +1,7 @@
 """Export a checkpoint as a Hugging Face directory: `BertForPreTraining.from_pretrained(dir)`
-loads it and gives the same outputs, and `BertTokenizer.from_pretrained(dir)` the same ids.
+loads it and gives the same outputs, and `BertTokenizer.from_pretrained(dir)` the same ids. A
+masked-LM-only run (`--no-nsp`) is exported as a `BertForMaskedLM`: no next-sentence head and
+no pooler (neither was trained), as `BertForMaskedLM.save_pretrained` writes it.
 
 Written: config.json, model.safetensors (what `transformers` writes and prefers: unlike a
 pickle, loading it cannot run code), vocab.txt and tokenizer_config.json. Needs torch and
@@ -23,7 +25,7 @@ from schemas.manifest import atomic_write_text, new_file_mode
 def hf_config(cfg: BertConfig) -> dict:
     """The `transformers.BertConfig` fields for this model."""
     return {
-        "architectures": ["BertForPreTraining"],
+        "architectures": ["BertForPreTraining" if cfg.next_sentence else "BertForMaskedLM"],
         "model_type": "bert",
         "vocab_size": cfg.vocab_size,
         "hidden_size": cfg.hidden_size,
@@ -89,8 +91,12 @@ def _layer(state: dict, i: int) -> dict[str, torch.Tensor]:
 
 def hf_state_dict(state: dict[str, torch.Tensor], cfg: BertConfig) -> dict[str, torch.Tensor]:
     """Our parameter names -> `BertForPreTraining`'s; the fused QKV split in three, the tied
-    decoder written out (as the embedding matrix) so that any loader finds it."""
-    out = {theirs: state[ours] for ours, theirs in HF_NAMES.items()}
+    decoder written out (as the embedding matrix) so that any loader finds it. Masked-LM only:
+    without the pooler and the next-sentence head."""
+    names = HF_NAMES
+    if not cfg.next_sentence:
+        names = {k: v for k, v in HF_NAMES.items() if not k.startswith(("nsp.", "bert.pooler."))}
+    out = {theirs: state[ours] for ours, theirs in names.items()}
     for i in range(cfg.num_layers):
         out.update(_layer(state, i))
     out["cls.predictions.decoder.weight"] = state["bert.embeddings.word.weight"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+from dataclasses import replace
 
 import torch
 import torch.distributed as dist
@@ -50,11 +51,14 @@ from schemas.manifest import atomic_write_text
 from schemas.reader import ShardSet
 
 
-def model_config(name: str, shards: ShardSet) -> BertConfig:
-    """The preset sized to the shards: their vocab, their [PAD], their sequence length."""
+def model_config(name: str, shards: ShardSet, nsp: bool = True) -> BertConfig:
+    """The preset sized to the shards: their vocab, their [PAD], their sequence length; with
+    or without the next-sentence head."""
     max_len = shards.shard_config.max_seq_length
     pad = shards.vocab.special_ids.pad
-    return preset(name, len(shards.vocab), pad_id=pad, max_position=max(512, max_len))
+    return preset(
+        name, len(shards.vocab), pad_id=pad, max_position=max(512, max_len), next_sentence=nsp
+    )
 
 
 def pretrain(cfg: TrainConfig) -> dict:
@@ -77,13 +81,21 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
     shards = open_shards(cfg.shards)
     micro = micro_batch_size(cfg.batch_size, d.world, cfg.accum)
     train_parts, held = split_holdout(shards, cfg.holdout)
-    lc = LoaderConfig(micro, cfg.seed, d.rank, d.world, True, cfg.shuffle_window, cfg.remask)
-    data = PretrainingData(shards, train_parts, lc)
+    lc = LoaderConfig(
+        micro, cfg.seed, d.rank, d.world, True, cfg.shuffle_window, cfg.remask, cfg.mask_prob
+    )
+    data = PretrainingData(shards, train_parts, replace(lc, pack=cfg.pack))
     imported = init_model(cfg, shards) if cfg.init else None
-    trainer = Trainer(cfg, imported.cfg if imported else model_config(cfg.model, shards), d)
+    model_cfg = model_config(cfg.model, shards, cfg.nsp)
+    if imported:
+        model_cfg = replace(imported.cfg, next_sentence=cfg.nsp)
+    trainer = Trainer(cfg, model_cfg, d)
     step, position = _resume(prepare_run(cfg, shards, d), trainer, shards)
     if imported and step == 0:  # a resumed run has its own weights
-        trainer.raw.load_state_dict(imported.state)
+        state = imported.state
+        if not cfg.nsp:  # masked-LM only: the imported next-sentence head is not used
+            state = {k: v for k, v in state.items() if not k.startswith("nsp.")}
+        trainer.raw.load_state_dict(state)
     if d.main:
         trim_metrics(os.path.join(cfg.run, METRICS), step)
         _announce(cfg, trainer, data, step)
@@ -130,10 +142,27 @@ def _announce(cfg: TrainConfig, trainer: Trainer, data: PretrainingData, step: i
         f"{name}: {m.num_layers} layers, hidden {m.hidden_size}, {m.num_heads} heads, "
         f"vocab {m.vocab_size}, {params:.1f}M parameters | {data.total_rows} training sequences, "
         f"batch {cfg.batch_size} ({trainer.d.world} rank(s) x {data.cfg.batch_size} x accum "
-        f"{cfg.accum}) | {trainer.d.device} {'bf16' if trainer.autocast else 'fp32'} | "
+        f"{cfg.accum}){_packed(data)} | {_recipe(cfg, data)} | "
+        f"{trainer.d.device} {'bf16' if trainer.autocast else 'fp32'} | "
         f"{'resuming at step ' + str(step) if step else 'from scratch'} -> {cfg.run}",
         flush=True,
     )
+
+
+def _packed(data: PretrainingData) -> str:
+    if not data.cfg.pack:
+        return ""
+    return (
+        f" packed sequences of {data.max_length} ({data.rows_per_unit:.2f} rows each on "
+        f"average, {data.total_units} per epoch)"
+    )
+
+
+def _recipe(cfg: TrainConfig, data: PretrainingData) -> str:
+    masks = "the shards' masks"
+    if data.rule is not None:
+        masks = f"fresh masks at {data.rule.masked_lm_prob:g} (at most {data.rule.max_predictions})"
+    return f"{'MLM + NSP' if cfg.nsp else 'MLM only'}, {masks}"
 
 
 def _report_eval(cfg: TrainConfig, result: dict) -> None:
@@ -141,7 +170,7 @@ def _report_eval(cfg: TrainConfig, result: dict) -> None:
     shown = " ".join(
         f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
         for k, v in result.items()
-        if k != "held_out"
+        if k != "held_out" and v is not None
     )
     print(f"held-out {shown}")
 
@@ -215,37 +244,39 @@ def evaluate(trainer: Trainer, shards: ShardSet, held: list[Part], micro: int) -
         batch = to_device(batch, d.device)
         with trainer.amp():
             mlm, nsp = trainer.raw(*model_inputs(batch), batch["mlm_positions"])
-        sums += _batch_sums(mlm, nsp, batch)
+        sums += _batch_sums(mlm, nsp, batch)  # nsp None: masked-LM only
     trainer.raw.train()
     if d.world > 1:
         dist.all_reduce(sums)
-    return _eval_record(sums.tolist(), shards, held)
+    return _eval_record(sums.tolist(), trainer, shards, held)
 
 
 def _batch_sums(mlm: torch.Tensor, nsp: torch.Tensor, batch: dict[str, torch.Tensor]):
     """[mlm_loss, nsp_loss, mlm_correct, mlm_count, nsp_correct, nsp_count], summed, float64."""
     mlm_l, nsp_l, device = batch["mlm_labels"], batch["nsp_labels"], mlm.device
+    zero = torch.zeros((), device=device, dtype=torch.float64)
     return torch.stack(
         [
             F.cross_entropy(mlm.float(), mlm_l, reduction="sum").double(),
-            F.cross_entropy(nsp.float(), nsp_l, reduction="sum").double(),
+            zero if nsp is None else F.cross_entropy(nsp.float(), nsp_l, reduction="sum").double(),
             (mlm.argmax(-1) == mlm_l).sum().double(),
             torch.tensor(float(len(mlm_l)), device=device, dtype=torch.float64),
-            (nsp.argmax(-1) == nsp_l).sum().double(),
+            zero if nsp is None else (nsp.argmax(-1) == nsp_l).sum().double(),
             torch.tensor(float(len(nsp_l)), device=device, dtype=torch.float64),
         ]
     )
 
 
-def _eval_record(sums: list[float], shards: ShardSet, held: list[Part]) -> dict:
+def _eval_record(sums: list[float], trainer: Trainer, shards: ShardSet, held: list[Part]) -> dict:
     mlm_sum, nsp_sum, mlm_ok, mlm_n, nsp_ok, nsp_n = sums
     mlm_loss, nsp_loss = mlm_sum / mlm_n, nsp_sum / nsp_n
+    nsp = trainer.model_cfg.next_sentence
     return {
         "loss": mlm_loss + nsp_loss,
         "mlm_loss": mlm_loss,
         "nsp_loss": nsp_loss,
         "mlm_acc": mlm_ok / mlm_n,
-        "nsp_acc": nsp_ok / nsp_n,
+        "nsp_acc": nsp_ok / nsp_n if nsp else None,  # None: masked-LM only
         "mlm_perplexity": math.exp(min(mlm_loss, 50.0)),
         "sequences": int(nsp_n),
         "held_out": [f"{shards.manifest.shards[i].path}[{a}:{b}]" for i, a, b in held],

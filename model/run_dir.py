@@ -19,7 +19,7 @@ from dataclasses import asdict
 import torch
 import torch.distributed as dist
 
-from model.config import TrainConfig, flag_hint
+from model.config import BertConfig, TrainConfig, flag_hint
 from model.training import Dist, Trainer, WarmupLinear
 from schemas.manifest import atomic_write, atomic_write_text
 from schemas.reader import ShardSet
@@ -72,7 +72,9 @@ def to_json(obj) -> str:
 
 CHECKPOINT_FORMAT = 1
 # Settings that fix the data order; a resumed run must keep them.
-ORDER_KEYS = ("seed", "batch_size", "accum", "shuffle_window", "remask", "holdout")
+ORDER_KEYS = ("seed", "batch_size", "accum", "shuffle_window", "remask", "holdout", "pack")
+# The recipe's own settings (what is masked, which losses); a resumed run must keep them too.
+RECIPE_KEYS = ("mask_prob", "nsp")
 
 
 def save_checkpoint(path: str, state: dict) -> None:
@@ -159,15 +161,33 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
             f"{path}: the run started {started}; resume it with "
             f"{flag_hint('--init', init) if init else 'no --init (make: none in ARGS)'}"
         )
-    if ckpt["model_config"] != asdict(trainer.model_cfg):
+    # A checkpoint written before a field existed holds that field's default.
+    was_cfg = {**asdict(BertConfig(**ckpt["model_config"])), **ckpt["model_config"]}
+    if was_cfg != asdict(trainer.model_cfg):
         was = ckpt["train_config"]["model"]
+        if was_cfg["next_sentence"] != trainer.model_cfg.next_sentence:
+            raise ValueError(f"{path}: resume with the run's own {_recipe_hint(ckpt, 'nsp')}")
         raise ValueError(
             f"{path}: a {was!r} model; {flag_hint('--model', trainer.cfg.model)} differs"
         )
-    changed = [k for k in ORDER_KEYS if ckpt["train_config"][k] != getattr(trainer.cfg, k)]
+    defaults = asdict(TrainConfig())
+    was_train = {**defaults, **ckpt["train_config"]}
+    changed = [k for k in ORDER_KEYS if was_train[k] != getattr(trainer.cfg, k)]
     if changed:
-        old = ", ".join(f"{k}={ckpt['train_config'][k]}" for k in changed)
+        old = ", ".join(f"{k}={was_train[k]}" for k in changed)
         raise ValueError(f"{path}: resume with the run's own data settings ({old})")
+    changed = [k for k in RECIPE_KEYS if was_train[k] != getattr(trainer.cfg, k)]
+    if changed:
+        hints = ", ".join(_recipe_hint(ckpt, k) for k in changed)
+        raise ValueError(f"{path}: resume with the run's own recipe: {hints}")
+
+
+def _recipe_hint(ckpt: dict, key: str) -> str:
+    """How the flags spell a recipe setting as the checkpoint's run had it."""
+    value = {**asdict(TrainConfig()), **ckpt["train_config"]}[key]
+    if key == "nsp":
+        return "MLM + NSP (no --no-nsp)" if value else flag_hint("--no-nsp")
+    return flag_hint("--mask-prob", f"{value:g}") if value else "the shards' rate (no --mask-prob)"
 
 
 def restore(ckpt: dict, trainer: Trainer) -> None:

@@ -209,13 +209,21 @@ class Trainer(Stepper):
 
 def pretraining_step_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]):
     """MLM + NSP loss of a batch and its figures (`pretraining_loss`)."""
-    mlm, nsp = model(*model_inputs(batch), batch["mlm_positions"])
+    mlm, nsp = model(*model_inputs(batch), batch["mlm_positions"], **packed_inputs(batch))
     return pretraining_loss(mlm, nsp, batch["mlm_labels"], batch["nsp_labels"])
 
 
 def model_inputs(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """The encoder's positional inputs: token ids, segment ids, attention mask."""
     return batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+
+
+PACKED_INPUTS = ("position_ids", "row_ids", "cls_positions")
+
+
+def packed_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A packed batch's own inputs (`model.packing.pack`), none for a padded one."""
+    return {k: batch[k] for k in PACKED_INPUTS if k in batch}
 
 
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
@@ -245,7 +253,7 @@ class Meter:
             )
             self.host = [
                 self.host[0] + 1,
-                self.host[1] + ids.size(0),
+                self.host[1] + len(b["nsp_labels"]),  # rows, packed or not
                 self.host[2] + int(b["attention_mask"].sum()),
                 self.host[3] + flops,
             ]
@@ -264,7 +272,7 @@ class Meter:
             "mlm_loss": mlm_loss / micro,
             "nsp_loss": nsp_loss / micro,
             "mlm_acc": mlm_ok / max(mlm_n, 1),
-            "nsp_acc": nsp_ok / max(nsp_n, 1),
+            "nsp_acc": nsp_ok / nsp_n if nsp_n else None,  # None: masked-LM only
             "lr": lr,
             "seq_per_s": seqs / elapsed,
             "tokens_per_s": tokens / elapsed,
@@ -331,8 +339,11 @@ class Progress:
 def pretraining_figures(record: dict) -> str:
     """Pre-training's progress figures: losses, accuracies, learning rate, throughput."""
     mfu = f" mfu {100 * record['mfu']:.1f}%" if "mfu" in record else ""
+    nsp = record["nsp_acc"] is not None
+    nsp_loss = f" nsp {record['nsp_loss']:.4f}" if nsp else ""
+    nsp_acc = f" nsp {record['nsp_acc']:.3f}" if nsp else ""
     return (
-        f"loss {record['loss']:.4f} (mlm {record['mlm_loss']:.4f} nsp {record['nsp_loss']:.4f}) "
-        f"acc mlm {record['mlm_acc']:.3f} nsp {record['nsp_acc']:.3f} lr {record['lr']:.2e} "
+        f"loss {record['loss']:.4f} (mlm {record['mlm_loss']:.4f}{nsp_loss}) "
+        f"acc mlm {record['mlm_acc']:.3f}{nsp_acc} lr {record['lr']:.2e} "
         f"{record['seq_per_s']:.0f} seq/s {record['tokens_per_s'] / 1e3:.1f}k tok/s{mfu}"
     )
