@@ -12,7 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SumCounts
 from pipeline.dedup import DedupConfig, DeduplicateChunks
-from pipeline.fsio import building_dir, write_text
+from pipeline.fsio import building_dir, read_bytes, remove, remove_tree, write_text
 from pipeline.read_chunks import InputSpec, ReadChunks
 from pipeline.shards import Publish
 from pipeline.transforms import (
@@ -68,8 +68,7 @@ def load_vocab(path: str) -> Vocab:
     """A `--vocab` file, refused in one line when it is missing, unreadable or lists a piece
     twice (the shards would then disagree with `vocab.txt` on the vocab's size)."""
     try:
-        with FileSystems.open(path) as f:
-            text = f.read().decode("utf-8")
+        text = read_bytes(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"--vocab {path}: cannot be read ({type(e).__name__}): {e}") from None
     pieces = text.splitlines()
@@ -146,8 +145,7 @@ def resume_record(cfg: BuildConfig) -> dict:
     ]
     vocab = None
     if cfg.vocab_path:
-        with FileSystems.open(cfg.vocab_path) as f:
-            vocab = hashlib.sha256(f.read()).hexdigest()
+        vocab = hashlib.sha256(read_bytes(cfg.vocab_path)).hexdigest()
     return {"config": cfg.shard_config(), "inputs": sorted(files), "vocab_sha256": vocab}
 
 
@@ -181,19 +179,17 @@ def prepare_output(out: str, record: dict, resume: bool = False) -> None:
     building = building_dir(out)
     path = FileSystems.join(building, RESUME_RECORD)
     if resume:
-        old = None
-        if FileSystems.exists(path):
-            with FileSystems.open(path) as f:
-                old = json.loads(f.read().decode("utf-8"))
+        try:
+            old = json.loads(read_bytes(path).decode("utf-8"))
+        except FileNotFoundError:
+            old = None
         problem = resume_problem(old, record)
         if problem:
             raise ValueError(
                 f"--resume refused: {problem}; run the same command as before, or build afresh "
                 "without --resume (make: leave ARGS=--resume out)"
             )
-    manifest = FileSystems.join(out, MANIFEST_NAME)
-    if FileSystems.exists(manifest):
-        FileSystems.delete([manifest])
-    if not resume and FileSystems.exists(building + "/"):
-        FileSystems.delete([building])
+    remove([FileSystems.join(out, MANIFEST_NAME)])
+    if not resume:
+        remove_tree(building)  # on object stores: every name under the prefix
     write_text(path, json.dumps(record, indent=1, sort_keys=True))

@@ -1,25 +1,200 @@
-"""Files through Beam filesystems (local, gs://, ...): written whole or not at all, and the
-build's own places inside OUT."""
+"""The build's files on any filesystem: written whole or not at all, read whole or by byte range,
+listed and removed by name prefix; and the build's own places inside OUT.
+
+Local paths, and every scheme but gs://, go through Beam filesystems. gs:// goes through one
+google-cloud-storage client per process, imported only when a gs:// path is used: Beam's GCS
+filesystem makes a client per call (each starting with a bucket lookup), reads through a 16 MiB
+buffer whatever was asked, and renames by copy plus delete. Here:
+- an object store has no directories: a folder is a name prefix, listed and removed as one
+  (`FileSystems.exists(folder + "/")` is false there);
+- an upload becomes visible whole or not at all, so a gs:// file is written once under its own
+  name (a local one under a temporary name, then renamed);
+- reads ask for exactly the bytes wanted (`read_bytes(path, start, end)`), so a bucket of the
+  build reads only its record batches of each units file;
+- a missing file is `FileNotFoundError` on every filesystem.
+"""
 
 from __future__ import annotations
 
+import io
+import os
+import re
 from contextlib import contextmanager
 
+from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from schemas.manifest import SHARDS_DIR
 
 BUILDING_DIR = ".building"  # inside OUT/shards: the unfinished build's files
+GLOB_CHARS = "*?["
+READ_BUFFER = 8 << 20  # a gs:// input file is read in ranged requests of this size
+DELETE_BATCH = 100  # calls per GCS batch request (the JSON API's limit)
 
 
 def building_dir(out: str) -> str:
     return FileSystems.join(out, SHARDS_DIR, BUILDING_DIR)
 
 
+def is_gcs(path: str) -> bool:
+    return path.startswith("gs://")
+
+
+def is_local(path: str) -> bool:
+    return "://" not in path
+
+
+# -- gs:// through one client ---------------------------------------------------------------
+
+_CLIENT: tuple[int, object] | None = None  # (pid, client): a forked worker makes its own
+
+
+def gcs_client():
+    """This process's storage client, made on first use (a child forked after that makes its
+    own: connections do not survive a fork)."""
+    global _CLIENT
+    if _CLIENT is None or _CLIENT[0] != os.getpid():
+        from google.cloud import storage
+
+        client = storage.Client()
+        # google-cloud-storage 3.x looks each bucket up for its telemetry in a background
+        # thread (and again on every 404): a request per bucket, and threads beside which the
+        # driver may not fork its workers (`pipeline.local_workers`).
+        if getattr(client, "_bucket_metadata_cache", None) is not None:
+            client._bucket_metadata_cache = None
+        _CLIENT = (os.getpid(), client)
+    return _CLIENT[1]
+
+
+def split_gcs(path: str) -> tuple[str, str]:
+    bucket, _, name = path[len("gs://") :].partition("/")
+    return bucket, name
+
+
+def blob(path: str):
+    bucket, name = split_gcs(path)
+    return gcs_client().bucket(bucket).blob(name)
+
+
+@contextmanager
+def _not_found_as_missing(path: str):
+    from google.api_core.exceptions import NotFound
+
+    try:
+        yield
+    except NotFound:
+        raise FileNotFoundError(f"{path}: no such object") from None
+
+
+def _gcs_objects(prefix_path: str):
+    """Every object whose name starts with the name part of `prefix_path` (paged), but the
+    empty "folder/" placeholders some tools make."""
+    bucket, prefix = split_gcs(prefix_path)
+    return (o for o in gcs_client().list_blobs(bucket, prefix=prefix) if not o.name.endswith("/"))
+
+
+def _metadata(bucket: str, obj) -> FileMetadata:
+    updated = obj.updated.timestamp() if obj.updated else 0.0
+    return FileMetadata(f"gs://{bucket}/{obj.name}", obj.size or 0, updated)
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def read_bytes(path: str, start: int = 0, end: int | None = None) -> bytes:
+    """Bytes [start, end) of a file (to its end when `end` is None), in one request on gs://."""
+    if is_gcs(path):
+        with _not_found_as_missing(path):
+            if end is not None and end <= start:
+                return b""
+            return blob(path).download_as_bytes(
+                start=start or None, end=None if end is None else end - 1
+            )
+    if not is_local(path) and not FileSystems.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    with open_read(path) as f:
+        f.seek(start)
+        return f.read(-1 if end is None else end - start)
+
+
+def read_text(path: str) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def open_read(path: str):
+    """A seekable binary file as stored (no decompression), for reading a file in pieces."""
+    if is_gcs(path):
+        return io.BufferedReader(RangedReader(path), buffer_size=READ_BUFFER)
+    if is_local(path):
+        return open(path, "rb")
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+class RangedReader(io.RawIOBase):
+    """A gs:// object read by ranged requests, each of exactly what its caller asked for; the
+    end is learned from a short read (or asked for only when seeking from the end)."""
+
+    def __init__(self, path: str):
+        self.path, self.pos, self.size = path, 0, None
+        self._blob = blob(path)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_END:
+            offset += self._size()
+        elif whence == io.SEEK_CUR:
+            offset += self.pos
+        self.pos = max(0, offset)
+        return self.pos
+
+    def _size(self) -> int:
+        if self.size is None:
+            with _not_found_as_missing(self.path):
+                self._blob.reload()
+            self.size = self._blob.size
+        return self.size
+
+    def _fetch(self, n: int | None) -> bytes:
+        if (self.size is not None and self.pos >= self.size) or n == 0:
+            return b""
+        end = None if n is None else self.pos + n - 1
+        with _not_found_as_missing(self.path):
+            data = self._blob.download_as_bytes(start=self.pos, end=end)
+        if n is None or len(data) < n:
+            self.size = self.pos + len(data)
+        self.pos += len(data)
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self._fetch(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def readall(self) -> bytes:
+        return self._fetch(None)
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+
 @contextmanager
 def atomic_create(path: str):
-    """A file opened for writing under a temporary name and renamed to `path` when the block
-    ends without error, so a file that exists is complete (a killed writer leaves `.tmp`)."""
+    """A file opened for writing that appears at `path` only complete, when the block ends
+    without error: an upload on gs:// (visible whole or not at all), elsewhere a temporary
+    name renamed (a killed writer leaves `.tmp`)."""
+    if is_gcs(path):
+        buffer = io.BytesIO()
+        yield buffer
+        write_bytes(path, buffer.getvalue())
+        return
     tmp = path + ".tmp"
     with FileSystems.create(tmp) as f:
         yield f
@@ -28,6 +203,121 @@ def atomic_create(path: str):
     FileSystems.rename([tmp], [path])
 
 
-def write_text(path: str, text: str) -> None:
+def write_bytes(path: str, data) -> None:
+    """`data` as the whole of `path`, replacing it; never seen half written."""
+    if is_gcs(path):
+        data = data if isinstance(data, bytes) else bytes(data)
+        blob(path).upload_from_string(data, content_type="application/octet-stream")
+        return
     with atomic_create(path) as f:
-        f.write(text.encode("utf-8"))
+        f.write(data)
+
+
+def write_text(path: str, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+# -- names ------------------------------------------------------------------------------------
+
+
+def exists(path: str) -> bool:
+    if is_gcs(path):
+        return blob(path).exists()
+    return FileSystems.exists(path)
+
+
+def size(path: str) -> int:
+    if is_gcs(path):
+        with _not_found_as_missing(path):
+            found = blob(path)
+            found.reload()
+            return found.size
+    return FileSystems.get_filesystem(path).size(path)
+
+
+def match(pattern: str) -> list[FileMetadata]:
+    """The files a glob names (`*` within a name, `**` across folders, as Beam's patterns
+    mean on every filesystem), sorted by path; none when nothing matches."""
+    if not is_gcs(pattern):
+        try:
+            found = [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
+        except Exception:  # Beam raises when nothing matches
+            return []
+        return sorted(found, key=lambda m: m.path)
+    cut = min((pattern.find(c) for c in GLOB_CHARS if c in pattern), default=len(pattern))
+    regex = re.compile(FileSystem.translate_pattern(pattern))
+    bucket, _ = split_gcs(pattern)
+    found = [_metadata(bucket, o) for o in _gcs_objects(pattern[:cut])]
+    return sorted((m for m in found if regex.match(m.path)), key=lambda m: m.path)
+
+
+def files_under(folder: str) -> list[FileMetadata]:
+    """Every file below `folder`, at any depth, sorted by path (a name prefix on object
+    stores: `folder/`); the file itself when `folder` names a file; none when neither."""
+    folder = folder.rstrip("/")
+    if is_gcs(folder):
+        bucket, name = split_gcs(folder)
+        found = [_metadata(bucket, o) for o in _gcs_objects(folder)]
+        exact = [m for m in found if m.path == folder]
+        below = [m for m in found if m.path.startswith(folder + "/")] if name else found
+        return exact or sorted(below, key=lambda m: m.path)
+    if is_local(folder) and not os.path.isdir(folder):
+        return match(folder) if os.path.exists(folder) else []
+    return match(folder + "/**")
+
+
+def entries(folder: str) -> tuple[list[str], list[str]]:
+    """(files, folders) directly in a gs:// folder, by name: one delimited listing."""
+    bucket, name = split_gcs(folder.rstrip("/"))
+    prefix = name + "/" if name else ""
+    listing = gcs_client().list_blobs(bucket, prefix=prefix, delimiter="/")
+    files = [o.name[len(prefix) :] for o in listing if o.name != prefix]
+    folders = [p[len(prefix) :].rstrip("/") for p in listing.prefixes]
+    return sorted(files), sorted(folders)
+
+
+def is_folder(path: str) -> bool:
+    """A local directory, or a name prefix (`path/`) that some object has."""
+    if is_gcs(path):
+        bucket, name = split_gcs(path.rstrip("/"))
+        objects = gcs_client().list_blobs(bucket, prefix=name + "/" if name else "", max_results=1)
+        return any(True for _ in objects)
+    return FileSystems.exists(path.rstrip("/") + "/")
+
+
+# -- removing and publishing ------------------------------------------------------------------
+
+
+def remove(paths: list[str]) -> None:
+    """Delete files; one already gone is no error. gs:// deletes go in batch requests."""
+    gcs = [p for p in paths if is_gcs(p)]
+    for start in range(0, len(gcs), DELETE_BATCH):
+        with gcs_client().batch(raise_exception=False):
+            for p in gcs[start : start + DELETE_BATCH]:
+                blob(p).delete()
+    others = [p for p in paths if not is_gcs(p) and FileSystems.exists(p)]
+    if others:
+        FileSystems.delete(others)
+
+
+def remove_tree(folder: str) -> None:
+    """Delete a folder and all below it: every object of its name prefix on object stores."""
+    folder = folder.rstrip("/")
+    if is_gcs(folder):
+        remove([m.path for m in files_under(folder) if m.path != folder])
+    elif FileSystems.exists(folder + "/"):
+        FileSystems.delete([folder])
+
+
+def move(src: str, dst: str) -> None:
+    """`src`'s bytes under the name `dst`. Locally a rename; on gs:// a copy inside the store
+    (no bytes through this process), its source left for `remove_tree` of its folder, which
+    deletes by the hundred: a rename there would be a copy and a delete each."""
+    if is_gcs(src) and is_gcs(dst):
+        source, target = blob(src), blob(dst)
+        with _not_found_as_missing(src):
+            source.bucket.copy_blob(source, target.bucket, target.name)
+        return
+    if FileSystems.exists(dst):
+        FileSystems.delete([dst])
+    FileSystems.rename([src], [dst])

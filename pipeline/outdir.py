@@ -2,9 +2,12 @@
 
 A build replaces only what it would itself write: an empty directory, a shard set of this
 schema (its manifest says so) or an unfinished build of ours. Anything else is refused before
-any work starts, naming what is there, unless the user passes `--overwrite`. A local build
-holds an exclusive lock on OUT for its whole run; a second build into the same OUT is refused
-at once, naming the first. The lock is `flock`, so a killed build never leaves it held.
+any work starts, naming what is there, unless the user passes `--overwrite`, on a local disk
+and on gs:// alike. A build holds an exclusive lock on OUT for its whole run; a second build
+into the same OUT is refused at once, naming the first. Locally the lock is `flock`, so a killed
+build never leaves it held. On gs:// it is an object created only if absent (GCS's atomic
+`ifGenerationMatch=0`) and deleted at the end; one left by a killed build on this machine (its
+process is gone) is taken over, one from another machine is named with what to do.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ import fcntl
 import json
 import os
 import platform
+import re
 import shutil
+import time
 
+from pipeline import fsio
 from pipeline.fsio import BUILDING_DIR
 from schemas.manifest import MANIFEST_NAME, SHARD_NAME_PATTERN, SHARDS_DIR
 from schemas.shard import SCHEMA_NAME
@@ -40,6 +46,8 @@ def is_local(path: str) -> bool:
 
 def foreign_entries(out: str) -> list[str]:
     """What in `out` this build did not write and may not replace (relative paths)."""
+    if fsio.is_gcs(out):
+        return foreign_objects(out)
     foreign = []
     for name in sorted(os.listdir(out)):
         path = os.path.join(out, name)
@@ -57,10 +65,29 @@ def foreign_entries(out: str) -> list[str]:
     return foreign
 
 
+def foreign_objects(out: str) -> list[str]:
+    """`foreign_entries` of a gs:// OUT: its folders are name prefixes (two listings)."""
+    files, folders = fsio.entries(out)
+    foreign = [n for n in files if n not in OUR_FILES]
+    for folder in folders:
+        if folder != SHARDS_DIR:
+            foreign.append(folder + "/")
+            continue
+        shard_files, shard_folders = fsio.entries(f"{out}/{SHARDS_DIR}")
+        foreign += [f"{SHARDS_DIR}/{n}" for n in shard_files if not SHARD_NAME_PATTERN.fullmatch(n)]
+        foreign += [f"{SHARDS_DIR}/{n}/" for n in shard_folders if n != BUILDING_DIR]
+    if MANIFEST_NAME in files and not _our_manifest(f"{out}/{MANIFEST_NAME}"):
+        foreign.insert(0, f"{MANIFEST_NAME} (not a {SCHEMA_NAME} manifest)")
+    return sorted(foreign[:1]) + sorted(foreign[1:]) if foreign else []
+
+
 def _our_manifest(path: str) -> bool:
     try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read(64 * 1024 * 1024))
+        if fsio.is_gcs(path):
+            data = json.loads(fsio.read_bytes(path))
+        else:
+            with open(path, "rb") as f:
+                data = json.loads(f.read(64 * 1024 * 1024))
     except (OSError, ValueError, RecursionError):
         return False
     return isinstance(data, dict) and data.get("schema_name") == SCHEMA_NAME
@@ -69,6 +96,9 @@ def _our_manifest(path: str) -> bool:
 def check_output(out: str, overwrite: bool) -> None:
     """Refuse, before any work, an OUT that is not a directory, not writable, or holds files
     this build did not write (unless `overwrite`)."""
+    if fsio.is_gcs(out):
+        refuse_foreign(out, [] if overwrite else foreign_entries(out))
+        return
     if not is_local(out):
         return
     if os.path.exists(out) and not os.path.isdir(out):
@@ -81,7 +111,10 @@ def check_output(out: str, overwrite: bool) -> None:
         ) from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise OutputError(f"--out {out}: is not writable; choose another OUT or fix its rights")
-    foreign = [] if overwrite else foreign_entries(out)
+    refuse_foreign(out, [] if overwrite else foreign_entries(out))
+
+
+def refuse_foreign(out: str, foreign: list[str]) -> None:
     if foreign:
         shown = ", ".join(foreign[:5]) + (
             f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
@@ -106,14 +139,23 @@ def _forget_locks_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_locks_in_child)
 
 
+def lock_holder() -> str:
+    return f"build pid {os.getpid()} on {platform.node()}"
+
+
 class OutputLock:
-    """An exclusive lock on a local OUT for the whole build (no-op on remote filesystems)."""
+    """An exclusive lock on OUT for the whole build: local (`flock`) or gs:// (`GcsLock`);
+    none on other remote filesystems."""
 
     def __init__(self, out: str):
         self.out = out
         self.fd: int | None = None
+        self.gcs: GcsLock | None = None
 
     def __enter__(self) -> OutputLock:
+        if fsio.is_gcs(self.out):
+            self.gcs = GcsLock(self.out).acquire()
+            return self
         if not is_local(self.out):
             return self
         path = os.path.join(self.out, LOCK_NAME)
@@ -128,16 +170,84 @@ class OutputLock:
                 "or choose another OUT"
             ) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"build pid {os.getpid()} on {platform.node()}".encode(), 0)
+        os.pwrite(fd, lock_holder().encode(), 0)
         self.fd = fd
         _HELD.add(fd)
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.gcs is not None:
+            self.gcs.release()
+            self.gcs = None
         if self.fd is not None:
             _HELD.discard(self.fd)
             os.close(self.fd)  # releases the flock; the empty file stays (it is ours)
             self.fd = None
+
+
+HOLDER = re.compile(r"build pid (\d+) on (\S+)")
+
+
+class GcsLock:
+    """`OUT/.bert-shards.lock` on gs://, created only if absent (`if_generation_match=0`, atomic
+    in GCS) and deleted, by its generation, when the build ends."""
+
+    def __init__(self, out: str):
+        self.out = out
+        self.path = f"{out.rstrip('/')}/{LOCK_NAME}"
+        self.generation: int | None = None
+
+    def acquire(self) -> GcsLock:
+        from google.api_core.exceptions import NotFound, PreconditionFailed
+
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for attempt in range(3):
+            lock = fsio.blob(self.path)
+            try:
+                lock.upload_from_string(f"{lock_holder()} since {since}", if_generation_match=0)
+                self.generation = lock.generation
+                return self
+            except PreconditionFailed:
+                pass
+            held = fsio.blob(self.path)
+            try:
+                holder = held.download_as_bytes().decode("utf-8", "replace").strip()
+            except NotFound:
+                continue  # released meanwhile: try again
+            if attempt < 2 and stale(holder):
+                try:  # only the generation read: a build that took it meanwhile keeps it
+                    held.delete(if_generation_match=held.generation)
+                except (NotFound, PreconditionFailed):
+                    pass
+                continue
+            raise OutputError(
+                f"--out {self.out}: {holder or 'another build'} is building into it now; wait "
+                "for it to finish or choose another OUT (if that build no longer runs, it was "
+                f"killed on another machine: remove {self.path} and build again)"
+            )
+        raise OutputError(f"--out {self.out}: its lock {self.path} keeps changing; try again")
+
+    def release(self) -> None:
+        from google.api_core.exceptions import NotFound, PreconditionFailed
+
+        try:
+            fsio.blob(self.path).delete(if_generation_match=self.generation)
+        except (NotFound, PreconditionFailed):
+            pass
+
+
+def stale(holder: str) -> bool:
+    """A lock left by a build of this machine whose process is gone (killed)."""
+    found = HOLDER.match(holder)
+    if not found or found.group(2) != platform.node():
+        return False
+    try:
+        os.kill(int(found.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        return False
+    return False
 
 
 # Disk a local build needs, per byte of input text, at its peak: the chunk files of documents,

@@ -16,44 +16,56 @@ import time
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.fsio import files_under, read_bytes, write_text
+
 STAGES = ("read", "split", "tokenize", "instances")
 
 
-def files(pattern: str) -> list:
+def files(folder: str) -> list:
     try:
-        return [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
-    except Exception:  # a folder not made yet, or a listing that failed once: try next time
+        return files_under(folder)
+    except Exception:  # a listing that failed once: try next time
         return []
 
 
+def kind(paths: list[str], folder: str, start: str, suffix: str) -> list[str]:
+    """The finished files of one kind: `folder/start...suffix`, one level down."""
+    if not start.endswith("-"):
+        start += "/"
+    head = folder.rstrip("/") + "/" + start
+    return [
+        p for p in paths if p.startswith(head) and p.endswith(suffix) and "/" not in p[len(head) :]
+    ]
+
+
 def read_marker(path: str) -> dict:
+    """A marker's content; {} when it is not there (yet), on every filesystem."""
     try:
-        with FileSystems.open(path) as f:
-            return json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError):
+        return json.loads(read_bytes(path).decode("utf-8"))
+    except (OSError, ValueError):  # FileNotFoundError among them
         return {}
 
 
 def write_marker(path: str, content: dict) -> None:
-    with FileSystems.create(path) as f:
-        f.write(json.dumps(content).encode("utf-8"))
+    write_text(path, json.dumps(content))
 
 
 class Snapshot:
     """What the temporary area says now."""
 
     def __init__(self, tmp: str, building: str, seen: dict):
-        self.markers = files(FileSystems.join(tmp, "progress", "*.json"))
-        for m in self.markers:
-            if m.path not in seen:
-                seen[m.path] = read_marker(m.path)
-        values = [seen[m.path] for m in self.markers]
+        found = [m.path for m in files(building)]  # one listing of the whole area
+        self.markers = kind(found, tmp, "progress", ".json")
+        for path in self.markers:
+            if path not in seen:
+                seen[path] = read_marker(path)
+        values = [seen[path] for path in self.markers]
         self.bytes = sum(v.get("bytes", 0) for v in values)
         self.documents = sum(v.get("documents", 0) for v in values)
-        self.chunks = len(files(FileSystems.join(tmp, "documents", "*.arrow")))
-        self.split = len(files(FileSystems.join(tmp, "sentences", "*.arrow")))
-        self.tokenized = len(files(FileSystems.join(tmp, "units", "*.arrow")))
-        self.buckets_done = len(files(FileSystems.join(building, "bucket-*.arrow")))
+        self.chunks = len(kind(found, tmp, "documents", ".arrow"))
+        self.split = len(kind(found, tmp, "sentences", ".arrow"))
+        self.tokenized = len(kind(found, tmp, "units", ".arrow"))
+        self.buckets_done = len(kind(found, building, "bucket-", ".arrow"))
         total = read_marker(FileSystems.join(tmp, "buckets.json"))
         self.buckets = total.get("buckets", 0)
 

@@ -16,9 +16,10 @@ import posixpath
 from dataclasses import asdict, dataclass, replace
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes, FileMetadata
+from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline import fsio
 from pipeline.counting import SEP
 from pipeline.keys import stable_hash
 from pipeline.progress import read_marker, write_marker
@@ -29,7 +30,7 @@ from pipeline.sources.wikipedia.spans import is_index, plan_wikipedia
 from pipeline.spill import Chunk, write_documents
 from pipeline.stage import Stage, Step
 
-GLOB_CHARS = "*?["
+GLOB_CHARS = fsio.GLOB_CHARS
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,17 @@ def glob_root(pattern: str) -> str:
 def listed(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
     """(format, path, relative path, metadata) of every file the pattern names, sorted, from one
     listing (Beam compiles a pattern per path it is asked to match: a path at a time, 17,000
-    books cost a minute)."""
+    books cost a minute). A pattern without glob characters is a file, or a folder read at
+    every depth, with or without a trailing slash, on every filesystem (on object stores a
+    folder is a name prefix)."""
     pattern = spec.pattern
-    if not any(c in pattern for c in GLOB_CHARS) and FileSystems.exists(pattern.rstrip("/") + "/"):
-        pattern = pattern.rstrip("/") + "/**"
-    root = glob_root(pattern)
-    found = sorted(
-        (m for r in FileSystems.match([pattern]) for m in r.metadata_list), key=lambda m: m.path
-    )
+    if any(c in pattern for c in GLOB_CHARS):
+        found = fsio.match(pattern)
+        root = glob_root(pattern)
+    else:
+        found = fsio.files_under(pattern)
+        one_file = len(found) == 1 and found[0].path == pattern.rstrip("/")
+        root = glob_root(pattern) if one_file else pattern.rstrip("/")
     out = []
     for m in found:
         path = m.path
@@ -245,7 +249,7 @@ def item_bytes(doc) -> int:
 
 def open_raw(path: str):
     """A file as stored: decompression is `read_input`'s, which notices truncated files."""
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return fsio.open_read(path)
 
 
 def input_files(specs) -> list[tuple[str, int]]:
@@ -275,8 +279,7 @@ def plan_reads(item: tuple[str, str, str]):
     if fmt == "wikipedia":
         if is_index(path):  # read with its dump, not as an export
             return
-        size = FileSystems.get_filesystem(path).size(path)
-        spans = plan_wikipedia(path, size, open_raw, FileSystems.exists)
+        spans = plan_wikipedia(path, fsio.size(path), open_raw, fsio.exists)
     for span in spans:
         yield fmt, path, rel, span
 
@@ -286,7 +289,7 @@ def read_sizes(item) -> tuple:
     fmt, path, rel, span = item
     if span is not None:
         return item, span.end - span.start
-    return item, FileSystems.get_filesystem(path).size(path)
+    return item, fsio.size(path)
 
 
 def pack_reads(sized: list, chunk_bytes: int) -> list[tuple]:

@@ -1,8 +1,9 @@
 """Writing: instances -> Arrow shard files under temporary names -> published dataset.
 
-Shards are written to `OUT/shards/.building/` and renamed into place by `publish`,
-which writes `vocab.txt`, `tokenizer.json` and, last, `manifest.json`. A crashed run never
-leaves a manifest, so it never leaves a directory that validates.
+Shards are written to `OUT/shards/.building/` and moved into place by `publish` (renamed
+locally; on gs:// copied inside the store once, the build area then removed by prefix), which
+writes `vocab.txt`, `tokenizer.json` and, last, `manifest.json`. A crashed run never leaves a
+manifest, so it never leaves a directory that validates.
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.counting import manifest_counts
-from pipeline.fsio import atomic_create, building_dir, write_text
+from pipeline.fsio import (
+    building_dir,
+    match,
+    move,
+    read_bytes,
+    remove,
+    remove_tree,
+    write_bytes,
+    write_text,
+)
 from pipeline.instances import Rows
 from pipeline.stage import Stage
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, Manifest, ShardEntry, shard_name
@@ -62,8 +72,7 @@ def write_bucket_shard(
     metadata = shard_metadata(vocab.sha256, len(vocab), vocab.special_ids.to_dict(), config)
     data = shard_to_bytes(columns.to_table(vocab.id_type, metadata))
     path = bucket_path(out, bucket)
-    with atomic_create(path) as f:
-        f.write(data)
+    write_bytes(path, data)
     entry = ShardEntry.describe(path, data, columns, **pair_counts)
     record = {"entry": dataclasses.asdict(entry), "counts": counts or {}}
     write_text(path[: -len(".arrow")] + ".json", json.dumps(record))
@@ -74,12 +83,10 @@ def finished_bucket(out: str, bucket: int):
     """(bucket, entry, counts) of a shard a build wrote before, when its bytes still match the
     recorded sha256; else None (the bucket is built again)."""
     path = bucket_path(out, bucket)
-    try:
-        with FileSystems.open(path[: -len(".arrow")] + ".json") as f:
-            record = json.loads(f.read().decode("utf-8"))
-        with FileSystems.open(path) as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-    except (OSError, ValueError):
+    try:  # the record first: on a fresh build its absence is the only request
+        record = json.loads(read_bytes(path[: -len(".arrow")] + ".json").decode("utf-8"))
+        digest = hashlib.sha256(read_bytes(path)).hexdigest()
+    except (OSError, ValueError):  # FileNotFoundError among them
         return None
     entry = ShardEntry(**record["entry"])
     if digest != entry.sha256 or entry.path != path:
@@ -88,12 +95,13 @@ def finished_bucket(out: str, bucket: int):
 
 
 def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, config: dict):
-    """Rename shards into place, write vocab, tokenizer and (last) the manifest."""
+    """Move shards into place, write vocab, tokenizer and (last) the manifest; then remove the
+    build area."""
     entries = [e for _, e in sorted(entries, key=lambda kv: kv[0])]
     final = []
     for i, e in enumerate(entries):
         rel = shard_path(i, len(entries))
-        FileSystems.rename([e.path], [FileSystems.join(out, rel)])
+        move(e.path, FileSystems.join(out, rel))
         final.append(ShardEntry(**{**e.__dict__, "path": rel}))
     remove_stale_shards(out, {e.path for e in final})
     write_text(FileSystems.join(out, VOCAB_NAME), vocab.to_text())
@@ -114,9 +122,7 @@ def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, 
         },
     )
     write_text(FileSystems.join(out, MANIFEST_NAME), manifest.to_json())
-    building = building_dir(out)
-    if FileSystems.exists(building + "/"):
-        FileSystems.delete([building])
+    remove_tree(building_dir(out))
     return manifest
 
 
@@ -149,12 +155,11 @@ def remove_stale_shards(out: str, keep: set[str]) -> None:
     """Shards of an earlier build into the same directory that this one did not write (another
     shard count): removed before the manifest appears, so it never lists fewer files than exist."""
     shards_dir = FileSystems.join(out, SHARDS_DIR)
-    pattern = FileSystems.join(shards_dir, "train-*.arrow")
-    found = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+    found = [m.path for m in match(FileSystems.join(shards_dir, "train-*.arrow"))]
     # The name inside OUT/shards/, never a split on "/shards/": OUT itself may contain it.
     stale = [path for path in found if "shards/" + posixpath.basename(path) not in keep]
     if stale:
-        FileSystems.delete(stale)
+        remove(stale)
 
 
 @dataclasses.dataclass(eq=False)

@@ -10,22 +10,23 @@ small `Chunk` record: its path, sizes and counts. Three kinds follow each other:
 - units: every dupe pass of every tokenized document, sorted by its bucket hash `h`, in record
   batches whose first `h` the `Chunk` keeps, so a bucket (a range of `h`) reads only its batches.
 
-A chunk is written under a temporary name and renamed, so a chunk that exists is complete.
+A chunk that exists is complete: it is written under a temporary name and renamed, or on gs://
+uploaded whole. On a remote filesystem a bucket reads exactly the bytes of its batches of each
+units file, in one ranged request: the `Chunk` of a units file keeps each batch's byte offset.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import os
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
-from pipeline.fsio import atomic_create
+from pipeline.fsio import atomic_create, is_local, read_bytes
 from pipeline.instances import TokenizedDoc
 from pipeline.sources.documents import Document
 from pipeline.sources.wikipedia.pages import WikiPage
@@ -43,41 +44,78 @@ class Chunk:
     tokens: int = 0  # units: tokens of the documents (one pass)
     counts: dict = field(default_factory=dict)  # "source/name" -> n, this step's own
     starts: tuple[int, ...] = ()  # units: the first h of each record batch
+    offsets: tuple[int, ...] = ()  # units: where each record batch starts in the file, and the end
+    id_type: str = ""  # units: the Arrow type of the token ids (to decode a batch alone)
 
 
-def write_table(path: str, table: pa.Table, max_rows: int | None = None, chunk=None) -> None:
-    """Write under a temporary name, then rename; `chunk` (its record, counts included) goes
-    into the file's metadata, so a resumed build can take the file as it is."""
+def write_table(path: str, table: pa.Table, max_rows: int | None = None, chunk=None) -> Chunk:
+    """Write whole or not at all; `chunk` (its record, counts included) goes into the file's
+    metadata, so a resumed build can take the file as it is. With `max_rows`, the file's record
+    batches hold that many rows and the returned `Chunk` says where each starts."""
+    batches = table.to_batches(max_chunksize=max_rows) if max_rows else None
     if chunk is not None:
-        record = {k: v for k, v in asdict(chunk).items() if k != "path"}
+        record = {k: v for k, v in asdict(chunk).items() if k not in ("path", "offsets")}
+        if batches is not None:  # from the first batch on: the schema's length depends on it
+            sizes = [b.serialize().size for b in batches]
+            record["offsets"] = np.concatenate([[0], np.cumsum(sizes)]).tolist()
         table = table.replace_schema_metadata({b"chunk": json.dumps(record).encode()})
     with atomic_create(path) as f, pa.ipc.new_file(f, table.schema) as writer:
-        writer.write_table(table, max_chunksize=max_rows)
+        for batch in batches if batches is not None else [table]:
+            writer.write(batch)
+    if chunk is None or batches is None:
+        return chunk
+    return replace(chunk, offsets=absolute(record["offsets"], table.schema.serialize().size))
+
+
+ARROW_MAGIC = 8  # "ARROW1" and its padding, before the schema message
+HEAD_BYTES = 64 << 10  # what a remote `finished` reads first: the schema message, usually
+
+
+def absolute(offsets, schema_bytes: int) -> tuple[int, ...]:
+    """Byte offsets from the first batch -> in the file (after the magic and the schema)."""
+    return tuple(ARROW_MAGIC + schema_bytes + int(o) for o in offsets)
 
 
 def finished(path: str) -> Chunk | None:
-    """The record of a chunk file written before (by an earlier attempt or build), or None."""
-    if not FileSystems.exists(path):
-        return None
+    """The record of a chunk file written before (by an earlier attempt or build), or None.
+    Remote: one read of the file's head, where the schema and its record are (a miss is one
+    request)."""
     try:
-        metadata = open_table(path).schema.metadata or {}
-        record = json.loads(metadata[b"chunk"])
+        if is_local(path):
+            if not os.path.exists(path):
+                return None
+            schema = open_table(path).schema
+        else:
+            schema = head_schema(path)
+        record = json.loads((schema.metadata or {})[b"chunk"])
+    except FileNotFoundError:
+        return None
     except (OSError, KeyError, ValueError, pa.ArrowInvalid):
         return None  # not one of ours, or damaged: made again
-    return Chunk(path, **{**record, "starts": tuple(record.get("starts", ()))})
+    chunk = Chunk(path, **{**record, "starts": tuple(record.get("starts", ())), "offsets": ()})
+    if "offsets" in record:
+        chunk = replace(chunk, offsets=absolute(record["offsets"], schema.serialize().size))
+    return chunk
+
+
+def head_schema(path: str) -> pa.Schema:
+    """The schema (with its metadata) of an Arrow file, from its head: the magic, then the
+    schema message (a continuation marker, its length, the message)."""
+    head = read_bytes(path, 0, HEAD_BYTES)
+    if len(head) < ARROW_MAGIC + 8 or not head.startswith(b"ARROW1"):
+        raise ValueError(f"{path}: not an Arrow file")
+    end = ARROW_MAGIC + 8 + int.from_bytes(head[ARROW_MAGIC + 4 : ARROW_MAGIC + 8], "little")
+    if end > len(head):
+        head = read_bytes(path, 0, end)
+    return pa.ipc.read_schema(pa.py_buffer(head[ARROW_MAGIC:end]))
 
 
 def open_table(path: str) -> pa.ipc.RecordBatchFileReader:
-    if "://" not in path:  # local: mapped, so a bucket touches only the rows it reads
+    """A finished chunk file: mapped locally (a bucket touches only the rows it reads), else
+    read whole in one request (documents and sentences are read whole anyway)."""
+    if is_local(path):
         return pa.ipc.open_file(pa.memory_map(path))
-    return open_stream(path)
-
-
-def open_stream(path: str) -> pa.ipc.RecordBatchFileReader:
-    """Through a seekable Beam file: the footer, then only the batches asked for are read (a
-    bucket reads a few batches of each units file, never the whole file)."""
-    f = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    return pa.ipc.open_file(pa.PythonFile(f, mode="r"))
+    return pa.ipc.open_file(pa.py_buffer(read_bytes(path)))
 
 
 DOCUMENT_SCHEMA = pa.schema(
@@ -177,9 +215,8 @@ def write_units(
         schema=unit_schema(id_type),
     )
     starts = tuple(int(u[0]) for u in units[::UNIT_BATCH_ROWS])
-    chunk = Chunk(path, documents, 0, tokens, counts or {}, starts)
-    write_table(path, table, UNIT_BATCH_ROWS, chunk)
-    return chunk
+    chunk = Chunk(path, documents, 0, tokens, counts or {}, starts, id_type=str(id_type))
+    return write_table(path, table, UNIT_BATCH_ROWS, chunk)
 
 
 def large_lists(arrays: Sequence[np.ndarray], value_type: pa.DataType) -> pa.LargeListArray:
@@ -202,16 +239,28 @@ def read_units(chunk: Chunk, lo: int, hi: int) -> list[tuple[int, TokenizedDoc]]
     stop = bisect.bisect_left(chunk.starts, hi)
     if first >= stop:
         return []
-    reader = open_table(chunk.path)
     out = []
-    for b in range(first, stop):
-        batch = reader.get_batch(b)
+    for batch in unit_batches(chunk, first, stop):
         h = batch.column(0).to_numpy()
         keep = h >= np.uint64(lo)
         if hi < 1 << 64:
             keep &= h < np.uint64(hi)
         out.extend(batch_units(batch, np.flatnonzero(keep)))
     return out
+
+
+def unit_batches(chunk: Chunk, first: int, stop: int) -> Iterator[pa.RecordBatch]:
+    """Record batches [first, stop) of a units file: from its memory map locally; elsewhere
+    from one ranged read of exactly their bytes, decoded with the units schema."""
+    if is_local(chunk.path) or not chunk.offsets:
+        reader = open_table(chunk.path)
+        yield from (reader.get_batch(b) for b in range(first, stop))
+        return
+    data = read_bytes(chunk.path, chunk.offsets[first], chunk.offsets[stop])
+    messages = pa.ipc.MessageReader.open_stream(pa.py_buffer(data))
+    schema = unit_schema(pa.type_for_alias(chunk.id_type))
+    for _ in range(first, stop):
+        yield pa.ipc.read_record_batch(messages.read_next_message(), schema)
 
 
 def batch_units(batch: pa.RecordBatch, rows: np.ndarray) -> Iterator[tuple[int, TokenizedDoc]]:

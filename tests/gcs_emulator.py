@@ -4,7 +4,9 @@ Everything listens on 127.0.0.1 and nothing can leave the machine:
 - the emulator (in memory) speaks the GCS JSON API, batch requests included;
 - a small proxy in front of it counts every request and every body byte in each direction, so a
   test (or the bench) can state how many requests and bytes a build cost; it also answers the
-  OAuth token endpoint, so the real credential path runs with a throwaway key;
+  OAuth token endpoint, so the real credential path runs with a throwaway key, and enforces
+  `ifGenerationMatch` (create only if absent, delete only that generation), which the emulator
+  ignores and the build's lock on a gs:// OUT relies on;
 - the credentials are a throwaway service-account key, made for the run, whose `token_uri` is
   that proxy, and the metadata server is pointed at a closed local port.
 
@@ -30,7 +32,7 @@ import time
 import urllib.request
 
 PROXY_SOURCE = r'''
-import http.client, json, sys, threading
+import http.client, json, re, sys, threading, urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 UPSTREAM = ("127.0.0.1", int(sys.argv[2]))
@@ -43,6 +45,39 @@ def fresh():
     return {"requests": 0, "bytes_down": 0, "bytes_up": 0, "token_requests": 0, "by_kind": {}}
 
 STATS.update(fresh())
+LOG = []  # (method, path) of the latest requests, for a look at what a build asked
+PRECONDITION = threading.Lock()  # a checked request and its check, one at a time
+NAME_IN_BODY = re.compile(rb'"name"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def wanted_generation(method, path, body):
+    """(bucket, object, generation) of a request with ifGenerationMatch, which the emulator
+    ignores: GCS's create-if-absent (0) and delete- or replace-if-unchanged."""
+    url = urllib.parse.urlsplit(path)
+    query = urllib.parse.parse_qs(url.query)
+    if "ifGenerationMatch" not in query:
+        return None
+    parts = url.path.split("/")
+    if url.path.startswith("/upload/"):  # /upload/storage/v1/b/B/o?name=... or name in body
+        bucket = parts[5]
+        name = query.get("name", [None])[0]
+        if name is None:
+            found = NAME_IN_BODY.search(body)
+            name = json.loads(found.group(1)) if found else None
+    elif "/o/" in url.path:  # /storage/v1/b/B/o/NAME
+        bucket, name = parts[4], urllib.parse.unquote(url.path.split("/o/", 1)[1])
+    else:
+        return None
+    return bucket, name, int(query["ifGenerationMatch"][0])
+
+
+def current_generation(bucket, name):
+    conn = http.client.HTTPConnection(*UPSTREAM, timeout=30)
+    conn.request("GET", f"/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}")
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    return int(json.loads(data)["generation"]) if resp.status == 200 else 0
 
 def kind(method, path):
     p = path.split("?", 1)[0]
@@ -99,12 +134,31 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 STATS.clear()
                 STATS.update(fresh())
+                LOG.clear()
             return self._reply(200, b"{}")
+        if self.path == "/__log":
+            with LOCK:
+                return self._reply(200, json.dumps(LOG).encode())
         if self.path.startswith("/token"):
             with LOCK:
                 STATS["token_requests"] += 1
             token = {"access_token": "fake-token", "expires_in": 3600, "token_type": "Bearer"}
             return self._reply(200, json.dumps(token).encode())
+        condition = wanted_generation(self.command, self.path, body)
+        if condition is None:
+            return self._forward(body)
+        with PRECONDITION:
+            bucket, name, generation = condition
+            if current_generation(bucket, name) != generation:
+                with LOCK:
+                    STATS["requests"] += 1
+                    STATS["by_kind"]["precondition-failed"] = (
+                        STATS["by_kind"].get("precondition-failed", 0) + 1)
+                error = {"error": {"code": 412, "message": "conditionNotMet"}}
+                return self._reply(412, json.dumps(error).encode())
+            return self._forward(body)
+
+    def _forward(self, body):
         conn = http.client.HTTPConnection(*UPSTREAM, timeout=120)
         headers = {k: v for k, v in self.headers.items()
                    if k.lower() not in ("host", "transfer-encoding", "connection")}
@@ -122,6 +176,8 @@ class Handler(BaseHTTPRequestHandler):
             STATS["bytes_up"] += len(body)
             STATS["bytes_down"] += len(data)
             STATS["by_kind"][k] = STATS["by_kind"].get(k, 0) + 1
+            LOG.append((self.command, self.path))
+            del LOG[:-5000]
         self.send_response(resp.status)
         for key, value in resp.getheaders():
             if key.lower() not in ("content-length", "transfer-encoding", "connection"):
@@ -265,6 +321,10 @@ class GcsEmulator:
 
     def stats(self) -> dict:
         return self._call("GET", "/__stats")
+
+    def request_log(self) -> list[tuple[str, str]]:
+        """(method, path) of the latest 5,000 counted requests."""
+        return [tuple(x) for x in self._call("GET", "/__log")]
 
     def reset_stats(self) -> None:
         self._call("POST", "/__reset", b"")
