@@ -18,7 +18,7 @@ import platform
 import sys
 import traceback
 
-AREAS = ("pipeline", "profile", "wikipedia", "validate", "model", "scale", "dask")
+AREAS = ("pipeline", "profile", "wikipedia", "validate", "export", "model", "scale", "dask")
 
 
 def run_area(area: str, args) -> list[dict]:
@@ -38,6 +38,10 @@ def run_area(area: str, args) -> list[dict]:
         from bench import validate_bench
 
         return validate_bench.run()
+    if area == "export":  # HDF5, TFRecord, MDS of one build: speed, and TensorFlow's reading
+        from bench import export_bench
+
+        return export_bench.run(os.environ.get("DATA", "data"))
     if area == "scale":  # local builds of 0.2 to 2 GB: memory, temporary disk, time
         from bench import scale_bench
 

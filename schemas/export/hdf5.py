@@ -1,8 +1,8 @@
 """HDF5 files as NVIDIA DeepLearningExamples' PyTorch BERT reads them (`pretraining_dataset` in
 its `run_pretraining.py`).
 
-Each file holds six datasets, one row per instance, with the dtypes and gzip compression of
-DeepLearningExamples' own `create_pretraining_data.py`: `input_ids`, `input_mask`, `segment_ids`
+Each file holds six datasets, one row per instance, with the dtypes of DeepLearningExamples' own
+`create_pretraining_data.py` and gzip compression: `input_ids`, `input_mask`, `segment_ids`
 (rows x max_seq_length), `masked_lm_positions`, `masked_lm_ids` (rows x max_predictions_per_seq,
 0 after the last prediction: the reader takes the first 0 position as the end) and
 `next_sentence_labels` (rows). The trainer lists `--input_dir` and reads every file whose name
@@ -21,6 +21,10 @@ import h5py
 from schemas.export.rows import Padded
 
 SUFFIX = ".hdf5"
+# DeepLearningExamples writes gzip at h5py's default level (4) without HDF5's byte shuffle; with
+# the shuffle, level 1 writes files 2.4x faster and still smaller (measured on kernel-docs shards:
+# 0.20 vs 0.49 CPU-s, 6.0 vs 6.9 MB). Both are HDF5's built-in filters: every h5py reads them.
+GZIP_LEVEL = 1
 # name -> dtype, as DeepLearningExamples writes them; True when the dataset is 2-D.
 DATASETS = {
     "input_ids": ("i4", True),
@@ -63,6 +67,8 @@ class HDF5Writer:
                     dtype=dtype,
                     chunks=(chunk, *shape[1:]),
                     compression="gzip",
+                    compression_opts=GZIP_LEVEL,
+                    shuffle=True,
                     track_times=False,
                 )
             at = 0
