@@ -1,10 +1,15 @@
 """Input bytes read as text: what a reader sees before its first line, and the lines.
 
 `text_stream` sniffs a file's first bytes: a UTF-8 byte-order mark is dropped, UTF-16/32 with
-one is decoded, and a binary file (compressed, PDF, NUL bytes, many control characters, bytes
-that are not UTF-8) is a bad record. `iter_lines` then yields decoded lines in bounded memory,
-skipping (and counting) a line too long to hold. `PrefixedReader` lets any reader look at a
-stream's first bytes and still read them.
+one is decoded, and a binary file is a bad record. Binary means a known magic number at the
+start (compressed, PDF, an executable, an image), more than 3 NUL bytes in the first 8 KiB, or
+more than 5% of them control characters that text never holds; nothing else, whatever the
+file's size. Bytes that are not UTF-8 never make a file binary: text in Latin-1 or cp1252 is
+read, each undecodable byte replaced by U+FFFD and counted (`undecodable_bytes_replaced`).
+
+`iter_lines` then yields decoded lines in bounded memory, skipping (and counting) a line too
+long to hold. `PrefixedReader` lets any reader look at a stream's first bytes and still read
+them.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # longer lines are skipped and counted, never buffered whole
 
 SNIFF_BYTES = 8192
-MAX_CONTROL_SHARE = 0.1  # of the sniffed bytes; text has tabs and newlines, almost nothing else
+MAX_CONTROL_SHARE = 0.05  # of the sniffed bytes; text has tabs and newlines, almost nothing else
 _TEXT_CONTROLS = frozenset(b"\t\n\r\f\v\x1b")
-_CONTROL = bytes(b for b in range(32) if b not in _TEXT_CONTROLS) + b"\x7f"
+# NUL has its own rule (`MAX_NUL_BYTES`)
+_CONTROL = bytes(b for b in range(1, 32) if b not in _TEXT_CONTROLS) + b"\x7f"
 
 
 class PrefixedReader:
@@ -46,31 +52,44 @@ _BOMS = (  # UTF-32 before UTF-16: their byte-order marks start alike
     (b"\xff\xfe", "utf-16-le"),
     (b"\xfe\xff", "utf-16-be"),
 )
-_MAGIC = (
+_COMPRESSED = (
     (b"\x1f\x8b", "gzip"),
     (b"BZh", "bzip2"),
     (b"PK\x03\x04", "zip"),
     (b"\xfd7zXZ\x00", "xz"),
     (b"(\xb5/\xfd", "zstd"),
-    (b"%PDF-", "PDF"),
+    (b"7z\xbc\xaf\x27\x1c", "7-Zip"),
+    (b"Rar!\x1a\x07", "RAR"),
 )
-MAX_BAD_SHARE = 0.01  # NUL bytes or undecodable UTF-8 in the sniffed bytes: a binary file
+_OTHER_BINARY = (
+    (b"%PDF-", "a PDF"),
+    (b"\x7fELF", "an ELF executable"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+)
+MAX_NUL_BYTES = 3  # in the sniffed bytes; more make a binary file (fewer are dropped, counted)
+
+
+def magic_kind(head: bytes) -> str | None:
+    """The kind of binary file a known magic number at the start names, else None."""
+    return next(
+        (name for magic, name in _COMPRESSED + _OTHER_BINARY if head.startswith(magic)), None
+    )
 
 
 def looks_binary(head: bytes) -> bool:
-    """Many NUL bytes, more control characters than text ever holds, or bytes that are not
-    UTF-8 (the last few may be a character cut by the sniff)."""
+    """More than `MAX_NUL_BYTES` NUL bytes, or more control characters than text ever holds.
+    Bytes that are not UTF-8 do not count: they are text in another encoding, replaced and
+    counted when the lines are decoded."""
     if not head:
         return False
-    if head.count(b"\0") > max(3, MAX_BAD_SHARE * len(head)):
+    if head.count(b"\0") > MAX_NUL_BYTES:
         return True
     controls = len(head) - len(head.translate(None, _CONTROL))
-    if controls / len(head) > MAX_CONTROL_SHARE:
-        return True
-    undecodable = head.decode("utf-8", errors="replace").count("\ufffd") - head.count(
-        b"\xef\xbf\xbd"
-    )
-    return undecodable > max(3, MAX_BAD_SHARE * len(head))
+    return controls / len(head) > MAX_CONTROL_SHARE
 
 
 class TranscodingReader:
@@ -95,8 +114,8 @@ def text_stream(f: BinaryIO, rel: str, tally: Tally) -> BinaryIO | None:
         if head.startswith(bom):
             tally.inc(f"files_decoded.{encoding}")
             return TranscodingReader(head[len(bom) :], f, encoding)
-    kind = next((name for magic, name in _MAGIC if head.startswith(magic)), None)
-    if kind is not None:
+    kind = magic_kind(head)
+    if kind in {name for _, name in _COMPRESSED}:
         tally.bad(
             "binary_file",
             rel,
@@ -104,8 +123,11 @@ def text_stream(f: BinaryIO, rel: str, tally: Tally) -> BinaryIO | None:
             "name it .gz or .bz2, or decompress it)",
         )
         return None
+    if kind is not None:
+        tally.bad("binary_file", rel, f"a binary file ({kind}), not text")
+        return None
     if looks_binary(head):
-        tally.bad("binary_file", rel, "a binary file, not UTF-8 text")
+        tally.bad("binary_file", rel, "a binary file (NUL or control bytes), not text")
         return None
     return PrefixedReader(head, f)
 
