@@ -13,7 +13,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shutil
 from dataclasses import asdict
 
 import torch
@@ -21,6 +20,7 @@ import torch.distributed as dist
 
 from model.config import BertConfig, TrainConfig, flag_hint
 from model.training import Dist, Trainer, WarmupLinear
+from schemas import storage
 from schemas.manifest import atomic_write, atomic_write_text
 from schemas.reader import ShardSet
 
@@ -50,9 +50,9 @@ def _populate(cfg: TrainConfig, shards: ShardSet, checkpoint: str) -> None:
     for stale in glob.glob(f"{checkpoint}.tmp-*"):  # left by a run killed while saving
         os.unlink(stale)
     for name in ("vocab.txt", "tokenizer.json"):
-        src = os.path.join(shards.directory, name)
-        if os.path.exists(src):
-            shutil.copyfile(src, os.path.join(cfg.run, name))
+        src = storage.join(shards.directory, name)  # the set may be in an object store
+        if storage.exists(src):
+            storage.fetch(src, os.path.join(cfg.run, name))
     atomic_write_text(os.path.join(cfg.run, "train_config.json"), to_json(asdict(cfg)))
 
 

@@ -2,8 +2,8 @@
 
 This is the one way other packages read shards (the model's loader, the validator). A set may
 live on a local disk or in an object store (`gs://bucket/prefix`, through `schemas.storage`):
-the manifest and vocab are read from there, and a shard is read whole into memory, or from the
-local copy a `fetch` hook hands back (the model's bounded shard cache).
+the manifest and vocab are read from there, and a shard is read whole into memory, or through
+the `read_table` hook (the model's bounded cache of local copies).
 """
 
 from __future__ import annotations
@@ -70,9 +70,10 @@ class ShardSet:
     directory: str
     manifest: Manifest
     vocab: Vocab
-    # Where shard i is read from on this machine: a local copy of a shard in an object store
-    # (the model's cache sets it). None: `paths[i]` itself, read whole when it is remote.
-    fetch: Callable[[int], str] | None = None
+    # How shard i's table is read on this machine, when not from `paths[i]` itself: the model's
+    # bounded cache of a set in an object store sets it. None: a local shard is memory-mapped,
+    # a remote one read whole into memory.
+    read_table: Callable[[int], pa.Table] | None = None
 
     @classmethod
     def open(cls, directory: str) -> ShardSet:
@@ -109,8 +110,8 @@ class ShardSet:
         return self.manifest.rows
 
     def table(self, i: int) -> pa.Table:
-        if self.fetch is not None:
-            return read_shard(self.fetch(i))
+        if self.read_table is not None:
+            return self.read_table(i)
         path = self.paths[i]
         if storage.is_remote(path):
             return read_remote_shard(path)

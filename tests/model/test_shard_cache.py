@@ -1,0 +1,146 @@
+"""Pre-training on a shard set in GCS (the local emulator): the shards stream into a bounded
+cache smaller than the set, and the batches, and a resume mid-epoch, are those of the same set
+on a local disk."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import pytest
+
+pytest.importorskip("gcp_storage_emulator")
+pytest.importorskip("google.cloud.storage")
+
+from model import shard_cache  # noqa: E402
+from model.cli import main  # noqa: E402
+from model.data import LoaderConfig, PretrainingData, batches, open_shards  # noqa: E402
+from schemas import storage  # noqa: E402
+
+
+def upload(local: str, url: str, damage=None) -> None:
+    for rel in sorted(storage.list_files(local)):
+        with open(os.path.join(local, rel), "rb") as f:
+            data = f.read()
+        with storage.open_file(storage.join(url, rel), "wb") as out:
+            out.write(damage(rel, data) if damage else data)
+
+
+def shard_bytes(local: str) -> list[int]:
+    return sorted(storage.list_files(os.path.join(local, "shards")).values())
+
+
+@pytest.fixture
+def gs_set(shards_dir, gcs_bucket) -> str:
+    url = f"gs://{gcs_bucket}/sets/synthetic"
+    upload(shards_dir, url)
+    return url
+
+
+def cache_of(shards) -> shard_cache.ShardCache:
+    return shards.read_table.__self__
+
+
+def held(folder: str) -> int:
+    return sum(
+        os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder) if n.endswith(".arrow")
+    )
+
+
+def same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
+
+
+def test_batches_and_resume_from_gs_equal_the_local_copy(shards_dir, gs_set, tmp_path):
+    sizes = shard_bytes(shards_dir)
+    limit = sizes[-1] + sizes[-2]  # two of the three shards: every epoch evicts
+    cfg = LoaderConfig(batch_size=8, seed=3, shuffle_window=1)
+    local = PretrainingData(open_shards(shards_dir), [0, 1, 2], cfg)
+    folder = str(tmp_path / "cache")
+    with shard_cache.settings(folder, limit / 1e9):
+        shards = open_shards(gs_set)
+    data = PretrainingData(shards, [0, 1, 2], cfg)
+    positions = range(2 * local.batches_per_epoch)  # two epochs, each in its own shard order
+    for p in positions:
+        assert same(data.batch(p), local.batch(p)), p
+        assert held(folder) <= limit
+    cache = cache_of(shards)
+    assert cache.evicted > 0 and cache.fetched > 3, cache
+
+    # a resume mid-epoch, in a new process's loader: the same next batches, warm cache or cold
+    middle = local.batches_per_epoch + local.batches_per_epoch // 2
+    want = list(batches(local, start=middle, stop=middle + 6))
+    for where in (folder, str(tmp_path / "cold")):
+        with shard_cache.settings(where, limit / 1e9):
+            again = PretrainingData(open_shards(gs_set), [0, 1, 2], cfg)
+        got = list(batches(again, start=middle, stop=middle + 6))
+        assert len(got) == len(want) and all(same(g, w) for g, w in zip(got, want, strict=True))
+    # DataLoader workers (forked) each read through their own copy of the cache
+    got = list(batches(again, start=middle, stop=middle + 6, workers=2))
+    assert all(same(g, w) for g, w in zip(got, want, strict=True))
+    assert held(folder) <= limit and not [n for n in os.listdir(folder) if n.endswith(".part")]
+
+
+def test_a_changed_shard_is_refused_naming_it(shards_dir, gcs_bucket, tmp_path):
+    url = f"gs://{gcs_bucket}/changed"
+    victim = "shards/train-00001-of-00003.arrow"
+
+    def flip(rel, data):  # same size, one byte other: only the sha256 tells
+        return data[:-40] + bytes([data[-40] ^ 1]) + data[-39:] if rel == victim else data
+
+    upload(shards_dir, url, flip)
+    with shard_cache.settings(str(tmp_path / "cache"), None):
+        shards = open_shards(url)
+    with pytest.raises(ValueError) as e:
+        PretrainingData(shards, [0, 1, 2], LoaderConfig(batch_size=8))
+    assert f"{url}/{victim}" in str(e.value) and "sha256" in str(e.value)
+    assert "\n" not in str(e.value)
+    assert not [n for n in os.listdir(tmp_path / "cache") if n.endswith((".part", ".arrow"))][1:]
+
+
+def test_what_the_cache_refuses(shards_dir, gs_set, tmp_path):
+    with shard_cache.settings(str(tmp_path / "small"), 1e-6):  # 1 kB: less than one shard
+        with pytest.raises(ValueError, match="cannot hold .*train-0000"):
+            open_shards(gs_set)
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with shard_cache.settings(str(foreign), None):
+        with pytest.raises(ValueError, match="not a shard cache"):
+            open_shards(gs_set)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+    with shard_cache.settings(str(tmp_path / "c"), 1.0):
+        with pytest.raises(ValueError, match="for shards in an object store"):
+            open_shards(shards_dir)
+    for bad in ("0", "-1", "x", "nan", "inf"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            shard_cache.gigabytes(bad)
+
+
+def _losses(run: str) -> list[dict]:
+    with open(os.path.join(run, "metrics.jsonl"), encoding="utf-8") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    return [
+        {k: v for k, v in r.items() if k == "step" or "loss" in k or "acc" in k} for r in records
+    ]
+
+
+def test_pretrain_on_gs_trains_as_on_the_local_copy(shards_dir, gs_set, tmp_path, capsys):
+    sizes = shard_bytes(shards_dir)
+    args = ["pretrain", "--steps", "4", "--batch-size", "8", "--log-every", "1"]
+    args += ["--eval-batches", "1", "--shuffle-window", "1"]
+    local, remote = str(tmp_path / "local"), str(tmp_path / "remote")
+    assert main([*args, "--shards", shards_dir, "--run", local]) == 0
+    cache = ["--shard-cache", str(tmp_path / "cache"), "--shard-cache-gb", str(sizes[-1] * 1.5e-9)]
+    assert main([*args, "--shards", gs_set, "--run", remote, *cache]) == 0
+    assert _losses(remote) == _losses(local)  # the same batches, so the same arithmetic
+    for name in ("vocab.txt", "tokenizer.json"):  # the run holds what finetune and export read
+        assert os.path.exists(os.path.join(local, name)) == os.path.exists(
+            os.path.join(remote, name)
+        )
+    assert os.path.exists(os.path.join(remote, "vocab.txt"))
+    capsys.readouterr()
+    assert main([*args, "--shards", shards_dir, "--run", str(tmp_path / "x"), *cache]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "for shards in an object store" in err and "\n" not in err
