@@ -1,0 +1,228 @@
+"""gs:// builds against the local GCS emulator (tests/gcs_emulator.py): the same bytes as a
+local build (1 and 2 workers, --dedup, a resume after SIGKILL, a rebuild with another seed into
+an OUT that held a build), nothing left in the build area, one build at a time, inputs named
+as on a local disk, and what a build costs the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLE, build_shards
+
+pytest.importorskip("gcp_storage_emulator")
+
+BUILD_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def upload_tree(local: str, url: str) -> None:
+    from pipeline.fsio import write_bytes
+
+    for folder, _, names in os.walk(local):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                write_bytes(f"{url}/{os.path.relpath(path, local)}", f.read())
+
+
+def read(path: str) -> bytes:
+    from pipeline.fsio import read_bytes
+
+    return read_bytes(path)
+
+
+def shard_set(out: str) -> dict:
+    """What decides a set's bytes: its shards, vocab and tokenizer files, and the manifest
+    without its `created` note (time, host, OUT)."""
+    manifest = json.loads(read(f"{out}/manifest.json"))
+    manifest.pop("created")
+    files = {e["path"]: read(f"{out}/{e['path']}") for e in manifest["shards"]}
+    files.update({name: read(f"{out}/{name}") for name in BUILD_FILES})
+    return {"manifest": manifest, **files}
+
+
+def bucket_objects(gcs, out: str) -> list[str]:
+    bucket, _, prefix = out[len("gs://") :].partition("/")
+    return gcs.list_objects(bucket, prefix + "/")
+
+
+@pytest.fixture(scope="module")
+def gcs_input(gcs_emulator):
+    """The sample corpus in a bucket of its own, as `books:` and `text:` inputs on gs://."""
+    gcs_emulator.create_bucket("corpus")
+    upload_tree(SAMPLE, "gs://corpus/sample")
+    return "books:gs://corpus/sample/books,text:gs://corpus/sample/text/"
+
+
+@pytest.fixture(scope="module")
+def local_set(sample_shards):
+    return shard_set(sample_shards)
+
+
+@pytest.fixture(scope="module")
+def one_worker(gcs_emulator, gcs_input):
+    """A 1-worker build from gs:// into gs:// (the sample_shards settings), and its counts."""
+    gcs_emulator.create_bucket("one")
+    gcs_emulator.reset_stats()
+    assert build_shards("gs://one/out", "--num-shards", "4", inputs=gcs_input) == 0
+    return "gs://one/out", gcs_emulator.stats()
+
+
+def test_gcs_build_is_the_local_build(one_worker, local_set, gcs_emulator):
+    out, _ = one_worker
+    assert shard_set(out) == local_set
+    names = bucket_objects(gcs_emulator, out)
+    assert not [n for n in names if "/.building/" in n or n.endswith(".lock")], names
+    assert len(names) == 4 + 1 + len(BUILD_FILES)
+
+
+def test_gcs_build_reads_little_and_asks_little(one_worker):
+    """Bytes read at most 1.5x the bytes written; requests of whole files, never of buffers;
+    one client (no bucket look-ups); shards copied once (no rename's copy and delete)."""
+    _, stats = one_worker
+    assert stats["bytes_down"] <= 1.5 * stats["bytes_up"], stats
+    kinds = stats["by_kind"]
+    assert kinds.get("bucket-get", 0) <= 1, kinds  # Beam's filesystem, reading the manifest
+    assert kinds["copy"] == 4, kinds  # each shard once, build area -> shards/
+    assert stats["requests"] < 100, stats
+
+
+def test_two_workers_rebuild_another_seed_into_a_used_out(gcs_emulator, gcs_input, local_set):
+    """A set built with another seed, then 2 workers with the default one and --overwrite:
+    the default set's bytes, nothing of the first build left."""
+    gcs_emulator.create_bucket("two")
+    out = "gs://two/out"
+    assert build_shards(out, "--num-shards", "4", "--seed", "7", inputs=gcs_input) == 0
+    assert shard_set(out) != local_set
+    args = ("--num-shards", "4", "--workers", "2", "--overwrite")
+    from pipeline.cli import main
+
+    assert main(["build", "--input", gcs_input, "--out", out, *args]) == 0
+    assert shard_set(out) == local_set
+    assert not [n for n in bucket_objects(gcs_emulator, out) if "/.building/" in n]
+
+
+def test_dedup_on_gcs_is_the_local_dedup(gcs_emulator, gcs_input, tmp_path):
+    gcs_emulator.create_bucket("dedup")
+    local = str(tmp_path / "local")
+    assert build_shards(local, "--num-shards", "4", "--dedup") == 0
+    assert build_shards("gs://dedup/out", "--num-shards", "4", "--dedup", inputs=gcs_input) == 0
+    assert shard_set("gs://dedup/out") == shard_set(local)
+
+
+def test_resume_after_sigkill(gcs_emulator, gcs_input, local_set):
+    """Killed mid-build: no manifest, its lock left behind (this machine, process gone: taken
+    over); `--resume` ends with the uninterrupted build's bytes and an empty build area."""
+    gcs_emulator.create_bucket("resume")
+    out = "gs://resume/out"
+    code = (
+        "import sys; from tests.conftest import build_shards; "
+        f"sys.exit(build_shards({out!r}, '--num-shards', '4', inputs={gcs_input!r}))"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not [n for n in bucket_objects(gcs_emulator, out) if "/tmp/sentences/" in n]:
+        assert child.poll() is None and time.monotonic() < deadline, "the build ended first"
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    names = bucket_objects(gcs_emulator, out)
+    assert "out/manifest.json" not in names
+    assert "out/.bert-shards.lock" in names
+    assert build_shards(out, "--num-shards", "4", "--resume", inputs=gcs_input) == 0
+    assert shard_set(out) == local_set
+    assert not [n for n in bucket_objects(gcs_emulator, out) if "/.building/" in n]
+
+
+def test_a_second_build_into_one_out_is_refused(gcs_emulator, gcs_bucket, capsys):
+    """The lock of a build running elsewhere: refused at once, naming it; nothing written."""
+    from pipeline.fsio import write_text
+
+    out = f"gs://{gcs_bucket}/out"
+    write_text(f"{out}/.bert-shards.lock", "build pid 4242 on another-host since 2026-12-01")
+    with pytest.raises(SystemExit) as e:
+        build_shards(out, "--num-shards", "4")
+    message = str(e.value)
+    assert "build pid 4242 on another-host" in message and "is building into it now" in message
+    assert gcs_emulator.list_objects(gcs_bucket) == ["out/.bert-shards.lock"]
+
+
+def test_foreign_objects_in_out_are_refused(gcs_emulator, gcs_bucket):
+    from pipeline.fsio import write_text
+
+    out = f"gs://{gcs_bucket}/out"
+    write_text(f"{out}/notes.txt", "mine")
+    write_text(f"{out}/shards/keep/x.bin", "mine too")
+    with pytest.raises(SystemExit) as e:
+        build_shards(out, "--num-shards", "4")
+    assert "notes.txt" in str(e.value) and "shards/keep/" in str(e.value)
+    assert gcs_emulator.list_objects(gcs_bucket) == ["out/notes.txt", "out/shards/keep/x.bin"]
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "books",
+        "books/",
+        "books/*",
+        "books/**",
+        "books/**/*.txt",
+        "books/*/*.txt",
+        "text/wiki-style.txt",
+    ],
+)
+def test_inputs_name_the_same_files_as_on_a_local_disk(gcs_input, pattern):
+    from pipeline.read_chunks import InputSpec, expand_pattern
+
+    local = expand_pattern(InputSpec("books", f"{SAMPLE}/{pattern}"))
+    remote = expand_pattern(InputSpec("books", f"gs://corpus/sample/{pattern}"))
+    assert [rel for *_, rel in remote] == [rel for *_, rel in local]
+    assert local and all(p.startswith("gs://corpus/sample/") for _, p, _ in remote)
+    if pattern.rstrip("/") == "books":
+        assert len(remote) == 4  # the nested layout, at every depth
+
+
+def test_a_bucket_reads_only_its_batches(gcs_emulator, gcs_bucket, tmp_path):
+    """A units file on gs://: a hash range is one ranged request of exactly its batches."""
+    import numpy as np
+
+    from pipeline.instances import TokenizedDoc
+    from pipeline.spill import finished, hash_range, read_units, write_units
+
+    rng = np.random.default_rng(0)
+    units = [
+        (
+            int(rng.integers(0, 2**64, dtype=np.uint64)),
+            0,
+            TokenizedDoc(
+                f"d{i}", rng.integers(0, 999, 300).astype(np.uint16), np.array([0, 300]), "s"
+            ),
+        )
+        for i in range(2000)
+    ]
+    local = write_units(str(tmp_path / "u.arrow"), units)
+    remote = write_units(f"gs://{gcs_bucket}/u.arrow", units)
+    assert remote.offsets == local.offsets and finished(remote.path) == remote
+    size = os.path.getsize(local.path)
+    gcs_emulator.reset_stats()
+    lo, hi = hash_range(3, 16)
+    got = read_units(remote, lo, hi)
+    stats = gcs_emulator.stats()
+    assert stats["requests"] == 1
+    assert stats["bytes_down"] < size / 4  # 1/16 of the hashes: a few batches, not the file
+    want = read_units(local, lo, hi)
+    assert [(p, d.id, d.ids.tolist()) for p, d in got] == [
+        (p, d.id, d.ids.tolist()) for p, d in want
+    ]
