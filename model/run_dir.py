@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from model.config import BertConfig, TrainConfig, flag_hint
+from model.safe_load import PickledCodeError, load_weights
 from model.training import Dist, Trainer, WarmupLinear
 from schemas import storage
 from schemas.manifest import atomic_write, atomic_write_text
@@ -128,7 +129,9 @@ def write_checkpoint(
 
 def load_checkpoint(path: str) -> dict:
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = load_weights(path)
+    except PickledCodeError:
+        raise
     except Exception as e:  # torch raises several types for a damaged file
         raise ValueError(
             f"{path}: not a readable checkpoint ({type(e).__name__}: {e}); it was not written "
@@ -166,7 +169,9 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
     if was_cfg != asdict(trainer.model_cfg):
         was = ckpt["train_config"]["model"]
         if was_cfg["next_sentence"] != trainer.model_cfg.next_sentence:
-            raise ValueError(f"{path}: resume with the run's own {_recipe_hint(ckpt, 'nsp')}")
+            raise ValueError(
+                f"{path}: resume with the run's own recipe: {_recipe_hint(ckpt, 'nsp')}"
+            )
         raise ValueError(
             f"{path}: a {was!r} model; {flag_hint('--model', trainer.cfg.model)} differs"
         )

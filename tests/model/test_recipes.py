@@ -1,0 +1,172 @@
+"""The recipe's knobs: --mask-prob (the re-masking rate), --no-nsp (masked-LM only) and --pack,
+each recorded in the run, refused on a resume that changes it, and exported as what it is; and
+packed pre-training, resumed, equal to an uninterrupted packed run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+import model.training as training
+from model.cli import main
+from model.config import TrainConfig
+from model.data import LoaderConfig, PretrainingData, masking_rule, open_shards
+from model.pretrain import pretrain
+from model.run_dir import load_checkpoint
+from schemas.masking import mask_padded, num_to_predict
+from tests.model.test_pretrain import REPO, Interrupted, _cli_env, config, metrics, without_timing
+
+
+def _args(shards: str, run: str, *extra: str, steps: int = 4) -> list[str]:
+    args = ["pretrain", "--shards", shards, "--run", run, "--steps", str(steps)]
+    return [*args, "--batch-size", "8", "--log-every", "1", "--eval-batches", "2", *extra]
+
+
+def test_mask_prob_sets_the_rate_and_scales_the_cap(shards_dir):
+    shards = open_shards(shards_dir)
+    base = masking_rule(shards)
+    rule = masking_rule(shards, 0.3)
+    assert (base.masked_lm_prob, base.max_predictions) == (0.15, 10)
+    assert (rule.masked_lm_prob, rule.max_predictions) == (0.3, 20)
+    data = PretrainingData(shards, [0], LoaderConfig(batch_size=32, remask=True, mask_prob=0.3))
+    b = data.batch(0)
+    lengths = b["attention_mask"].sum(1).numpy()
+    per_row = np.bincount(b["mlm_positions"].numpy() // b["input_ids"].size(1), minlength=32)
+    assert per_row.tolist() == num_to_predict(lengths, 0.3, 20).tolist()
+    assert per_row.sum() / lengths.sum() > 0.25  # about 30% of the pieces, not 15%
+    # 80/10/10 stays: most chosen positions read [MASK].
+    masked = b["input_ids"].reshape(-1)[b["mlm_positions"]]
+    assert 0.65 < (masked == shards.vocab.special_ids.mask).float().mean() < 0.95
+
+
+def test_whole_word_masking_at_mask_prob(shards_dir):
+    rule = replace(masking_rule(open_shards(shards_dir), 0.3), whole_word=True)
+    rng = np.random.default_rng(0)
+    vocab = len(rule.tokens.continuation)
+    pieces = np.flatnonzero(~rule.tokens.continuation)[7:]  # words, no specials
+    cont = np.flatnonzero(rule.tokens.continuation)  # ##s, ##ed, ...
+    ids = rng.choice(pieces, (64, 60))
+    ids[rng.random((64, 60)) < 0.4] = rng.choice(cont, 1)[0]
+    ids[:, 0], ids[:, 30], ids[:, 59] = 2, 3, 3
+    lengths, seg_b = np.full(64, 60), np.full(64, 31)
+    out, labels = mask_padded(ids, lengths, seg_b, rule, rng)
+    chosen = labels >= 0
+    assert chosen.sum(1).max() <= 20 and 0.2 < chosen.sum() / (64 * 57) <= 0.34
+    # A ## piece is chosen exactly when the piece before it is (words are taken whole; after
+    # [CLS] or [SEP], at 1 and 31, a ## piece starts a word of its own).
+    follows = np.isin(ids[:, 1:], cont) & ~np.isin(np.arange(1, 60), [1, 31])
+    assert np.array_equal(chosen[:, 1:][follows], chosen[:, :-1][follows])
+    assert vocab > 0 and (out[chosen] != ids[chosen]).any()
+
+
+def test_mask_prob_implies_remask_and_is_checked():
+    from model.cli import build_parser, train_config
+
+    cfg = train_config(build_parser().parse_args(["pretrain", "--mask-prob", "0.3"]))
+    assert cfg.remask and cfg.mask_prob == 0.3
+    with pytest.raises(ValueError, match="--mask-prob is the rate of --remask"):
+        TrainConfig(mask_prob=0.3)
+    with pytest.raises(ValueError, match="--mask-prob must lie in"):
+        TrainConfig(mask_prob=1.5, remask=True)
+
+
+def test_no_nsp_trains_masked_lm_only_and_exports_a_masked_lm(shards_dir, tmp_path):
+    run = str(tmp_path / "mlm")
+    assert main(_args(shards_dir, run, "--no-nsp", "--mask-prob", "0.3", "--pack")) == 0
+    records = metrics(run)
+    assert all(r["nsp_loss"] == 0 and r["nsp_acc"] is None for r in records)
+    assert all(r["loss"] == r["mlm_loss"] for r in records)
+    with open(os.path.join(run, "train_config.json")) as f:
+        recorded = json.load(f)
+    assert (recorded["nsp"], recorded["mask_prob"], recorded["pack"]) == (False, 0.3, True)
+    ckpt = load_checkpoint(os.path.join(run, "last.pt"))
+    assert not any(k.startswith("nsp.") for k in ckpt["model"])
+    assert ckpt["model_config"]["next_sentence"] is False
+    with open(os.path.join(run, "eval.json")) as f:
+        assert json.load(f)["nsp_acc"] is None
+    transformers = pytest.importorskip("transformers")
+    out = str(tmp_path / "hf")
+    assert main(["export", "--ckpt", os.path.join(run, "last.pt"), "--out", out]) == 0
+    with open(os.path.join(out, "config.json")) as f:
+        assert json.load(f)["architectures"] == ["BertForMaskedLM"]
+    from model.bert import BertForPreTraining
+    from model.config import BertConfig
+
+    ours = BertForPreTraining(BertConfig(**ckpt["model_config"])).eval()
+    ours.load_state_dict(ckpt["model"])
+    theirs, info = transformers.BertForMaskedLM.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    batch = PretrainingData(open_shards(shards_dir), [0], LoaderConfig(batch_size=8)).batch(0)
+    inputs = (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    with torch.no_grad():
+        mlm, nsp = ours(*inputs)
+        got = theirs.eval()(input_ids=inputs[0], token_type_ids=inputs[1], attention_mask=inputs[2])
+    assert nsp is None
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(got.logits[real], mlm[real], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "change, refused",
+    [
+        (["--no-nsp"], "own recipe"),
+        (["--remask", "--mask-prob", "0.3"], "own"),
+        (["--pack"], r"own data settings \(pack=False\)"),
+    ],
+)
+def test_a_resume_that_changes_the_recipe_is_refused(shards_dir, tmp_path, capsys, change, refused):
+    run = str(tmp_path / "r")
+    assert main(_args(shards_dir, run, "--remask", steps=2)) == 0
+    capsys.readouterr()
+    assert main(_args(shards_dir, run, "--remask", "--resume", *change, steps=4)) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and len(err.strip().splitlines()) == 1
+    assert re.search(refused, err), err
+
+
+def test_packed_resume_reproduces_an_uninterrupted_packed_run(shards_dir, tmp_path, monkeypatch):
+    opts = dict(remask=True, accum=2, pack=True, batch_size=4)
+    whole = config(shards_dir, str(tmp_path / "whole"), **opts)
+    pretrain(whole)
+    split = config(shards_dir, str(tmp_path / "split"), **opts)
+    real_step, calls = training.Trainer.step, []
+
+    def step_then_stop(self, micro_batches):
+        if len(calls) == 6:  # steps 1-6 done, checkpoint at 4: steps 5-6 are lost
+            raise Interrupted
+        calls.append(1)
+        return real_step(self, micro_batches)
+
+    monkeypatch.setattr(training.Trainer, "step", step_then_stop)
+    with pytest.raises(Interrupted):
+        pretrain(split)
+    monkeypatch.setattr(training.Trainer, "step", real_step)
+    pretrain(replace(split, resume=True))
+    assert without_timing(metrics(split.run)) == without_timing(metrics(whole.run))
+    a = load_checkpoint(os.path.join(whole.run, "last.pt"))
+    b = load_checkpoint(os.path.join(split.run, "last.pt"))
+    assert all(torch.equal(t, b["model"][k]) for k, t in a["model"].items())
+    # A packed step sees several rows per sequence: more rows per second than sequences.
+    assert metrics(whole.run)[-1]["seq_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_ddp_packed_masked_lm_only_on_gloo(shards_dir, tmp_path):
+    """Two ranks, packed, without NSP: the frozen pooler leaves DDP nothing to wait for."""
+    run = str(tmp_path / "ddp")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    cmd += ["-m", "model.cli", *_args(shards_dir, run, "--pack", "--no-nsp", steps=3)]
+    cmd[cmd.index("--run")] = "--run-dir"
+    done = subprocess.run(cmd, cwd=REPO, env=_cli_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = metrics(run)
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert all(r["mlm_loss"] == r["mlm_loss"] and r["nsp_acc"] is None for r in records)
