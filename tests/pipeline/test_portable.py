@@ -1,0 +1,84 @@
+"""The build through Beam's portable job API, as Flink, Spark and Dataflow Runner v2 run Python:
+a job service (`local_job_service_main`) and an external worker pool (`worker_pool_main`) as
+separate processes on loopback ports, the SDK harness in processes the pool starts. The shards
+are the local runner's bytes, from a local disk and from gs:// (the emulator) alike."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import SAMPLE, SAMPLE_INPUT
+from tests.gcs_emulator import _wait_for, free_port
+from tests.pipeline.test_gcs_build import shard_set, upload_tree
+
+pytest.importorskip("gcp_storage_emulator")
+
+
+@pytest.fixture(scope="module")
+def portable(gcs_emulator, tmp_path_factory):
+    """The job service and the worker pool; the pool starts `python` from PATH, so this
+    interpreter's folder comes first, and its workers reach the emulator (its environment)."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    logs = tmp_path_factory.mktemp("portable")
+    job_port, pool_port = free_port(), free_port()
+    commands = {
+        "job service": (
+            job_port,
+            ["apache_beam.runners.portability.local_job_service_main", "--port", str(job_port)],
+        ),
+        "worker pool": (
+            pool_port,
+            ["apache_beam.runners.worker.worker_pool_main", "--service_port", str(pool_port)],
+        ),
+    }
+    procs = []
+    try:
+        for name, (port, args) in commands.items():
+            with open(logs / f"{name}.log", "w") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", *args], env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+            procs.append(proc)
+            _wait_for(port, proc, name, timeout=60)
+        yield [
+            "--runner",
+            "PortableRunner",
+            "--job_endpoint",
+            f"localhost:{job_port}",
+            "--environment_type",
+            "EXTERNAL",
+            "--environment_config",
+            f"localhost:{pool_port}",
+        ]
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
+def build(inputs: str, out: str, runner_args: list[str]) -> int:
+    from pipeline.cli import main
+
+    return main(["build", "--input", inputs, "--out", out, "--num-shards", "4", *runner_args])
+
+
+def test_portable_build_is_the_local_build(portable, sample_shards, tmp_path):
+    out = str(tmp_path / "out")
+    assert build(SAMPLE_INPUT, out, portable) == 0
+    assert shard_set(out) == shard_set(sample_shards)
+
+
+def test_portable_build_from_and_into_gcs(portable, sample_shards, gcs_emulator):
+    gcs_emulator.create_bucket("portable")
+    upload_tree(SAMPLE, "gs://portable/sample")
+    inputs = "books:gs://portable/sample/books,text:gs://portable/sample/text"
+    assert build(inputs, "gs://portable/out", portable) == 0
+    assert shard_set("gs://portable/out") == shard_set(sample_shards)
+    names = gcs_emulator.list_objects("portable", "out/")
+    assert names and not [n for n in names if "/.building/" in n or n.endswith(".lock")]
