@@ -22,6 +22,7 @@ from safetensors.torch import load_file
 from model.bert import BertForPreTraining
 from model.config import BertConfig, flag_hint
 from model.export import HF_LAYER_NAMES, HF_NAMES, HF_QKV
+from model.safe_load import PickledCodeError, load_weights
 from schemas.vocab import Vocab
 
 CONFIG = "config.json"
@@ -142,7 +143,9 @@ def read_weights(directory: str) -> dict[str, torch.Tensor]:
             if name.endswith(".safetensors"):
                 state = load_file(path)
             else:
-                state = torch.load(path, map_location="cpu", weights_only=True)
+                state = load_weights(path)
+        except PickledCodeError:
+            raise
         except Exception as e:  # torch and safetensors raise several types for a bad file
             raise ValueError(f"{path}: not readable ({type(e).__name__}: {e})") from None
         if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):

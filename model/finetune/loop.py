@@ -29,6 +29,7 @@ from model.finetune.encoder import TaskModel, build_model, read_encoder
 from model.finetune.spans import Spans
 from model.finetune.tag import Tag
 from model.finetune.task import Task
+from model.safe_load import load_weights
 from model.tasks import GLUE_TASKS, check_task
 from model.training import (
     MetricsLog,
@@ -143,7 +144,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
     for name, text in task.outputs().items():
         run.write(name, text)
     if cfg.predict:  # labelled by the best checkpoint, as a GLUE submission would be
-        best_state = torch.load(os.path.join(cfg.run, "best.pt"), weights_only=True)
+        best_state = load_weights(os.path.join(cfg.run, "best.pt"), map_location=None)
         model.load_state_dict(best_state["model"])
         for name, text in task.label_test(run.predict).items():
             run.write(name, text)

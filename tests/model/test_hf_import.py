@@ -220,7 +220,7 @@ class NotAWeight:
 def test_a_pickle_that_is_not_plain_weights_is_not_run(tmp_path):
     save_hf(tmp_path, transformers.BertModel, weights="pytorch_model.bin")
     torch.save({"x": NotAWeight()}, tmp_path / "pytorch_model.bin")
-    with pytest.raises(ValueError, match="pytorch_model.bin: not readable"):
+    with pytest.raises(ValueError, match="pytorch_model.bin: holds pickled code .*NotAWeight"):
         load_pretrained(str(tmp_path))
 
 
