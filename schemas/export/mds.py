@@ -106,7 +106,7 @@ class MDSWriter:
         def write(f) -> None:
             f.write(head)
             f.write(self.config_data)
-            f.write(b"".join(samples))
+            f.writelines(samples)
 
         written = self.dest.publish(name, len(samples), write)
         self.written.append(written)
