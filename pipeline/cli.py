@@ -144,10 +144,9 @@ def run_build(args, beam_args: list[str]) -> int:
             run_pipeline(lambda p: build(p, cfg), options, args.verbose, watch)
     except OutputError as e:
         raise SystemExit(f"error: {e}") from None
-    from apache_beam.io.filesystems import FileSystems
+    from pipeline.fsio import read_text
 
-    with FileSystems.open(FileSystems.join(cfg.out, "manifest.json")) as f:
-        manifest = Manifest.from_json(f.read().decode("utf-8"))
+    manifest = Manifest.from_json(read_text(f"{cfg.out}/manifest.json"))
     report(manifest, cfg.out, time.time() - started)
     if manifest.rows == 0:
         print(
@@ -244,15 +243,17 @@ def run_punkt(args, beam_args: list[str]) -> int:
 
 @contextlib.contextmanager
 def temporary_area(out: str, name: str):
-    """A folder in OUT for a command's intermediate files, removed when it ends."""
+    """A folder in OUT for a command's intermediate files, removed when it ends (on object
+    stores: every name under its prefix)."""
     from apache_beam.io.filesystems import FileSystems
+
+    from pipeline.fsio import remove_tree
 
     tmp = FileSystems.join(out, name)
     try:
         yield tmp
     finally:
-        if FileSystems.exists(tmp + "/"):
-            FileSystems.delete([tmp])
+        remove_tree(tmp)
 
 
 def read_text_file(path: str) -> str:

@@ -226,3 +226,14 @@ def test_a_bucket_reads_only_its_batches(gcs_emulator, gcs_bucket, tmp_path):
     assert [(p, d.id, d.ids.tolist()) for p, d in got] == [
         (p, d.id, d.ids.tolist()) for p, d in want
     ]
+
+
+def test_vocab_on_gcs_is_the_build_vocab(gcs_emulator, gcs_input, sample_shards):
+    """`bert-shards vocab` into gs://: the vocab the build trained; no temporary area left."""
+    from pipeline.cli import main
+
+    gcs_emulator.create_bucket("vocab")
+    assert main(["vocab", "--input", gcs_input, "--out", "gs://vocab/v", "--workers", "1"]) == 0
+    with open(os.path.join(sample_shards, "vocab.txt"), "rb") as f:
+        assert read("gs://vocab/v/vocab.txt") == f.read()
+    assert gcs_emulator.list_objects("vocab") == ["v/tokenizer.json", "v/vocab.txt"]
