@@ -55,7 +55,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,gcp,dask]'
+	$(PY) -m pip install -q -e '.[model,gcs,dev,gcp,dask]'
 	$(PY) -m pip install -q --no-deps 'mosaicml-streaming==0.13.0'  # its pins: see pyproject dev
 	touch $(STAMP)
 
