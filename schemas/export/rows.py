@@ -47,14 +47,11 @@ class Padded:
         return len(self.lengths)
 
 
-def _spread(values: np.ndarray, offsets: np.ndarray, width: int, dtype) -> np.ndarray:
-    """Rows of a flat list column laid into a zero-filled (rows x width) array."""
-    lengths = np.diff(offsets)
-    out = np.zeros((len(lengths), width), dtype=dtype)
-    if len(values):
-        rows = np.repeat(np.arange(len(lengths)), lengths)
-        cols = np.arange(len(values)) - np.repeat(offsets[:-1], lengths)
-        out[rows, cols] = values
+def _spread(values: np.ndarray, cells: np.ndarray, dtype) -> np.ndarray:
+    """Rows of a flat list column in a zero-filled array shaped as `cells`, the cells each row
+    fills: taken in row-major order, they are the values laid end to end."""
+    out = np.zeros(cells.shape, dtype=dtype)
+    out[cells] = values
     return out
 
 
@@ -70,21 +67,16 @@ def pad(columns: ShardColumns, max_seq_length: int, max_predictions_per_seq: int
         raise ValueError(
             f"a row of {predictions.max()} predictions has more than max_predictions_per_seq"
         )
-    width = np.arange(max_seq_length)
-    on_row = width[None, :] < lengths[:, None]
-    segment_b = width[None, :] >= columns.segment_b_start.astype(np.int64)[:, None]
-    pred_width = np.arange(max_predictions_per_seq)
+    on_row = np.arange(max_seq_length)[None, :] < lengths[:, None]
+    segment_b = np.arange(max_seq_length)[None, :] >= columns.segment_b_start[:, None]
+    predicted = np.arange(max_predictions_per_seq)[None, :] < predictions[:, None]
     return Padded(
-        input_ids=_spread(columns.input_ids, columns.input_offsets, max_seq_length, np.int32),
+        input_ids=_spread(columns.input_ids, on_row, np.int32),
         input_mask=on_row.astype(np.int8),
         segment_ids=(on_row & segment_b).astype(np.int8),
-        masked_lm_positions=_spread(
-            columns.masked_positions, columns.masked_offsets, max_predictions_per_seq, np.int32
-        ),
-        masked_lm_ids=_spread(
-            columns.masked_labels, columns.masked_offsets, max_predictions_per_seq, np.int32
-        ),
-        masked_lm_weights=(pred_width[None, :] < predictions[:, None]).astype(np.float32),
+        masked_lm_positions=_spread(columns.masked_positions, predicted, np.int32),
+        masked_lm_ids=_spread(columns.masked_labels, predicted, np.int32),
+        masked_lm_weights=predicted.astype(np.float32),
         next_sentence_labels=columns.is_random_next.astype(np.int8),
         lengths=lengths,
         predictions=predictions,
