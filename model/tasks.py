@@ -331,12 +331,14 @@ def load_tokenizer(vocab_path: str, lowercase: bool) -> BertWordPieceTokenizer:
 def sequence_features(
     tok: BertWordPieceTokenizer, texts: list[tuple[str, ...]], labels: list[int], max_len: int
 ) -> list[dict]:
-    """`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncated longest-first to `max_len`."""
+    """`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncated longest-first to `max_len`
+    (`truncated` names the limit in a feature that was cut, see `truncation`)."""
     tok.enable_truncation(max_len)
     tok.no_padding()
     encodings = tok.encode_batch([t[0] if len(t) == 1 else (t[0], t[1]) for t in texts])
+    cut = f"--max-seq-length {max_len}"
     return [
-        {"ids": e.ids, "types": e.type_ids, "label": y}
+        {"ids": e.ids, "types": e.type_ids, "label": y, "truncated": cut if e.overflowing else None}
         for e, y in zip(encodings, labels, strict=True)
     ]
 
@@ -345,10 +347,12 @@ def token_features(
     tok: BertWordPieceTokenizer, sentences: list[list[str]], tags: list[list[int]], max_len: int
 ) -> list[dict]:
     """Words -> pieces; a word's tag sits on its first piece, -100 elsewhere. `word_of` maps
-    each position to its word (-1: none) for reading predictions back."""
+    each position to its word (-1: none) for reading predictions back; the words of a sentence
+    cut at `max_len` pieces are never tagged (`truncated`, see `truncation`)."""
     tok.enable_truncation(max_len)
     tok.no_padding()
     encodings = tok.encode_batch(sentences, is_pretokenized=True)
+    cut = f"--max-seq-length {max_len}"
     features = []
     for e, word_tags in zip(encodings, tags, strict=True):
         label, word_of, prev = [IGNORE] * len(e.ids), [-1] * len(e.ids), None
@@ -356,8 +360,40 @@ def token_features(
             if w is not None and w != prev:
                 label[i], word_of[i] = word_tags[w], w
             prev = w
-        features.append({"ids": e.ids, "types": e.type_ids, "label": label, "word_of": word_of})
+        truncated = cut if e.overflowing else None
+        features.append(
+            {
+                "ids": e.ids,
+                "types": e.type_ids,
+                "label": label,
+                "word_of": word_of,
+                "truncated": truncated,
+            }
+        )
     return features
+
+
+def truncation(features: list[dict]) -> tuple[int, int, str | None]:
+    """(examples, examples that lost pieces to a length limit, that limit: a flag and its
+    value). A SQuAD question gives several features (windows) but is one example."""
+    examples = {f.get("example", i): f.get("truncated") for i, f in enumerate(features)}
+    cut = [limit for limit in examples.values() if limit]
+    return len(examples), len(cut), next(iter(cut), None)
+
+
+def truncation_report(train: list[dict], dev: list[dict]) -> tuple[dict | None, str | None]:
+    """The examples cut to fit, for results.json, and the one line that says so; (None, None)
+    when none was."""
+    (n_train, cut_train, limit_train), (n_dev, cut_dev, limit_dev) = map(truncation, (train, dev))
+    limit = limit_train or limit_dev
+    if limit is None:
+        return None, None
+    report = {"train": cut_train, "dev": cut_dev, "limit": limit}
+    note = (
+        f"{cut_train:,} of {n_train:,} training and {cut_dev:,} of {n_dev:,} dev examples were "
+        f"cut to {limit}: the model never sees the rest of them"
+    )
+    return report, note
 
 
 def _answer_tokens(offsets: list[tuple[int, int]], ex: SquadExample) -> tuple[int, int]:
@@ -383,8 +419,11 @@ def span_features(
     tok.no_padding()
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     features = []
+    cut = f"--max-query-length {max_query}"
     for n, ex in enumerate(examples):
-        question = tok.encode(ex.question, add_special_tokens=False).ids[:max_query]
+        question = tok.encode(ex.question, add_special_tokens=False).ids
+        truncated = cut if len(question) > max_query else None  # the context is read in windows
+        question = question[:max_query]
         context = tok.encode(ex.context, add_special_tokens=False)
         room = max_len - len(question) - 3
         if room < 1:
@@ -408,6 +447,7 @@ def span_features(
                     "example": n,
                     "context_start": len(question) + 2,
                     "offsets": context.offsets[start:stop],
+                    "truncated": truncated,
                 }
             )
             if stop >= len(context.ids):

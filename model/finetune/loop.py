@@ -30,7 +30,7 @@ from model.finetune.spans import Spans
 from model.finetune.tag import Tag
 from model.finetune.task import Task
 from model.safe_load import load_weights
-from model.tasks import GLUE_TASKS, check_task
+from model.tasks import GLUE_TASKS, check_task, truncation_report
 from model.training import (
     MetricsLog,
     Progress,
@@ -131,6 +131,9 @@ def finetune(cfg: FinetuneConfig) -> dict:
     task = kind.read(cfg, tok)
     for note in task.notes:
         print(f"note: {note}")
+    truncated, said = truncation_report(task.train, task.dev)  # examples cut to fit
+    if said:
+        print(f"note: {said}")
     if not task.train or not task.dev:
         raise ValueError(f"{cfg.data}: the training or dev set is empty")
     torch.manual_seed(cfg.seed)
@@ -140,7 +143,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
     scores, best = _train(run)
     run.save("model.pt")
     run.write("best.json", json.dumps(best, indent=2) + "\n")
-    run.write("results.json", json.dumps(scores, indent=2) + "\n")
+    cut = {"truncated": truncated} if truncated else {}
+    run.write("results.json", json.dumps({**scores, **cut}, indent=2) + "\n")
     for name, text in task.outputs().items():
         run.write(name, text)
     if cfg.predict:  # labelled by the best checkpoint, as a GLUE submission would be
