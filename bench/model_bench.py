@@ -7,6 +7,12 @@
 - Loader throughput, sequences/s in one process, on a synthetic shard set of realistic size
   (`schemas.synthetic`: seq 128, 30,522 pieces, a build's statistics): static masks, dynamic
   re-masking, and whole-word re-masking. The target is >= 50,000 sequences/s.
+- Packing (`--pack`), on shards the pipeline builds from real prose (a part of the kernel-docs
+  corpus of `make corpora`, else the bundled sample) at seq 128 and 512: the share of computed
+  tokens that are padding, padded (batch 32, to a multiple of 8) and packed; rows per packed
+  sequence (the batch-size rule); real (non-pad) tokens per CPU-second of the mini preset's
+  training step at seq 512, packed against padded (one thread, the same batch of sequences);
+  and the packed loader's rate on the synthetic set.
 - On a CUDA machine only: base at seq 128 in bf16, sequences/s, tokens/s and MFU.
 
     python -m bench.model_bench [--preset mini] [--batch 32] [--steps 5] [--json FILE]
@@ -15,7 +21,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -25,7 +34,8 @@ import torch
 from model.bert import BertForPreTraining, pretraining_loss, training_flops
 from model.config import preset
 from model.data import LoaderConfig, PretrainingData, batches, open_shards
-from model.training import PEAK_BF16_TFLOPS
+from model.pretrain import model_config
+from model.training import PEAK_BF16_TFLOPS, packed_inputs
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 
 VOCAB_SIZE = 30522
@@ -50,6 +60,7 @@ def _ours_step(model, optimizer, batch: dict):
             batch["token_type_ids"],
             batch["attention_mask"],
             batch["mlm_positions"],
+            **packed_inputs(batch),
         )
         loss, _ = pretraining_loss(mlm, nsp, batch["mlm_labels"], batch["nsp_labels"])
         loss.backward()
@@ -138,10 +149,10 @@ def bench_training_step(shards: str, name: str, batch_size: int, repeats: int) -
     ]
 
 
-def _loader_rate(shards: str, batch_size: int, remask: bool, n: int) -> float:
-    data = PretrainingData(
-        open_shards(shards), [0, 1, 2, 3], LoaderConfig(batch_size=batch_size, remask=remask)
-    )
+def _loader_rate(shards: str, batch_size: int, remask: bool, n: int, pack: bool = False) -> float:
+    """Rows per second (packed: the rows inside the packed sequences)."""
+    cfg = LoaderConfig(batch_size=batch_size, remask=remask, pack=pack)
+    data = PretrainingData(open_shards(shards), [0, 1, 2, 3], cfg)
     stream = batches(data, 0, n + 2)
     next(stream), next(stream)  # open the first window's shards
     t = time.perf_counter()
@@ -161,7 +172,131 @@ def bench_loader(directory: str, wwm_directory: str, rows: int) -> list[dict]:
     for metric, shards, remask in cases:
         rate = max(_loader_rate(shards, batch, remask, n) for _ in range(2))
         out.append(_row(metric, round(rate), "seq/s", f"{note}; target >= 50,000"))
+    packed = f"{note.replace(f'batch {batch}', f'batch {batch // 2} packed sequences')}"
+    for metric, remask in (("loader packed", False), ("loader packed, re-masking", True)):
+        rate = max(_loader_rate(directory, batch // 2, remask, n, pack=True) for _ in range(2))
+        out.append(_row(metric, round(rate), "rows/s", f"{packed}; target >= 50,000"))
     return out
+
+
+SAMPLE_INPUT = "books:sample/books,text:sample/text"
+
+
+def real_shards(directory: str, seq: int) -> tuple[str, str]:
+    """Shards the pipeline builds from real prose at `seq`: one 4 MB part of the kernel-docs
+    text corpus (`make corpora`) when present, else the bundled sample; (path, what)."""
+    from pipeline.cli import main as build
+
+    part = os.path.join(os.environ.get("DATA", "data"), "corpora/kernel-docs/text/part-00000.txt")
+    inputs, what = (
+        (f"text:{part}", "kernel-docs part-00000")
+        if os.path.exists(part)
+        else (
+            SAMPLE_INPUT,
+            "sample/",
+        )
+    )
+    out = os.path.join(directory, f"real-{seq}")
+    args = ["build", "--input", inputs, "--out", out, "--workers", "1", "--num-shards", "4"]
+    args += ["--max-seq-length", str(seq), "--dupe-factor", "1"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        if build(args) != 0:
+            raise RuntimeError(f"building shards from {inputs} failed")
+    return out, what
+
+
+def padding_share(data: PretrainingData) -> float:
+    """Padding's share of the tokens an epoch of batches computes."""
+    real = total = 0
+    for p in range(data.batches_per_epoch):
+        b = data.batch(p)
+        real += int(b["attention_mask"].sum())
+        total += b["input_ids"].numel()
+    return 1 - real / total
+
+
+def bench_packing_shares(shards: str, seq: int, what: str) -> list[dict]:
+    s = open_shards(shards)
+    parts = list(range(len(s)))
+    padded = PretrainingData(s, parts, LoaderConfig(batch_size=32))
+    packed = PretrainingData(s, parts, LoaderConfig(batch_size=16, pack=True))
+    note = f"{what}, seq {seq}, {padded.total_rows} rows, one epoch"
+    rule = (
+        f"{note}: a packed batch of B sequences holds B x this many rows; B = unpacked batch / "
+        "this keeps the rows (and tokens) per step"
+    )
+    return [
+        _row(
+            f"padding share seq {seq} padded",
+            round(padding_share(padded), 4),
+            "fraction",
+            f"{note}, batch 32 padded to its longest row (multiple of 8)",
+        ),
+        _row(
+            f"padding share seq {seq} packed",
+            round(padding_share(packed), 4),
+            "fraction",
+            f"{note}, --pack; target <= 0.02",
+        ),
+        _row(f"rows per packed sequence seq {seq}", round(packed.rows_per_unit, 3), "rows", rule),
+    ]
+
+
+def _cpu_seconds(steps: dict, rounds: int) -> dict[str, float]:
+    """CPU-seconds of each function's calls, run in turn (one thread: CPU time is the step's
+    own work, whatever else the machine runs)."""
+    used = dict.fromkeys(steps, 0.0)
+    for fns in steps.values():
+        fns[0]()  # warm-up
+    for _ in range(rounds):
+        for name, fns in steps.items():
+            for fn in fns:
+                t = time.process_time()
+                fn()
+                used[name] += time.process_time() - t
+    return used
+
+
+def bench_packed_step(shards: str, what: str, name: str = "mini", b: int = 8) -> list[dict]:
+    """Real tokens per CPU-second of the training step, packed against padded, at seq 512."""
+    s = open_shards(shards)
+    parts = list(range(len(s)))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        steps, real = {}, {}
+        for mode, pack in (("padded", False), ("packed", True)):
+            torch.manual_seed(0)
+            data = PretrainingData(s, parts, LoaderConfig(batch_size=b, pack=pack))
+            model = BertForPreTraining(model_config(name, s), torch.Generator().manual_seed(0))
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+            chosen = [data.batch(p) for p in range(3)]
+            steps[mode] = [_ours_step(model, opt, batch) for batch in chosen]
+            real[mode] = sum(int(x["attention_mask"].sum()) for x in chosen)
+        rounds = 2
+        used = _cpu_seconds(steps, rounds)
+    finally:
+        torch.set_num_threads(threads)
+    rate = {m: rounds * real[m] / used[m] for m in steps}
+    note = f"{what}, {name} preset, seq 512, batches of {b} sequences x 3, fp32, 1 thread"
+    return [
+        _row("real tokens/CPU-s seq 512 padded", round(rate["padded"]), "tokens/CPU-s", note),
+        _row("real tokens/CPU-s seq 512 packed", round(rate["packed"]), "tokens/CPU-s", note),
+        _row(
+            "packed over padded, real tokens/CPU-s",
+            round(rate["packed"] / rate["padded"], 3),
+            "x",
+            f"{note}; target >= 1.25",
+        ),
+    ]
+
+
+def bench_packing(tmp: str) -> list[dict]:
+    out = []
+    for seq in (128, 512):
+        shards, what = real_shards(tmp, seq)
+        out += bench_packing_shares(shards, seq, what)
+    return out + bench_packed_step(shards, what)
 
 
 def bench_gpu(shards: str, batch_size: int = 128, steps: int = 20) -> list[dict]:
@@ -206,6 +341,7 @@ def run(
         shards = synthetic_shards(f"{tmp}/static", rows)
         wwm = synthetic_shards(f"{tmp}/wwm", rows, whole_word=True)
         out = bench_loader(shards, wwm, rows)
+        out += bench_packing(tmp)
         out += bench_training_step(shards, preset_name, batch, repeats)
         out += bench_gpu(shards)
     return out

@@ -125,6 +125,13 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
         help="masked-LM only: no next-sentence head or loss; rows keep segment B as text",
     )
     p.add_argument(
+        "--attention-dropout",
+        type=float,
+        default=0.1,
+        help="dropout on the attention probabilities; 0 (MosaicBERT's setting) lets packed "
+        "batches on CUDA use the kernels that skip masked blocks (default: 0.1, as BERT)",
+    )
+    p.add_argument(
         "--pack",
         action="store_true",
         help="pack whole rows into sequences of the shards' max_seq_length (no padding); "
@@ -280,6 +287,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         mask_prob=args.mask_prob or 0.0,
         nsp=not args.no_nsp,
         pack=args.pack,
+        attention_dropout=args.attention_dropout,
         shuffle_window=args.shuffle_window,
         workers=args.workers,
         log_every=args.log_every,

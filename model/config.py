@@ -97,6 +97,8 @@ class TrainConfig:
     mask_prob: float = 0.0  # re-masking rate (needs remask); 0: the shards' masked_lm_prob
     nsp: bool = True  # False: masked-LM only, no NSP head or loss (segment B still fed as text)
     pack: bool = False  # pack whole rows into sequences of max_seq_length (no padding)
+    attention_dropout: float = 0.1  # on the attention probabilities; 0 lets packed batches on
+    # CUDA take the kernels that skip masked blocks (which have no dropout)
     shuffle_window: int = 4  # consecutive shards whose rows are shuffled together
     workers: int = 0  # DataLoader worker processes per rank (0: load in the training process)
     log_every: int = 10  # steps between metrics lines
@@ -120,6 +122,7 @@ class TrainConfig:
             (self.holdout >= 0 and self.eval_batches >= 0, "holdout and eval batches >= 0"),
             (self.init or not self.init_map_vocab, "--init-map-vocab needs --init DIR"),
             (0 <= self.mask_prob < 1, "--mask-prob must lie in (0, 1), e.g. 0.30"),
+            (0 <= self.attention_dropout < 1, "--attention-dropout must lie in [0, 1)"),
             (self.remask or not self.mask_prob, "--mask-prob is the rate of --remask's masks"),
         ]
         for ok, message in checks:

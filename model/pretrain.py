@@ -51,13 +51,20 @@ from schemas.manifest import atomic_write_text
 from schemas.reader import ShardSet
 
 
-def model_config(name: str, shards: ShardSet, nsp: bool = True) -> BertConfig:
+def model_config(
+    name: str, shards: ShardSet, nsp: bool = True, attention_dropout: float = 0.1
+) -> BertConfig:
     """The preset sized to the shards: their vocab, their [PAD], their sequence length; with
-    or without the next-sentence head."""
+    or without the next-sentence head, with its attention dropout."""
     max_len = shards.shard_config.max_seq_length
     pad = shards.vocab.special_ids.pad
     return preset(
-        name, len(shards.vocab), pad_id=pad, max_position=max(512, max_len), next_sentence=nsp
+        name,
+        len(shards.vocab),
+        pad_id=pad,
+        max_position=max(512, max_len),
+        next_sentence=nsp,
+        attention_dropout=attention_dropout,
     )
 
 
@@ -86,9 +93,10 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
     )
     data = PretrainingData(shards, train_parts, replace(lc, pack=cfg.pack))
     imported = init_model(cfg, shards) if cfg.init else None
-    model_cfg = model_config(cfg.model, shards, cfg.nsp)
+    model_cfg = model_config(cfg.model, shards, cfg.nsp, cfg.attention_dropout)
     if imported:
-        model_cfg = replace(imported.cfg, next_sentence=cfg.nsp)
+        recipe = dict(next_sentence=cfg.nsp, attention_dropout=cfg.attention_dropout)
+        model_cfg = replace(imported.cfg, **recipe)
     trainer = Trainer(cfg, model_cfg, d)
     step, position = _resume(prepare_run(cfg, shards, d), trainer, shards)
     if imported and step == 0:  # a resumed run has its own weights

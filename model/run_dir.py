@@ -75,7 +75,7 @@ CHECKPOINT_FORMAT = 1
 # Settings that fix the data order; a resumed run must keep them.
 ORDER_KEYS = ("seed", "batch_size", "accum", "shuffle_window", "remask", "holdout", "pack")
 # The recipe's own settings (what is masked, which losses); a resumed run must keep them too.
-RECIPE_KEYS = ("mask_prob", "nsp")
+RECIPE_KEYS = ("mask_prob", "nsp", "attention_dropout")
 
 
 def save_checkpoint(path: str, state: dict) -> None:
@@ -166,12 +166,13 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
         )
     # A checkpoint written before a field existed holds that field's default.
     was_cfg = {**asdict(BertConfig(**ckpt["model_config"])), **ckpt["model_config"]}
+    recipe = {"next_sentence": "nsp", "attention_dropout": "attention_dropout"}
+    changed = [v for k, v in recipe.items() if was_cfg[k] != getattr(trainer.model_cfg, k)]
+    if changed:
+        hints = ", ".join(_recipe_hint(ckpt, k) for k in changed)
+        raise ValueError(f"{path}: resume with the run's own recipe: {hints}")
     if was_cfg != asdict(trainer.model_cfg):
         was = ckpt["train_config"]["model"]
-        if was_cfg["next_sentence"] != trainer.model_cfg.next_sentence:
-            raise ValueError(
-                f"{path}: resume with the run's own recipe: {_recipe_hint(ckpt, 'nsp')}"
-            )
         raise ValueError(
             f"{path}: a {was!r} model; {flag_hint('--model', trainer.cfg.model)} differs"
         )
@@ -192,6 +193,8 @@ def _recipe_hint(ckpt: dict, key: str) -> str:
     value = {**asdict(TrainConfig()), **ckpt["train_config"]}[key]
     if key == "nsp":
         return "MLM + NSP (no --no-nsp)" if value else flag_hint("--no-nsp")
+    if key == "attention_dropout":
+        return flag_hint("--attention-dropout", f"{value:g}")
     return flag_hint("--mask-prob", f"{value:g}") if value else "the shards' rate (no --mask-prob)"
 
 

@@ -82,6 +82,20 @@ def test_pretraining_compiles_and_does_not_recompile_after_warm_up(
     _close(compiled, plain, 1e-4)
 
 
+@pytest.mark.slow
+def test_packed_pretraining_compiled_bf16_against_plain(shards_dir, tmp_path, fallback_random):
+    """Packed batches have one shape, (batch, max_seq_length); only the counts of masked
+    positions and of rows vary, which the dynamic graph takes without recompiling."""
+    packed = ("--pack", "--batch-size", "4")
+    plain = _pretrain(shards_dir, str(tmp_path / "plain"), *packed)
+    counters.clear()
+    compiled = _pretrain(shards_dir, str(tmp_path / "compiled"), "--compile", *packed)
+    assert counters["stats"]["unique_graphs"] >= 1 and not counters["recompiles"]
+    _close(compiled, plain, 1e-4)
+    bf16 = _pretrain(shards_dir, str(tmp_path / "bf16"), "--precision", "bf16", *packed)
+    _close(bf16, plain, 0.05)
+
+
 def test_pretraining_in_bf16_autocast_on_the_cpu(shards_dir, tmp_path, plain):
     bf16 = _pretrain(shards_dir, str(tmp_path / "bf16"), "--precision", "bf16")
     _close(bf16, plain, 0.05)

@@ -120,6 +120,7 @@ def test_no_nsp_trains_masked_lm_only_and_exports_a_masked_lm(shards_dir, tmp_pa
         (["--no-nsp"], "own recipe"),
         (["--remask", "--mask-prob", "0.3"], "own"),
         (["--pack"], r"own data settings \(pack=False\)"),
+        (["--attention-dropout", "0"], r"own recipe: --attention-dropout 0.1"),
     ],
 )
 def test_a_resume_that_changes_the_recipe_is_refused(shards_dir, tmp_path, capsys, change, refused):
