@@ -86,7 +86,12 @@ def gigabytes(text: str) -> float:
 
 def open_set(directory: str) -> ShardSet:
     """`ShardSet.open`, a gs:// set reading its shards through a `ShardCache`."""
-    shards = ShardSet.open(directory)
+    try:
+        shards = ShardSet.open(directory)
+    except OSError as e:  # refused access, an unreachable store: one line, as a bad flag is
+        if isinstance(e, FileNotFoundError) or not storage.is_remote(directory):
+            raise
+        raise ValueError(str(e)) from None
     given = _settings
     if not shards.is_remote:
         if given.given:
@@ -187,7 +192,17 @@ class ShardCache:
             self._make_room(size)
             open(part, "wb").close()  # counted by every process from here on
         try:
-            digest = storage.fetch(storage.join(self.url, rel), part)
+            try:
+                digest = storage.fetch(storage.join(self.url, rel), part)
+            except OSError as e:
+                if e.errno is not None:  # the local disk's (full, read-only), not the store's
+                    raise ValueError(
+                        f"--shard-cache {self.folder}: cannot write a copy ({e.strerror}); free "
+                        "space or pass another folder, then continue with --resume"
+                    ) from None
+                raise ValueError(
+                    f"{e}; when the object store answers again, continue with --resume"
+                ) from None
             got = os.path.getsize(part)
             if digest != sha or got != size:
                 raise ValueError(
@@ -271,4 +286,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-

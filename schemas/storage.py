@@ -175,18 +175,26 @@ def _folder(prefix: str) -> str:
     return prefix.rstrip("/") + "/" if prefix.strip("/") else ""
 
 
+def _require_client_library() -> None:
+    try:
+        import google.api_core.exceptions  # noqa: F401
+        import google.auth  # noqa: F401
+        import google.cloud.storage  # noqa: F401
+    except ImportError:
+        raise OSError(
+            "gs:// paths need google-cloud-storage: pip install -e '.[gcs]' (make venv "
+            "installs it)"
+        ) from None
+
+
 def _client():
     key = (os.getpid(), os.environ.get("STORAGE_EMULATOR_HOST", ""))
     if key not in _CLIENT:
-        try:
-            import google.auth
-            from google.auth.exceptions import DefaultCredentialsError
-            from google.cloud import storage
-        except ImportError:
-            raise OSError(
-                "gs:// paths need google-cloud-storage: pip install -e '.[gcs]' (make venv "
-                "installs it)"
-            ) from None
+        _require_client_library()
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+        from google.cloud import storage
+
         try:
             credentials, project = google.auth.default(scopes=[_READ_WRITE])
         except DefaultCredentialsError:
@@ -217,6 +225,7 @@ def _blob_meta(url: str):
 @contextmanager
 def _errors(url: str):
     """The client's exceptions as one-line OSErrors naming the URL."""
+    _require_client_library()
     from google.api_core import exceptions as api
     from google.auth import exceptions as auth
 

@@ -96,7 +96,16 @@ def test_a_changed_shard_is_refused_naming_it(shards_dir, gcs_bucket, tmp_path):
         PretrainingData(shards, [0, 1, 2], LoaderConfig(batch_size=8))
     assert f"{url}/{victim}" in str(e.value) and "sha256" in str(e.value)
     assert "\n" not in str(e.value)
-    assert not [n for n in os.listdir(tmp_path / "cache") if n.endswith((".part", ".arrow"))][1:]
+    assert not [n for n in os.listdir(tmp_path / "cache") if n.endswith(".part")]
+
+    # a shard gone from the bucket after the set was opened: one line, naming it
+    storage._client().bucket(gcs_bucket).blob(f"changed/{victim}").delete()
+    with shard_cache.settings(str(tmp_path / "cache2"), None):
+        shards = open_shards(url)
+    with pytest.raises(ValueError) as e:
+        PretrainingData(shards, [0, 1, 2], LoaderConfig(batch_size=8))
+    assert str(e.value).startswith(f"{url}/{victim}: not found") and "--resume" in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 def test_what_the_cache_refuses(shards_dir, gs_set, tmp_path):
