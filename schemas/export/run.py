@@ -118,6 +118,12 @@ def export(out: str, dest: str, options: ExportOptions) -> Summary:
     """Export the set in `out` to `dest`; ExportError (one line) before anything is written
     when the options, DEST or the set are not fit."""
     check_options(options)
+    for path in (out, dest):
+        if "://" in path:  # a URL would otherwise be taken for a local folder named "gs:"
+            raise ExportError(
+                f"{path}: export reads and writes local folders only (object stores are not "
+                "supported yet); copy the set here, export, then copy DEST up"
+            )
     target = Dest(dest)
     check_dest(target, out, options)
     shard_set = open_valid(out)

@@ -73,6 +73,11 @@ def test_refusals_before_any_work(synthetic_shards, tmp_path):
     afile.write_text("x")
     with pytest.raises(ExportError, match="not a folder"):
         export(synthetic_shards, str(afile), ExportOptions("hdf5"))
+    urls = ((synthetic_shards, "gs://bucket/x"), ("gs://bucket/set", str(tmp_path / "d")))
+    for out, dest in urls:
+        with pytest.raises(ExportError, match="local folders only"):
+            export(out, dest, ExportOptions("tfrecord"))
+    assert not os.path.exists("gs:")
     with pytest.raises(ExportError, match="no such directory"):
         export(str(tmp_path / "none"), str(tmp_path / "d"), ExportOptions("hdf5"))
     assert not (tmp_path / "d").exists()
