@@ -34,12 +34,14 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from schemas import storage
+from schemas.manifest import MANIFEST_NAME
 from schemas.reader import ShardSet
 from schemas.shard import read_shard
 
 DEFAULT_GB = 20.0
 MARKER = ".bert-shard-cache"  # names a folder as a cache; only then are its files removed
 LOCK = ".lock"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _COPY = re.compile(r"([0-9a-f]{64})\.arrow")  # a finished copy
 _PART = re.compile(r"\.([0-9a-f]{64})\.(\d+)\.[0-9a-f]{32}\.part")  # a copy arriving, by pid
 
@@ -124,22 +126,30 @@ class ShardCache:
         self.url = shards.directory
         self.folder = os.path.abspath(folder)
         self.max_bytes = max_bytes
-        self.entries = [(e.path, e.sha256, int(e.bytes)) for e in shards.manifest.shards]
-        self.sizes = {sha: n for _, sha, n in self.entries}
+        self.entries = [(e.path, e.sha256, e.bytes) for e in shards.manifest.shards]
         self.fetched = self.hits = self.evicted = 0  # this process's, for tests and logs
         self._refuse_what_cannot_work()
+        self.sizes = {sha: n for _, sha, n in self.entries}
         self._adopt_folder()
         with self._locked():
             self._remove_dead_parts()
 
     def _refuse_what_cannot_work(self) -> None:
+        for i, (path, sha, size) in enumerate(self.entries):  # they name files in the folder
+            digest = isinstance(sha, str) and _SHA256.fullmatch(sha)
+            if not digest or type(size) is not int or size < 0:
+                raise ValueError(
+                    f"{self.url}/{MANIFEST_NAME}: shard entry {i} ({path!r}) lists sha256 "
+                    f"{sha!r} and {size} bytes, not a digest and a size; rebuild the set"
+                )
         if not self.entries:
             return
         path, _, largest = max(self.entries, key=lambda e: e[2])
         if largest > self.max_bytes:
             raise ValueError(
                 f"--shard-cache-gb {self.max_bytes / 1e9:g} ({human(self.max_bytes)}) cannot hold "
-                f"{self.url}/{path} ({human(largest)}); give at least {largest / 1e9:.3g} GB, "
+                f"{self.url}/{path} ({human(largest)}); give at least "
+                f"{largest * 1.01 / 1e9:.3g} GB, "
                 "better room for --shuffle-window + 1 shards, which the loader reads together"
             )
 

@@ -122,6 +122,18 @@ def test_what_the_cache_refuses(shards_dir, gs_set, tmp_path):
     with shard_cache.settings(str(tmp_path / "c"), 1.0):
         with pytest.raises(ValueError, match="for shards in an object store"):
             open_shards(shards_dir)
+    def climb(rel, data):  # a manifest whose digest would name a file out of the folder
+        if rel != "manifest.json":
+            return data
+        manifest = json.loads(data)
+        manifest["shards"][0]["sha256"] = "../../outside"
+        return json.dumps(manifest).encode()
+
+    upload(shards_dir, gs_set + "-hostile", climb)
+    with shard_cache.settings(str(tmp_path / "h"), None):
+        with pytest.raises(ValueError, match="shard entry 0 .* not a digest"):
+            open_shards(gs_set + "-hostile")
+    assert not os.path.exists(tmp_path / "h") and not os.path.exists(tmp_path / "outside.arrow")
     for bad in ("0", "-1", "x", "nan", "inf"):
         with pytest.raises(argparse.ArgumentTypeError):
             shard_cache.gigabytes(bad)
