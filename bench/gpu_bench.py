@@ -5,13 +5,18 @@ Runs `model.training.Trainer` (the step `model.pretrain.pretrain` runs: autocast
 clipping, schedule, `torch.compile` when asked) on batches from `model.data` over a synthetic
 shard set made by `schemas.synthetic`. Each case runs `--warmup` steps, then `--steps` timed
 steps. On CUDA the cases are base at seq 128 and 512 and large at seq 128, each without and with
-`--compile`. Without CUDA it is a CPU fallback: the tiny preset for a few fp32 steps, to check the
-script itself; it reports no MFU.
+`--compile`, and base at seq 128 and 512 packed (`--pack`, attention dropout 0 so that the
+attention takes the block-skipping kernel), without and with `--compile`. Without CUDA it is a
+CPU fallback: the tiny preset for a few fp32 steps, padded and packed, to check the script
+itself; it reports no MFU.
 
 FLOPs per step: 6 x N x tokens (N: parameters without the embedding tables) plus the attention
 scores, 12 x layers x hidden x length per token; the padded tokens count, as the GPU computes
-them. The loader share is the host time spent in `next()` on the batch stream over the timed wall
-time; the host runs ahead of the GPU, so it is an upper bound on GPU idle time.
+them (`mfu`). `mfu_real_tokens` counts real tokens only: 6 x N per real token plus the scores of
+each row over its own length (12 x layers x hidden x length^2 per row), the work a padded or
+packed batch has to do. The loader share is the host time spent in `next()` on the batch
+stream over the timed wall time; the host runs ahead of the GPU, so it is an upper bound on GPU
+idle time.
 
     PYTHONPATH=. python -m bench.gpu_bench --out DIR [--steps 30] [--warmup 10] [--only base-128]
 """
@@ -44,12 +49,14 @@ RESULT_NAME = "gpu_bench.json"
 class Case:
     model: str
     seq: int
-    batch: int
+    batch: int  # sequences: padded rows, or packed sequences of `seq` tokens
     compile: bool
+    pack: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.model}-{self.seq}{'-compile' if self.compile else ''}"
+        packed = "-packed" if self.pack else ""
+        return f"{self.model}-{self.seq}{packed}{'-compile' if self.compile else ''}"
 
 
 # Per-GPU batches: the paper's 256 at seq 128; at seq 512 a quarter of that (same tokens).
@@ -57,8 +64,8 @@ GPU_CASES = [
     Case(m, s, b, c)
     for m, s, b in (("base", 128, 256), ("base", 512, 64), ("large", 128, 256))
     for c in (False, True)
-]
-CPU_CASES = [Case("tiny", 128, 8, False)]
+] + [Case("base", s, b, c, pack=True) for s, b in ((128, 256), (512, 64)) for c in (False, True)]
+CPU_CASES = [Case("tiny", 128, 8, False), Case("tiny", 128, 8, False, pack=True)]
 
 
 def peak_tflops(device: torch.device) -> tuple[str, float]:
@@ -72,6 +79,20 @@ def peak_tflops(device: torch.device) -> tuple[str, float]:
 def flops_per_step(n_params: int, layers: int, hidden: int, tokens: int, length: int) -> float:
     """6 N per token for the weights plus the attention scores (12 x layers x hidden x length)."""
     return float(6 * n_params * tokens + 12 * layers * hidden * length * tokens)
+
+
+def row_lengths(batch: dict) -> torch.Tensor:
+    """The real length of every row of a batch, padded or packed."""
+    if "row_ids" in batch:
+        rows = batch["row_ids"].reshape(-1)
+        return torch.bincount(rows[rows >= 0], minlength=len(batch["nsp_labels"]))
+    return batch["attention_mask"].sum(1)
+
+
+def real_flops_per_step(n_params: int, layers: int, hidden: int, batch: dict) -> float:
+    """6 N per real token plus each row's attention scores over its own length."""
+    lengths = row_lengths(batch).double()
+    return float(6 * n_params * lengths.sum() + 12 * layers * hidden * (lengths**2).sum())
 
 
 def make_shards(directory: str, seq: int, rows: int, vocab: int) -> str:
@@ -112,15 +133,18 @@ def _setup(
         compile=case.compile,
         workers=workers,
         holdout=0,
+        pack=case.pack,
+        attention_dropout=0.0 if case.pack else 0.1,
     )
     shards = open_shards(shards_dir)
     parts, _ = split_holdout(shards, 0)
-    data = PretrainingData(shards, parts, LoaderConfig(case.batch, seed=0))
+    data = PretrainingData(shards, parts, LoaderConfig(case.batch, seed=0, pack=case.pack))
     if cuda:
         torch.cuda.empty_cache()
     if case.compile:
         torch._dynamo.reset()
-    trainer = Trainer(cfg, model_config(case.model, shards), Dist(0, 1, device))
+    mcfg = model_config(case.model, shards, attention_dropout=cfg.attention_dropout)
+    trainer = Trainer(cfg, mcfg, Dist(0, 1, device))
     return trainer, batches(data, 0, workers=workers, pin_memory=cuda)
 
 
@@ -150,10 +174,12 @@ class Timed:
 
     steps: int
     wall: float = 0.0
-    seqs: int = 0
+    seqs: int = 0  # sequences computed: padded rows or packed sequences
+    rows: int = 0  # rows trained on (several per packed sequence)
     tokens: int = 0  # padded, as computed
     real_tokens: int = 0
     flops: float = 0.0  # by `flops_per_step`
+    real_flops: float = 0.0  # real tokens only, each row's attention over its own length
     model_flops: float = 0.0  # by `model.bert.training_flops`
     waited: float = 0.0  # seconds in `next()` on the batch stream
 
@@ -169,11 +195,13 @@ def _timed_steps(
         ids = b["input_ids"]
         timed.waited += w
         timed.seqs += ids.size(0)
+        timed.rows += len(b["nsp_labels"])
         timed.tokens += ids.numel()
         timed.real_tokens += int(b["attention_mask"].sum())
         timed.flops += flops_per_step(
             n_params, mcfg.num_layers, mcfg.hidden_size, ids.numel(), ids.size(1)
         )
+        timed.real_flops += real_flops_per_step(n_params, mcfg.num_layers, mcfg.hidden_size, b)
         timed.model_flops += training_flops(mcfg, ids.numel(), ids.size(1), len(b["mlm_labels"]))
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -197,6 +225,8 @@ def run_case(
         "seq": case.seq,
         "batch": case.batch,
         "compile": case.compile,
+        "pack": case.pack,
+        "rows_per_sequence": timed.rows / max(timed.seqs, 1),
         "precision": "bf16" if trainer.autocast else "fp32",
         "device": peak_tflops(device)[0],
         "parameters": count_parameters(trainer.raw),
@@ -222,6 +252,7 @@ def _rates(timed: Timed, device: torch.device) -> dict:
     return {
         "step_ms": round(1e3 * wall / timed.steps, 3),
         "seq_per_s": timed.seqs / wall,
+        "rows_per_s": timed.rows / wall,
         "tokens_per_s": timed.tokens / wall,  # padded tokens, as computed
         "real_tokens_per_s": timed.real_tokens / wall,
         "padding_share": 1 - timed.real_tokens / max(timed.tokens, 1),
@@ -229,6 +260,8 @@ def _rates(timed: Timed, device: torch.device) -> dict:
         "peak_tflops": peak or None,
         "mfu": timed.flops / wall / (peak * 1e12) if peak else None,
         "mfu_model_formula": timed.model_flops / wall / (peak * 1e12) if peak else None,
+        "mfu_real_tokens": timed.real_flops / wall / (peak * 1e12) if peak else None,
+        "real_tflops_per_s": timed.real_flops / wall / 1e12,
         "peak_mem_gib": (
             torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
         ),
@@ -236,19 +269,26 @@ def _rates(timed: Timed, device: torch.device) -> dict:
     }
 
 
+def _percent(value: float | None) -> str:
+    return f"{100 * value:.1f}%" if value is not None else "-"
+
+
 def table(rows: list[dict]) -> str:
     head = (
-        f"{'case':<18} {'prec':<5} {'batch':>5} {'step ms':>9} {'seq/s':>9} {'tok/s':>11} "
-        f"{'TFLOP/s':>8} {'MFU':>6} {'mem GiB':>8} {'loader':>7}"
+        f"{'case':<26} {'prec':<5} {'batch':>5} {'step ms':>9} {'seq/s':>9} {'tok/s':>11} "
+        f"{'real tok/s':>11} {'pad':>6} {'TFLOP/s':>8} {'MFU':>6} {'MFU real':>8} "
+        f"{'mem GiB':>8} {'loader':>7}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
-        mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "-"
         mem = f"{r['peak_mem_gib']:.1f}" if r["peak_mem_gib"] is not None else "-"
         lines.append(
-            f"{r['case']:<18} {r['precision']:<5} {r['batch']:>5} {r['step_ms']:>9.1f} "
-            f"{r['seq_per_s']:>9.1f} {r['tokens_per_s']:>11.0f} {r['tflops_per_s']:>8.3f} "
-            f"{mfu:>6} {mem:>8} {100 * r['loader_wait_share']:>6.1f}%"
+            f"{r['case']:<26} {r['precision']:<5} {r['batch']:>5} {r['step_ms']:>9.1f} "
+            f"{r['seq_per_s']:>9.1f} {r['tokens_per_s']:>11.0f} "
+            f"{r.get('real_tokens_per_s', 0):>11.0f} {_percent(r.get('padding_share')):>6} "
+            f"{r['tflops_per_s']:>8.3f} {_percent(r['mfu']):>6} "
+            f"{_percent(r.get('mfu_real_tokens')):>8} {mem:>8} "
+            f"{100 * r['loader_wait_share']:>6.1f}%"
         )
     return "\n".join(lines)
 
@@ -267,7 +307,7 @@ def _run_cases(
 ) -> list[dict]:
     """Each case's row (or its error), on synthetic shards made once per sequence length."""
     vocab = 30522 if device.type == "cuda" else 2000
-    rows_needed = max(c.batch for c in cases) * (steps + warmup)
+    rows_needed = max(c.batch * (2 if c.pack else 1) for c in cases) * (steps + warmup)
     results, sets = [], {}
     for case in cases:
         if case.seq not in sets:

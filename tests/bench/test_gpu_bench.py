@@ -29,9 +29,17 @@ def test_cpu_fallback_writes_sane_json(tmp_path):
     assert report["cpu_fallback"] is True
     assert report["peak_bf16_tflops"] is None
     assert report["steps"] == 2 and report["warmup"] == 1
-    [row] = report["results"]
-    assert "error" not in row
+    row, packed = report["results"]
+    assert "error" not in row and "error" not in packed
     assert row["model"] == "tiny" and row["precision"] == "fp32" and row["compile"] is False
+    assert row["pack"] is False and row["rows_per_sequence"] == 1
+    # Packed: full-width sequences, (almost) no padding, at least one row in each. (The
+    # synthetic rows are mostly full length: the padded batches hardly pad either.)
+    assert packed["case"] == "tiny-128-packed" and packed["pack"] is True
+    assert packed["tokens_per_s"] / packed["seq_per_s"] == 128
+    assert packed["padding_share"] < 0.05
+    assert packed["rows_per_sequence"] >= 1 and packed["rows_per_s"] >= packed["seq_per_s"]
+    assert packed["real_tflops_per_s"] > 0 and packed["mfu_real_tokens"] is None
     assert row["seq"] == 128 and row["batch"] == 8 and row["steps"] == 2
     assert row["parameters"] > row["non_embedding_parameters"] > 0
     assert row["step_ms"] > 0 and row["seq_per_s"] > 0 and row["tflops_per_s"] > 0
@@ -53,6 +61,10 @@ def test_gpu_cases_and_flops():
         "base-512-compile",
         "large-128",
         "large-128-compile",
+        "base-128-packed",
+        "base-128-packed-compile",
+        "base-512-packed",
+        "base-512-packed-compile",
     }
     # base: 85M non-embedding weights -> about 6 x 85M FLOPs per token at seq 128
     per_token = flops_per_step(85_000_000, 12, 768, 128, 128) / 128
