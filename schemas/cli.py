@@ -173,7 +173,9 @@ def _export(args) -> int:
 
     options = ExportOptions(args.format, args.overwrite, args.mds_size_limit)
     try:
-        summary, wall, cpu = timed_export(args.out, args.dest, options)
+        summary, wall, cpu = timed_export(
+            args.out, args.dest, options, lambda line: print(f"export: {line}", file=sys.stderr)
+        )
     except (ExportError, OSError, ValueError) as e:
         if args.verbose:
             raise

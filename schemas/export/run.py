@@ -17,7 +17,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
@@ -41,12 +41,14 @@ FORMATS = ("hdf5", "tfrecord", "mds")
 SUMMARY_NAME = "export.json"
 EXPORT_VERSION = 1
 BLOCK_ROWS = 4096  # rows padded and written at a time (and an HDF5 chunk)
-# The names each format's files take; with `overwrite` these (and the files the previous
-# export.json lists) are the ones an export may replace or remove.
+# The names each format's files take (and the temporary names `atomic_write` gives them while
+# they are written, left behind only by a killed export); with `overwrite` these, and the files
+# the previous export.json lists, are the ones an export may replace or remove.
+_TMP = r"(\.tmp-[A-Za-z0-9_]+)?"
 OWN_NAMES = {
-    "hdf5": re.compile(r"training-\d{5}-of-\d{5}\.hdf5"),
-    "tfrecord": re.compile(r"training-\d{5}-of-\d{5}\.tfrecord"),
-    "mds": re.compile(r"shard\.\d{5}\.mds|" + re.escape(INDEX_NAME)),
+    "hdf5": re.compile(r"training-\d{5}-of-\d{5}\.hdf5" + _TMP),
+    "tfrecord": re.compile(r"training-\d{5}-of-\d{5}\.tfrecord" + _TMP),
+    "mds": re.compile(r"(shard\.\d{5}\.mds|" + re.escape(INDEX_NAME) + ")" + _TMP),
 }
 
 
@@ -114,9 +116,12 @@ def fields(fmt: str, seq: int, preds: int, id_dtype: str) -> dict[str, str]:
     }
 
 
-def export(out: str, dest: str, options: ExportOptions) -> Summary:
+def export(
+    out: str, dest: str, options: ExportOptions, progress: Callable[[str], None] | None = None
+) -> Summary:
     """Export the set in `out` to `dest`; ExportError (one line) before anything is written
-    when the options, DEST or the set are not fit."""
+    when the options, DEST or the set are not fit. `progress`, when given, is called with a
+    line after each file written."""
     check_options(options)
     for path in (out, dest):
         if "://" in path:  # a URL would otherwise be taken for a local folder named "gs:"
@@ -138,7 +143,7 @@ def export(out: str, dest: str, options: ExportOptions) -> Summary:
     previous = replaceable(target, options)
     target.create()
     target.remove(SUMMARY_NAME)  # DEST without export.json: an export not finished
-    files, index = _write(shard_set, target, options)
+    files, index = _write(shard_set, target, options, progress or (lambda line: None))
     vocab = _copy_vocab(shard_set, target)
     kept = {f.path for f in files} | {vocab.path} | ({index.path} if index else set())
     for name in sorted(previous - kept):
@@ -241,7 +246,7 @@ def blocks(table: pa.Table, block_rows: int) -> Iterator[ShardColumns]:
 
 
 def _write(
-    shard_set: ShardSet, target: Dest, options: ExportOptions
+    shard_set: ShardSet, target: Dest, options: ExportOptions, progress: Callable[[str], None]
 ) -> tuple[list[Written], Written | None]:
     cfg = shard_set.shard_config
     seq, preds = cfg.max_seq_length, cfg.max_predictions_per_seq
@@ -251,6 +256,7 @@ def _write(
         for i in range(total):
             for columns in blocks(shard_set.table(i), options.block_rows):
                 writer.add(columns)
+            progress(f"read shard {i + 1}/{total}, {len(writer.written)} MDS shard(s) written")
         return writer.finish()
     if options.format == "hdf5":
         per_shard = HDF5Writer(seq, preds, options.block_rows)
@@ -266,6 +272,7 @@ def _write(
             per_shard.write_shard(f, table.num_rows, padded)
 
         files.append(target.publish(name, table.num_rows, write))
+        progress(f"wrote {name} ({i + 1}/{total}, {table.num_rows:,} rows)")
     return files, None
 
 
@@ -294,8 +301,10 @@ def _id_dtype(shard_set: ShardSet) -> str:
     return "uint32" if ids == pa.uint32() else "uint16"
 
 
-def timed_export(out: str, dest: str, options: ExportOptions) -> tuple[Summary, float, float]:
-    """`export` with its wall and CPU seconds (for the bench and the command's last line)."""
+def timed_export(
+    out: str, dest: str, options: ExportOptions, progress: Callable[[str], None] | None = None
+) -> tuple[Summary, float, float]:
+    """`export` with its wall and CPU seconds (for the command's last line)."""
     wall, cpu = time.perf_counter(), time.process_time()
-    summary = export(out, dest, options)
+    summary = export(out, dest, options, progress)
     return summary, time.perf_counter() - wall, time.process_time() - cpu

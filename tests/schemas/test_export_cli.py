@@ -88,6 +88,7 @@ def test_overwrite_replaces_only_what_an_export_writes(synthetic_shards, sample_
     export(synthetic_shards, dest, ExportOptions("tfrecord"))  # 4 shards
     (tmp_path / "dest" / "notes.txt").write_text("mine")
     (tmp_path / "dest" / "training-00009-of-00010.tfrecord").write_text("an old export's")
+    (tmp_path / "dest" / "training-00001-of-00004.tfrecord.tmp-x1y2").write_text("a killed one's")
     before = files_of(dest)
     with pytest.raises(ExportError, match="not empty"):
         export(sample_shards, dest, ExportOptions("tfrecord"))
@@ -96,7 +97,7 @@ def test_overwrite_replaces_only_what_an_export_writes(synthetic_shards, sample_
     after = files_of(dest)
     summary = json.loads(after["export.json"])
     written = {e["path"] for e in summary["files"]} | {"vocab.txt", "export.json"}
-    assert set(after) == written | {"notes.txt"}  # the stale shard file is gone, notes kept
+    assert set(after) == written | {"notes.txt"}  # stale and half-written files gone, notes kept
     assert after["notes.txt"] == b"mine"
     fresh = str(tmp_path / "fresh")
     export(sample_shards, fresh, ExportOptions("tfrecord"))
