@@ -260,3 +260,20 @@ def test_mds_bytes_are_those_of_streamings_mdswriter(source, exported, tmp_path)
         with open(os.path.join(theirs, name), "rb") as a:
             with open(os.path.join(exported["mds"], name), "rb") as b:
                 assert a.read() == b.read(), name
+
+
+# --- the bench's side of TensorFlow's check ---------------------------------------------------
+
+
+def test_the_benchs_expected_rows_are_the_exported_records(source, exported, tmp_path):
+    """`make bench` compares TensorFlow's reading with `export_bench.expected`: that oracle
+    equals the records as the project's reader reads them (dtypes as TF hands them over)."""
+    from bench import export_bench
+
+    out, _ = source
+    want = export_bench.expected(out)
+    got = tfr.read_reference(tfrecord_files(exported["tfrecord"]))
+    for name, values in want.items():
+        assert np.array_equal(got[name].astype(values.dtype), values), name
+    row = export_bench.tf_parity(str(tmp_path / "no-data"), out, exported["tfrecord"], "")
+    assert row["value"] == "not run" and "bench-env" in row["note"]
