@@ -17,8 +17,9 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 import h5py
+import numpy as np
 
-from schemas.export.rows import Padded
+from schemas.export.rows import SEQ_FEATURES, Padded
 
 SUFFIX = ".hdf5"
 # DeepLearningExamples writes gzip at h5py's default level (4) without HDF5's byte shuffle; with
@@ -36,6 +37,15 @@ DATASETS = {
 }
 
 
+def fields(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, str]:
+    """Each dataset's type and shape."""
+    out = {}
+    for name, (dtype, two_d) in DATASETS.items():
+        width = max_seq_length if name in SEQ_FEATURES else max_predictions_per_seq
+        out[name] = f"{np.dtype(dtype).name}[rows{f', {width}' if two_d else ''}]"
+    return out
+
+
 class HDF5Writer:
     """One HDF5 file per shard of the set."""
 
@@ -44,11 +54,9 @@ class HDF5Writer:
 
     def __init__(self, max_seq_length: int, max_predictions_per_seq: int, block_rows: int):
         self.widths = {
-            "input_ids": max_seq_length,
-            "input_mask": max_seq_length,
-            "segment_ids": max_seq_length,
-            "masked_lm_positions": max_predictions_per_seq,
-            "masked_lm_ids": max_predictions_per_seq,
+            name: max_seq_length if name in SEQ_FEATURES else max_predictions_per_seq
+            for name, (_, two_d) in DATASETS.items()
+            if two_d
         }
         self.block_rows = block_rows
 

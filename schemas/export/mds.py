@@ -33,7 +33,8 @@ MAX_SIZE_LIMIT = (1 << 32) - 1  # sample offsets are uint32
 SAMPLE_EXTRA = 4  # MDSWriter counts one offset per sample against the limit
 
 
-def _encodings(id_dtype: str) -> dict[str, str]:
+def encodings(id_dtype: str) -> dict[str, str]:
+    """The columns and their MDS encodings, in MDSWriter's (sorted) order."""
     return {
         "input_ids": f"ndarray:{id_dtype}",
         "masked_lm_ids": f"ndarray:{id_dtype}",
@@ -67,16 +68,16 @@ class MDSWriter:
     def __init__(self, dest: Dest, id_dtype: str, size_limit: int = DEFAULT_SIZE_LIMIT):
         self.dest = dest
         self.size_limit = size_limit
-        encodings = _encodings(id_dtype)
+        columns = encodings(id_dtype)
         self.config = {
             "version": 2,
             "format": "mds",
             "compression": None,
             "hashes": [],
             "size_limit": size_limit,
-            "column_names": list(encodings),
-            "column_encodings": list(encodings.values()),
-            "column_sizes": [8 if e == "int" else None for e in encodings.values()],
+            "column_names": list(columns),
+            "column_encodings": list(columns.values()),
+            "column_sizes": [8 if e == "int" else None for e in columns.values()],
         }
         self.config_data = json.dumps(self.config, sort_keys=True).encode("utf-8")
         self.shards: list[dict] = []

@@ -26,6 +26,7 @@ FEATURES = (
     "masked_lm_weights",
     "next_sentence_labels",
 )
+SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")  # max_seq_length wide
 
 
 @dataclass(frozen=True)

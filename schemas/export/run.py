@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from schemas.export.dest import Dest, Written
 from schemas.export.hdf5 import HDF5Writer
+from schemas.export.hdf5 import fields as hdf5_fields
 from schemas.export.mds import (
     DEFAULT_SIZE_LIMIT,
     INDEX_NAME,
@@ -31,8 +32,10 @@ from schemas.export.mds import (
     MDSWriter,
     max_sample_bytes,
 )
+from schemas.export.mds import encodings as mds_encodings
 from schemas.export.rows import pad
 from schemas.export.tfrecord import TFRecordWriter
+from schemas.export.tfrecord import fields as tfrecord_fields
 from schemas.manifest import MANIFEST_NAME
 from schemas.reader import VOCAB_NAME, ShardSet
 from schemas.shard import ShardColumns
@@ -89,31 +92,10 @@ class Summary:
 def fields(fmt: str, seq: int, preds: int, id_dtype: str) -> dict[str, str]:
     """Each field of the format and its type, as the format's reader sees it."""
     if fmt == "tfrecord":
-        return {
-            "input_ids": f"int64[{seq}]",
-            "input_mask": f"int64[{seq}]",
-            "segment_ids": f"int64[{seq}]",
-            "masked_lm_positions": f"int64[{preds}]",
-            "masked_lm_ids": f"int64[{preds}]",
-            "masked_lm_weights": f"float32[{preds}]",
-            "next_sentence_labels": "int64[1]",
-        }
+        return tfrecord_fields(seq, preds)
     if fmt == "hdf5":
-        return {
-            "input_ids": f"int32[rows, {seq}]",
-            "input_mask": f"int8[rows, {seq}]",
-            "segment_ids": f"int8[rows, {seq}]",
-            "masked_lm_positions": f"int32[rows, {preds}]",
-            "masked_lm_ids": f"int32[rows, {preds}]",
-            "next_sentence_labels": "int8[rows]",
-        }
-    return {
-        "input_ids": f"ndarray:{id_dtype}",
-        "masked_lm_ids": f"ndarray:{id_dtype}",
-        "masked_lm_positions": "ndarray:uint16",
-        "next_sentence_labels": "int",
-        "segment_ids": "ndarray:uint8",
-    }
+        return hdf5_fields(seq, preds)
+    return mds_encodings(id_dtype)
 
 
 def export(

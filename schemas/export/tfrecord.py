@@ -25,11 +25,21 @@ from typing import BinaryIO
 import google_crc32c
 import numpy as np
 
-from schemas.export.rows import FEATURES, Padded
+from schemas.export.rows import FEATURES, SEQ_FEATURES, Padded
 
 SUFFIX = ".tfrecord"
 FLOAT_FEATURES = {"masked_lm_weights"}
 _MASK_DELTA = 0xA282EAD8
+
+
+def fields(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, str]:
+    """Each feature's type and length, as run_pretraining.py's `name_to_features` has them."""
+    out = {}
+    for name in FEATURES:
+        width = max_seq_length if name in SEQ_FEATURES else max_predictions_per_seq
+        width = 1 if name == "next_sentence_labels" else width
+        out[name] = f"{'float32' if name in FLOAT_FEATURES else 'int64'}[{width}]"
+    return out
 
 
 def masked_crc32c(data: bytes) -> int:
