@@ -62,8 +62,6 @@ def max_sample_bytes(max_seq_length: int, max_predictions_per_seq: int, id_size:
 class MDSWriter:
     """Rows into MDS shards of at most `size_limit` bytes, across the set's shards."""
 
-    format = "mds"
-    padded = False
 
     def __init__(self, dest: Dest, id_dtype: str, size_limit: int = DEFAULT_SIZE_LIMIT):
         self.dest = dest

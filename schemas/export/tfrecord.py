@@ -120,8 +120,6 @@ class _Slots:
 class TFRecordWriter:
     """One TFRecord file per shard of the set."""
 
-    format = "tfrecord"
-    padded = True
 
     def __init__(self):
         self.keys = {name: b"\x0a" + varint(len(name)) + name.encode() for name in FEATURES}
