@@ -16,6 +16,8 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
+import signal
 import sys
 import time
 
@@ -141,7 +143,8 @@ def run_build(args, beam_args: list[str]) -> int:
             started = time.time()
             options = pipeline_options(beam_args, args.runner, args.workers)
             watch = progress_line(cfg, args.progress_seconds)
-            run_pipeline(lambda p: build(p, cfg), options, args.verbose, watch)
+            with disk_full_said(cfg.out):
+                run_pipeline(lambda p: build(p, cfg), options, args.verbose, watch)
     except OutputError as e:
         raise SystemExit(f"error: {e}") from None
     from pipeline.fsio import read_text
@@ -229,6 +232,7 @@ def run_punkt(args, beam_args: list[str]) -> int:
     cfg = build_config(args)
     cfg = check_inputs(cfg)
     path = f"{cfg.out}/punkt.json"
+
     def steps(p, tmp: str) -> None:
         chunks = p | ReadChunks(list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input)
         params = chunks | TrainPunkt(args.sample_paragraphs, args.seed)
@@ -264,6 +268,80 @@ def read_text_file(path: str) -> str:
             return f.read().decode("utf-8")
     except OSError as e:
         raise SystemExit(f"error: cannot read {path}: {e}") from None
+
+
+NO_SPACE = "No space left on device"
+
+
+@contextlib.contextmanager
+def disk_full_said(out: str):
+    """A build that ran out of disk says so in one line naming OUT and its filesystem, and that
+    `--resume` continues once space is freed: what was finished stays in OUT/shards/.building."""
+    try:
+        yield
+    except SystemExit as e:
+        if not isinstance(e.code, str) or NO_SPACE not in e.code:
+            raise
+        raise SystemExit(f"error: {disk_full_line(out)}") from None
+
+
+def disk_full_line(out: str) -> str:
+    from pipeline.outdir import disk_figure, is_local
+
+    if not is_local(out):
+        return (
+            f"the build ran out of space writing to {out} ({NO_SPACE}); free space there, then "
+            "run the same command with --resume to continue"
+        )
+    probe = os.path.abspath(out)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    mount = probe
+    while not os.path.ismount(mount):
+        mount = os.path.dirname(mount)
+    import shutil
+
+    free = shutil.disk_usage(probe).free
+    return (
+        f"the build ran out of disk: the filesystem at {mount}, which holds --out {out}, has "
+        f"{disk_figure(free)} free ({NO_SPACE}); free space, then run the same command with "
+        "--resume to continue from what is finished"
+    )
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM, raised in the main thread so the build unwinds as after a failure:
+    its workers are killed, OUT's lock released, and what is finished kept for --resume."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends the process at once
+        signal.signal(sig, signal.SIG_DFL)
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def interrupts_unwind():
+    """While a command runs, SIGINT and SIGTERM raise `Interrupted`; the handlers before are
+    restored after."""
+    before = {
+        sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def interrupted_line(command: str) -> str:
+    if command == "build":
+        return "interrupted; run the same command with --resume to continue"
+    return "interrupted; run the same command again"
 
 
 SCHEMAS_COMMANDS = ("validate", "inspect", "export")  # forwarded to `bert-schemas`
@@ -316,7 +394,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.dask_address:
         rest = [*rest, f"--dask_client_address={args.dask_address}"]
     runner = {"build": run_build, "vocab": run_vocab, "punkt": run_punkt}[args.command]
-    return runner(args, rest)
+    try:
+        with interrupts_unwind():
+            return runner(args, rest)
+    except KeyboardInterrupt as e:  # Interrupted, or a Ctrl-C before the handlers were set
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        print(interrupted_line(args.command), file=sys.stderr)
+        return 128 + getattr(e, "signum", signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -277,8 +277,16 @@ def check_free_space(out: str, needed: int) -> None:
     free = shutil.disk_usage(probe).free
     if free < needed:
         raise OutputError(
-            f"{out}: the build needs about {needed / 1e9:,.1f} GB of free disk at its peak "
+            f"{out}: the build needs about {disk_figure(needed)} of free disk at its peak "
             f"({DISK_PER_TEXT_BYTE}x the input text, the shards included) and its filesystem "
-            f"has {free / 1e9:,.1f} GB; free space, choose another OUT, or pass "
+            f"has {disk_figure(free)}; free space, choose another OUT, or pass "
             "--no-disk-check (make: ARGS=--no-disk-check) to try anyway"
         )
+
+
+def disk_figure(size: float) -> str:
+    """Bytes in the unit that fits: 30.0 MB, not 0.0 GB."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{int(size)} bytes"

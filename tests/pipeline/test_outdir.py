@@ -91,7 +91,7 @@ def test_a_build_is_refused_when_the_disk_lacks_its_estimate(tmp_path, monkeypat
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil_module, "disk_usage", lambda _: usage(10**9, 10**9 - 1000, 1000))
     message = build_error(tmp_path / "out")
-    assert "needs about" in message and "GB of free disk" in message
+    assert "needs about" in message and "kB of free disk" in message  # the unit that fits
     assert (
         "--no-disk-check (make: ARGS=--no-disk-check)" in message
         and not (tmp_path / "out" / "shards").exists()
@@ -99,7 +99,8 @@ def test_a_build_is_refused_when_the_disk_lacks_its_estimate(tmp_path, monkeypat
     expected = outdir.DISK_PER_TEXT_BYTE * sum(
         f.stat().st_size for f in (tmp_path / ".." / TEXT[5:]).resolve().glob("*") if f.is_file()
     )
-    assert f"{expected / 1e9:,.1f} GB" in message
+    assert f"needs about {outdir.disk_figure(expected)} of free disk" in message
+    assert "its filesystem has 1.0 kB;" in message
 
 
 def test_the_disk_estimate_counts_compressed_input_as_more_text():

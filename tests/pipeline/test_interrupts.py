@@ -1,0 +1,165 @@
+"""A build stopped by Ctrl-C or SIGTERM, or by a full disk, ends in one line that says how to go
+on (`--resume`); its workers are gone, OUT's lock is free, and the resumed build equals a clean
+one. Disk figures come in the unit that fits."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline.cli import NO_SPACE, disk_full_said
+from pipeline.outdir import OutputError, OutputLock, check_free_space, disk_figure
+from schemas.manifest import read_manifest
+from schemas.validate.run import validate
+from tests.conftest import ROOT, SAMPLE_INPUT
+
+BUILD = [sys.executable, "-m", "pipeline.cli", "build", "--input", SAMPLE_INPUT]
+BUILD += ["--num-shards", "4", "--progress-seconds", "0"]
+INTERRUPTED = "interrupted; run the same command with --resume to continue\n"
+
+
+def children(pid: int) -> list[int]:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        return [
+            int(c) for t in tasks for c in open(f"/proc/{pid}/task/{t}/children").read().split()
+        ]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def shard_hashes(out: str) -> list[str]:
+    return [entry.sha256 for entry in read_manifest(out).shards]
+
+
+def run(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_a_two_worker_build_ends_in_one_line(sig, code, tmp_path, sample_shards):
+    out = str(tmp_path / "out")
+    p = subprocess.Popen(
+        [*BUILD, "--out", out, "--workers", "2"],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    workers = []
+    while time.monotonic() < deadline and p.poll() is None:  # the graph runs on its workers
+        workers = children(p.pid)
+        if len(workers) >= 2 and os.path.isdir(os.path.join(out, "shards", ".building")):
+            break
+        time.sleep(0.02)
+    assert len(workers) >= 2, "the build never started its workers"
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert (p.returncode, err) == (code, INTERRUPTED)
+    assert not [w for w in workers if alive(w)]
+    with OutputLock(out):  # free at once
+        pass
+    if sig == signal.SIGINT:  # what the line says works: the resumed build is a clean build
+        resumed = run([*BUILD, "--out", out, "--workers", "2", "--resume"])
+        assert resumed.returncode == 0, resumed.stderr
+        assert shard_hashes(out) == shard_hashes(sample_shards)
+
+
+@pytest.fixture
+def tiny_filesystem(tmp_path):
+    """A 300 kB tmpfs (needs root and mount); remount it larger with `grow()`."""
+    where = tmp_path / "fs"
+    where.mkdir()
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode:
+        pytest.skip(
+            f"cannot mount a tmpfs here ({r.stderr.strip()}); test_disk_full_line covers the line"
+        )
+
+    def grow():
+        subprocess.run(["mount", "-o", "remount,size=64m", str(where)], check=True)
+
+    try:
+        yield str(where), grow
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_names_out_and_its_filesystem_and_resume_goes_on(
+    tiny_filesystem, sample_shards
+):
+    where, grow = tiny_filesystem
+    out = os.path.join(where, "out")
+    full = run([*BUILD, "--out", out, "--workers", "1", "--no-disk-check"])
+    assert full.returncode == 1
+    assert full.stderr == (
+        f"error: the build ran out of disk: the filesystem at {where}, which holds --out {out}, "
+        f"has 0 bytes free ({NO_SPACE}); free space, then run the same command with --resume "
+        "to continue from what is finished\n"
+    )
+    grow()
+    resumed = run([*BUILD, "--out", out, "--workers", "1", "--no-disk-check", "--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert validate(out).ok
+    assert shard_hashes(out) == shard_hashes(sample_shards)
+
+
+def test_disk_full_line(tmp_path):
+    """The line for the runner's wrapped ENOSPC, whatever step hit it (no mount needed)."""
+    wrapped = (
+        f"error: the build failed: RuntimeError: OSError: [Errno 28] {NO_SPACE} [while running "
+        "'SplitSentences/Split'] (run again with --verbose for the traceback)"
+    )
+    out = str(tmp_path / "out")
+    with pytest.raises(SystemExit) as caught, disk_full_said(out):
+        raise SystemExit(wrapped)
+    line = caught.value.code
+    assert line.startswith("error: the build ran out of disk: the filesystem at ")
+    assert f"which holds --out {out}, has " in line and "run the same command with --resume" in line
+    assert "RuntimeError" not in line and "\n" not in line
+    with pytest.raises(SystemExit, match="^error: something else$"), disk_full_said(out):
+        raise SystemExit("error: something else")
+
+
+@pytest.mark.parametrize(
+    "size, said",
+    [
+        (30e6, "30.0 MB"),
+        (0, "0 bytes"),
+        (512, "512 bytes"),
+        (4_200, "4.2 kB"),
+        (1.5e9, "1.5 GB"),
+        (2.25e12, "2.2 TB"),
+    ],
+)
+def test_disk_figures_in_the_unit_that_fits(size, said):
+    assert disk_figure(size) == said
+
+
+def test_the_disk_check_with_30_mb_free_says_mb(tmp_path, monkeypatch):
+    usage = shutil.disk_usage(tmp_path)._replace(free=30_000_000)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage)
+    with pytest.raises(OutputError) as caught:
+        check_free_space(str(tmp_path / "out"), 2_400_000_000)
+    assert "needs about 2.4 GB of free disk" in str(caught.value)
+    assert "its filesystem has 30.0 MB;" in str(caught.value)
+    assert "0.0 GB" not in str(caught.value)
