@@ -49,7 +49,6 @@ def fields(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, str]:
 class HDF5Writer:
     """One HDF5 file per shard of the set."""
 
-
     def __init__(self, max_seq_length: int, max_predictions_per_seq: int, block_rows: int):
         self.widths = {
             name: max_seq_length if name in SEQ_FEATURES else max_predictions_per_seq

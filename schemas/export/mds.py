@@ -62,7 +62,6 @@ def max_sample_bytes(max_seq_length: int, max_predictions_per_seq: int, id_size:
 class MDSWriter:
     """Rows into MDS shards of at most `size_limit` bytes, across the set's shards."""
 
-
     def __init__(self, dest: Dest, id_dtype: str, size_limit: int = DEFAULT_SIZE_LIMIT):
         self.dest = dest
         self.size_limit = size_limit

@@ -120,7 +120,6 @@ class _Slots:
 class TFRecordWriter:
     """One TFRecord file per shard of the set."""
 
-
     def __init__(self):
         self.keys = {name: b"\x0a" + varint(len(name)) + name.encode() for name in FEATURES}
         self.heads: dict[tuple[str, int], bytes] = {}
