@@ -53,8 +53,8 @@ class Embeddings(nn.Module):
 # flex: flex_attention with a document mask; skips masked blocks (fast when compiled).
 # varlen: the variable-length flash kernel over the flattened tokens; CUDA only, skips every
 #   masked block.
-# auto: varlen on CUDA (flex if this torch lacks it), sdpa on the CPU; and sdpa wherever
-#   attention dropout is active, which neither kernel offers.
+# auto: varlen on CUDA in bf16/fp16 (flex in fp32, or if this torch lacks varlen), sdpa on
+#   the CPU; and sdpa wherever attention dropout is active, which neither kernel offers.
 ATTENTION_ROUTES = ("auto", "sdpa", "flex", "varlen")
 
 
@@ -73,14 +73,15 @@ def _has_varlen() -> bool:
     return True
 
 
-def attention_route(route: str, device: torch.device, dropout: bool) -> str:
-    """The route a packed batch takes (see `ATTENTION_ROUTES`)."""
+def attention_route(route: str, device: torch.device, dropout: bool, half: bool = True) -> str:
+    """The route a packed batch takes (see `ATTENTION_ROUTES`); `half`: attention computes in
+    bf16 or fp16 (the flash kernel takes nothing else)."""
     if route not in ATTENTION_ROUTES:
         raise ValueError(f"unknown attention route {route!r}; one of {', '.join(ATTENTION_ROUTES)}")
     if route == "auto":
         if device.type != "cuda" or dropout:
             return "sdpa"
-        return "varlen" if _has_varlen() else "flex"
+        return "varlen" if half and _has_varlen() else "flex"
     if route == "varlen" and device.type != "cuda":
         raise ValueError("the varlen attention route needs a CUDA device")
     if route != "sdpa" and dropout:
@@ -186,7 +187,12 @@ class BertModel(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if row_ids is not None:  # packed: block-diagonal, one block per row
             dropout = self.training and self.cfg.attention_dropout > 0
-            route = attention_route(self.attention_route, input_ids.device, dropout)
+            device = input_ids.device
+            half = torch.is_autocast_enabled(device.type) or self.pooler.weight.dtype in (
+                torch.bfloat16,
+                torch.float16,
+            )
+            route = attention_route(self.attention_route, device, dropout, half)
             mask = block_mask(row_ids, route)
         elif attention_mask is not None:
             # (batch, 1, 1, keys), True where a key is a real token: padding is never attended.

@@ -163,6 +163,7 @@ def test_routes_by_device():
     assert attention_route("auto", cpu, dropout=False) == "sdpa"
     assert attention_route("auto", cuda, dropout=True) == "sdpa"  # no dropout in the kernels
     assert attention_route("auto", cuda, dropout=False) in ("varlen", "flex")
+    assert attention_route("auto", cuda, dropout=False, half=False) == "flex"  # flash: 16-bit
     with pytest.raises(ValueError, match="needs a CUDA device"):
         attention_route("varlen", cpu, dropout=False)
     # The varlen layout: each row, and each sequence's padding, one sequence.
