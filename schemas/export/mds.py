@@ -53,10 +53,10 @@ def _shape_prefix(length: int) -> bytes:
 
 def max_sample_bytes(max_seq_length: int, max_predictions_per_seq: int, id_size: int = 4) -> int:
     """The largest sample a set of these widths can give."""
-    head = 4 * 4 + 8
-    return head + 3 * 2 + max_seq_length * (id_size + 1) + 3 * 2 + max_predictions_per_seq * (
-        id_size + 2
-    )
+    heads = 4 * 4 + 8  # the variable columns' sizes, the label
+    shapes = 4 * 3  # per array: a byte and a uint16 length
+    seq, preds = max_seq_length * (id_size + 1), max_predictions_per_seq * (id_size + 2)
+    return heads + shapes + seq + preds
 
 
 class MDSWriter:
@@ -149,9 +149,8 @@ def _samples(c: ShardColumns) -> list[bytes]:
     ).astype("<u4")
     heads_b = heads.tobytes()
     nsp = c.is_random_next.astype("<i8").tobytes()
-    ids_b, labels_b, pos_b, seg_b = ids.tobytes(), labels.tobytes(), positions.tobytes(), (
-        segments.tobytes()
-    )
+    ids_b, labels_b = ids.tobytes(), labels.tobytes()
+    pos_b, seg_b = positions.tobytes(), segments.tobytes()
     off = c.input_offsets.tolist()
     moff = c.masked_offsets.tolist()
     out = []
