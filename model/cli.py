@@ -173,6 +173,12 @@ def _start_flags(p: argparse.ArgumentParser) -> None:
     """Pre-training: what the weights start from."""
     p.add_argument("--resume", action="store_true", help="continue from RUN/last.pt")
     p.add_argument(
+        "--allow-other-shards",
+        action="store_true",
+        help="with --resume: continue on a shard set other than the run's own (another "
+        "manifest.json; default: refuse, naming both)",
+    )
+    p.add_argument(
         "--init",
         default="",
         metavar="DIR",
@@ -298,6 +304,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         resume=args.resume,
         init=args.init,
         init_map_vocab=args.init_map_vocab,
+        allow_other_shards=args.allow_other_shards,
     )
 
 

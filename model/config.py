@@ -109,6 +109,7 @@ class TrainConfig:
     resume: bool = False  # continue from RUN/last.pt
     init: str = ""  # a Hugging Face BERT directory to start from instead of `model`'s preset
     init_map_vocab: bool = False  # init: map its embedding rows onto the shards' vocab by piece
+    allow_other_shards: bool = False  # resume on a set other than the run's own (model.run_shards)
 
     def __post_init__(self):
         checks = [

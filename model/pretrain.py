@@ -35,6 +35,7 @@ from model.run_dir import (
     trim_metrics,
     write_checkpoint,
 )
+from model.run_lock import RunLock
 from model.training import (
     Dist,
     Meter,
@@ -71,7 +72,9 @@ def model_config(
 def pretrain(cfg: TrainConfig) -> dict:
     """Train as configured; returns {"step", "last" (the last metrics record), "eval"}."""
     d = init_distributed(cfg.device)
+    lock = RunLock(cfg.run, take=d.main)  # a second run into RUN is refused, naming this one
     try:
+        lock.acquire()
         result = _pretrain(cfg, d)
         if d.world > 1:
             # Every rank done with every collective, and the DDP model (which holds the
@@ -80,6 +83,7 @@ def pretrain(cfg: TrainConfig) -> dict:
             dist.barrier()
         return result
     finally:
+        lock.release()
         if d.world > 1 and dist.is_initialized():
             dist.destroy_process_group()
 

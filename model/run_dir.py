@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from model.config import BertConfig, TrainConfig, flag_hint
+from model.run_shards import check_shard_set, shard_set_entry
 from model.safe_load import PickledCodeError, load_weights
 from model.training import Dist, Trainer, WarmupLinear
 from schemas import storage
@@ -110,6 +111,7 @@ def checkpoint_state(
             "special_ids": shards.vocab.special_ids.to_dict(),
         },
         "shard_config": dict(shards.config),
+        **shard_set_entry(shards),  # its manifest's digest: a resume keeps the set
         "model": trainer.raw.state_dict(),
         "optimizer": trainer.optimizer.state_dict(),
         "scheduler": trainer.scheduler.state_dict(),
@@ -186,6 +188,7 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
     if changed:
         hints = ", ".join(_recipe_hint(ckpt, k) for k in changed)
         raise ValueError(f"{path}: resume with the run's own recipe: {hints}")
+    check_shard_set(path, ckpt, shards, trainer.cfg.allow_other_shards, trainer.d.main)
 
 
 def _recipe_hint(ckpt: dict, key: str) -> str:

@@ -1,0 +1,63 @@
+"""One pre-training run at a time in a run directory.
+
+Two runs writing one `RUN` would both train, and the later writer would own `last.pt`, the
+metrics and the config without a word. `RunLock` holds an exclusive `flock` on `RUN/.run.lock`
+for the whole run (rank 0 only: under torchrun the ranks of one run share its directory): a
+second run into the same directory is refused at once, naming the first (pid, host, start). The
+kernel releases the lock when the process ends, however it ends, so a killed run never leaves a
+stale lock behind; the empty file stays (it is the run's).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import platform
+import time
+
+from model.config import flag_hint
+
+LOCK_NAME = ".run.lock"
+
+
+def holder() -> str:
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
+    return f"pretrain pid {os.getpid()} on {platform.node()} (since {started})"
+
+
+class RunLock:
+    """An exclusive lock on a run directory while a run trains into it."""
+
+    def __init__(self, run: str, take: bool = True):
+        self.run, self.take = run, take  # take: False on ranks other than 0 (a no-op)
+        self.fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        if not self.take:
+            return self
+        os.makedirs(self.run, exist_ok=True)
+        fd = os.open(os.path.join(self.run, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 300, 0).decode("utf-8", "replace").strip() or "another run"
+            os.close(fd)
+            raise ValueError(
+                f"{self.run}: {other} is training into it now; wait for it to finish, or "
+                f"choose another {flag_hint('--run', 'DIR')}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, holder().encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock
+            self.fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
