@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 from pipeline.arguments import (
@@ -327,7 +328,10 @@ def _raise_interrupted(signum, frame) -> None:
 @contextlib.contextmanager
 def interrupts_unwind():
     """While a command runs, SIGINT and SIGTERM raise `Interrupted`; the handlers before are
-    restored after."""
+    restored after. Only the main thread may set handlers (a caller's thread keeps its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     before = {
         sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)
     }

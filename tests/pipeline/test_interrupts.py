@@ -163,3 +163,27 @@ def test_the_disk_check_with_30_mb_free_says_mb(tmp_path, monkeypatch):
     assert "needs about 2.4 GB of free disk" in str(caught.value)
     assert "its filesystem has 30.0 MB;" in str(caught.value)
     assert "0.0 GB" not in str(caught.value)
+
+
+def test_the_handlers_are_restored_and_threads_keep_theirs():
+    import threading
+
+    from pipeline.cli import interrupts_unwind
+
+    before = signal.getsignal(signal.SIGTERM)
+    with interrupts_unwind():
+        assert signal.getsignal(signal.SIGTERM) is not before
+    assert signal.getsignal(signal.SIGTERM) is before
+    failed = []
+
+    def in_a_thread():
+        try:
+            with interrupts_unwind():
+                pass
+        except ValueError as e:  # signal.signal outside the main thread
+            failed.append(e)
+
+    t = threading.Thread(target=in_a_thread)
+    t.start()
+    t.join()
+    assert not failed
