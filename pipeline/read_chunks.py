@@ -99,7 +99,7 @@ class ReadFile(Step):
         done = FileSystems.join(self.tmp, "items", item_key(group[0]) + ".json")
         records = read_marker(done).get("chunks")
         if records is not None:  # read by an earlier attempt, or an interrupted build
-            yield from (Chunk(**{**r, "starts": ()}) for r in records)
+            yield from (Chunk.from_record(r["path"], r) for r in records)
             return
         chunks = list(self.read(group))
         inputs = sorted({item[1] for item in group})  # named when an id repeats (BuildBucket)

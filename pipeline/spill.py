@@ -7,31 +7,42 @@ small `Chunk` record: its path, sizes and counts. Three kinds follow each other:
 
 - documents: what a reader made of one input file or span (Wikipedia pages still unrendered);
 - sentences: documents split into sentences;
-- units: every dupe pass of every tokenized document, sorted by its bucket hash `h`, in record
-  batches whose first `h` the `Chunk` keeps, so a bucket (a range of `h`) reads only its batches.
+- units: every dupe pass of every tokenized document, sorted by its bucket hash `h`, in one
+  record batch per slice of the hash space (the `slices` top bits of `h`), so a bucket (a range
+  of `h`) reads only the slices it overlaps.
 
 A chunk that exists is complete: it is written under a temporary name and renamed, or on gs://
-uploaded whole. On a remote filesystem a bucket reads exactly the bytes of its batches of each
-units file, in one ranged request: the `Chunk` of a units file keeps each batch's byte offset.
+uploaded whole. On a remote filesystem a bucket reads exactly the bytes of its slices of each
+units file: a units file `u.arrow` has beside it `u.arrow.index`, the byte offset of every
+slice's batch, and a bucket reads its few entries, then its batches, in two ranged requests.
+The slices are small there (about 16 KiB) and large locally, where the file is mapped and a
+bucket touches only the rows it takes: how many buckets a build has is not known when units are
+written, so only slices small beside any bucket keep a bucket's reads near what it needs.
 """
 
 from __future__ import annotations
 
-import bisect
+import itertools
 import json
+import math
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import pyarrow as pa
 
-from pipeline.fsio import atomic_create, is_local, read_bytes
+from pipeline.fsio import atomic_create, is_local, read_bytes, write_bytes
 from pipeline.instances import TokenizedDoc
 from pipeline.sources.documents import Document
 from pipeline.sources.wikipedia.pages import WikiPage
 
-UNIT_BATCH_ROWS = 256  # a bucket reads whole record batches: small ones waste little
+# Target bytes of one slice of a units file: remote, what a bucket may read beyond its range at
+# each end; local, few batches (a mapped file costs nothing beyond the rows read).
+REMOTE_SLICE_BYTES, LOCAL_SLICE_BYTES = 16 << 10, 256 << 10
+MAX_SLICE_BITS = 16
+INDEX_SUFFIX = ".index"
 
 
 @dataclass(frozen=True)
@@ -43,37 +54,29 @@ class Chunk:
     parts: int = 0  # paragraphs, or sentences
     tokens: int = 0  # units: tokens of the documents (one pass)
     counts: dict = field(default_factory=dict)  # "source/name" -> n, this step's own
-    starts: tuple[int, ...] = ()  # units: the first h of each record batch
-    offsets: tuple[int, ...] = ()  # units: where each record batch starts in the file, and the end
+    slices: int = 0  # units: batch s holds the units with h >> (64 - slices) == s
     id_type: str = ""  # units: the Arrow type of the token ids (to decode a batch alone)
 
+    @classmethod
+    def from_record(cls, path: str, record: dict) -> Chunk:
+        known = {f.name for f in fields(cls)} - {"path"}
+        return cls(path, **{k: v for k, v in record.items() if k in known})
 
-def write_table(path: str, table: pa.Table, max_rows: int | None = None, chunk=None) -> Chunk:
+
+def write_table(path: str, table: pa.Table, chunk=None, batches=None) -> None:
     """Write whole or not at all; `chunk` (its record, counts included) goes into the file's
-    metadata, so a resumed build can take the file as it is. With `max_rows`, the file's record
-    batches hold that many rows and the returned `Chunk` says where each starts."""
-    batches = table.to_batches(max_chunksize=max_rows) if max_rows else None
+    metadata, so a resumed build can take the file as it is. `batches`, when given, are the
+    file's record batches (of `table`'s schema)."""
     if chunk is not None:
-        record = {k: v for k, v in asdict(chunk).items() if k not in ("path", "offsets")}
-        if batches is not None:  # from the first batch on: the schema's length depends on it
-            sizes = [b.serialize().size for b in batches]
-            record["offsets"] = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        record = {k: v for k, v in asdict(chunk).items() if k != "path"}
         table = table.replace_schema_metadata({b"chunk": json.dumps(record).encode()})
     with atomic_create(path) as f, pa.ipc.new_file(f, table.schema) as writer:
         for batch in batches if batches is not None else [table]:
             writer.write(batch)
-    if chunk is None or batches is None:
-        return chunk
-    return replace(chunk, offsets=absolute(record["offsets"], table.schema.serialize().size))
 
 
 ARROW_MAGIC = 8  # "ARROW1" and its padding, before the schema message
 HEAD_BYTES = 64 << 10  # what a remote `finished` reads first: the schema message, usually
-
-
-def absolute(offsets, schema_bytes: int) -> tuple[int, ...]:
-    """Byte offsets from the first batch -> in the file (after the magic and the schema)."""
-    return tuple(ARROW_MAGIC + schema_bytes + int(o) for o in offsets)
 
 
 def finished(path: str) -> Chunk | None:
@@ -92,10 +95,9 @@ def finished(path: str) -> Chunk | None:
         return None
     except (OSError, KeyError, ValueError, pa.ArrowInvalid):
         return None  # not one of ours, or damaged: made again
-    chunk = Chunk(path, **{**record, "starts": tuple(record.get("starts", ())), "offsets": ()})
-    if "offsets" in record:
-        chunk = replace(chunk, offsets=absolute(record["offsets"], schema.serialize().size))
-    return chunk
+    if "ids" in schema.names and "slices" not in record:
+        return None  # units in an older layout: made again
+    return Chunk.from_record(path, record)
 
 
 def head_schema(path: str) -> pa.Schema:
@@ -199,13 +201,15 @@ def unit_schema(id_type: pa.DataType) -> pa.Schema:
 def write_units(
     path: str, units: Sequence[tuple[int, int, TokenizedDoc]], documents=0, tokens=0, counts=None
 ) -> Chunk:
-    """(h, pass, document) units, sorted here by (h, pass, id); `starts` indexes the batches.
-    `documents`, `tokens` (one pass) and `counts` are kept with the file."""
+    """(h, pass, document) units, sorted here by (h, pass, id), one record batch per slice of
+    the hash space (empty ones too: batch s is slice s); remote, with the slices' byte offsets
+    beside the file. `documents`, `tokens` (one pass) and `counts` are kept with the file."""
     units = sorted(units, key=lambda u: (u[0], u[1], u[2].id))
     id_type = pa.from_numpy_dtype(units[0][2].ids.dtype) if units else pa.uint16()
+    h = np.array([u[0] for u in units], dtype=np.uint64)
     table = pa.table(
         {
-            "h": np.array([u[0] for u in units], dtype=np.uint64),
+            "h": h,
             "pass": np.array([u[1] for u in units], dtype=np.uint32),
             "id": [u[2].id for u in units],
             "source": [u[2].source for u in units],
@@ -214,9 +218,27 @@ def write_units(
         },
         schema=unit_schema(id_type),
     )
-    starts = tuple(int(u[0]) for u in units[::UNIT_BATCH_ROWS])
-    chunk = Chunk(path, documents, 0, tokens, counts or {}, starts, id_type=str(id_type))
-    return write_table(path, table, UNIT_BATCH_ROWS, chunk)
+    target = LOCAL_SLICE_BYTES if is_local(path) else REMOTE_SLICE_BYTES
+    bits = min(MAX_SLICE_BITS, max(0, math.ceil(math.log2(max(1, table.nbytes / target)))))
+    chunk = Chunk(path, documents, 0, tokens, counts or {}, bits, str(id_type))
+    whole = table.combine_chunks().to_batches()[0] if len(table) else None
+    bounds = np.searchsorted(slice_of(h, bits), np.arange((1 << bits) + 1), side="left")
+    batches = [
+        whole.slice(a, b - a) if whole is not None else pa.RecordBatch.from_pylist([], table.schema)
+        for a, b in itertools.pairwise(bounds.tolist())
+    ]
+    if not is_local(path):  # where each batch starts, after the magic and the schema message
+        record = {k: v for k, v in asdict(chunk).items() if k != "path"}
+        schema = table.schema.with_metadata({b"chunk": json.dumps(record).encode()})
+        sizes = [ARROW_MAGIC + schema.serialize().size] + [b.serialize().size for b in batches]
+        write_bytes(path + INDEX_SUFFIX, np.cumsum(sizes, dtype="<u8").tobytes())
+    write_table(path, table, chunk, batches)
+    return chunk
+
+
+def slice_of(h: np.ndarray, bits: int) -> np.ndarray:
+    """The slice of each bucket hash: its top `bits` bits."""
+    return h >> np.uint64(64 - bits) if bits else np.zeros(len(h), dtype=np.uint64)
 
 
 def large_lists(arrays: Sequence[np.ndarray], value_type: pa.DataType) -> pa.LargeListArray:
@@ -234,13 +256,13 @@ def hash_range(bucket: int, buckets: int) -> tuple[int, int]:
 
 
 def read_units(chunk: Chunk, lo: int, hi: int) -> list[tuple[int, TokenizedDoc]]:
-    """The (pass, document) units of a units chunk with lo <= h < hi; reads only their batches."""
-    first = max(0, bisect.bisect_right(chunk.starts, lo) - 1)
-    stop = bisect.bisect_left(chunk.starts, hi)
-    if first >= stop:
-        return []
+    """The (pass, document) units of a units chunk with lo <= h < hi; reads only their slices."""
+    shift = 64 - chunk.slices
+    first, last = lo >> shift, (hi - 1) >> shift
     out = []
-    for batch in unit_batches(chunk, first, stop):
+    for batch in unit_batches(chunk, first, last + 1):
+        if not batch.num_rows:
+            continue
         h = batch.column(0).to_numpy()
         keep = h >= np.uint64(lo)
         if hi < 1 << 64:
@@ -249,15 +271,31 @@ def read_units(chunk: Chunk, lo: int, hi: int) -> list[tuple[int, TokenizedDoc]]
     return out
 
 
+def read_bucket_units(chunks: Sequence[Chunk], lo: int, hi: int) -> list[tuple[int, TokenizedDoc]]:
+    """`read_units` of every chunk, in order; remote files are read side by side, since a
+    bucket asks every units file for a few slices and each asking is a round trip."""
+    if all(is_local(c.path) for c in chunks):
+        return [u for c in chunks for u in read_units(c, lo, hi)]
+    with ThreadPoolExecutor(max_workers=REMOTE_READERS) as pool:
+        parts = list(pool.map(lambda c: read_units(c, lo, hi), chunks))
+    return [u for part in parts for u in part]
+
+
+REMOTE_READERS = 16
+
+
 def unit_batches(chunk: Chunk, first: int, stop: int) -> Iterator[pa.RecordBatch]:
     """Record batches [first, stop) of a units file: from its memory map locally; elsewhere
-    from one ranged read of exactly their bytes, decoded with the units schema."""
-    if is_local(chunk.path) or not chunk.offsets:
+    its offsets from the index beside it, then exactly those bytes, each one ranged read."""
+    if is_local(chunk.path):
         reader = open_table(chunk.path)
         yield from (reader.get_batch(b) for b in range(first, stop))
         return
-    data = read_bytes(chunk.path, chunk.offsets[first], chunk.offsets[stop])
-    messages = pa.ipc.MessageReader.open_stream(pa.py_buffer(data))
+    index = read_bytes(chunk.path + INDEX_SUFFIX, 8 * first, 8 * (stop + 1))
+    start, end = np.frombuffer(index, dtype="<u8")[[0, -1]].tolist()
+    if start == end:
+        return
+    messages = pa.ipc.MessageReader.open_stream(pa.py_buffer(read_bytes(chunk.path, start, end)))
     schema = unit_schema(pa.type_for_alias(chunk.id_type))
     for _ in range(first, stop):
         yield pa.ipc.read_record_batch(messages.read_next_message(), schema)

@@ -34,9 +34,9 @@ from pipeline.spill import (
     Chunk,
     finished,
     hash_range,
+    read_bucket_units,
     read_documents,
     read_sentences,
-    read_units,
     write_sentences,
     write_units,
 )
@@ -327,7 +327,7 @@ class BuildBucket(Step):
             return
         lo, hi = hash_range(bucket, buckets)
         chunks = [c for c in chunks if c.path]
-        units = [u for c in chunks for u in read_units(c, lo, hi)]
+        units = read_bucket_units(chunks, lo, hi)
         try:
             built = build_bucket(bucket, units, self.cfg, token_spec(vocab))
         except RepeatedIdError as e:

@@ -45,6 +45,7 @@ def fresh():
     return {"requests": 0, "bytes_down": 0, "bytes_up": 0, "token_requests": 0, "by_kind": {}}
 
 STATS.update(fresh())
+LOG_SIZE = 200_000
 LOG = []  # (method, path) of the latest requests, for a look at what a build asked
 PRECONDITION = threading.Lock()  # a checked request and its check, one at a time
 NAME_IN_BODY = re.compile(rb'"name"\s*:\s*("(?:[^"\\]|\\.)*")')
@@ -176,8 +177,10 @@ class Handler(BaseHTTPRequestHandler):
             STATS["bytes_up"] += len(body)
             STATS["bytes_down"] += len(data)
             STATS["by_kind"][k] = STATS["by_kind"].get(k, 0) + 1
-            LOG.append((self.command, self.path))
-            del LOG[:-5000]
+            name = NAME_IN_BODY.search(body) if k == "upload" else None
+            LOG.append((self.command, self.path + (f"#{json.loads(name.group(1))}" if name else ""),
+                        resp.status))
+            del LOG[:-LOG_SIZE]
         self.send_response(resp.status)
         for key, value in resp.getheaders():
             if key.lower() not in ("content-length", "transfer-encoding", "connection"):
@@ -322,8 +325,9 @@ class GcsEmulator:
     def stats(self) -> dict:
         return self._call("GET", "/__stats")
 
-    def request_log(self) -> list[tuple[str, str]]:
-        """(method, path) of the latest 5,000 counted requests."""
+    def request_log(self) -> list[tuple[str, str, int]]:
+        """(method, path, status) of the latest 200,000 counted requests; an upload's path ends
+        with `#` and the object's name."""
         return [tuple(x) for x in self._call("GET", "/__log")]
 
     def reset_stats(self) -> None:

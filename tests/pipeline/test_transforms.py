@@ -121,7 +121,7 @@ def test_tokenize_documents_exact(tmp_path):
 def test_units_fall_into_exactly_one_bucket_whatever_the_count(tmp_path):
     units = [(stable_hash(i), i % 3, tokenized(f"d{i}", 1)) for i in range(700)]
     chunk = write_units(str(tmp_path / "u.arrow"), units)
-    assert len(chunk.starts) == 3  # batches of 256 rows
+    assert chunk.slices == 0  # one slice: a small file, mapped
     for buckets in (1, 2, 3, 7, 1000):
         seen = []
         for b in range(buckets):
@@ -168,7 +168,7 @@ def test_create_instances_equals_the_plain_function_whatever_the_chunking(tmp_pa
         for i, part in enumerate(split):
             units = [(stable_hash(cfg.seed, "bucket", p, d.id), p, d) for d in part for p in (0, 1)]
             chunk = write_units(str(out / f"u{i}.arrow"), units)
-            chunks.append(Chunk(chunk.path, len(part), tokens=99, starts=chunk.starts))
+            chunks.append(Chunk(chunk.path, len(part), tokens=99, slices=chunk.slices))
         with pipeline() as p:
             vocab = p | "V" >> beam.Create([VOCAB.to_text()])  # side inputs carry the text
             built = (
@@ -221,16 +221,6 @@ def test_small_files_are_read_together_up_to_the_chunk_size():
         return i[1], i[3].start if i[3] else -1
 
     assert sorted(map(key, (i for g in groups for i in g))) == sorted(key(i) for i, _ in sized)
-
-
-def test_a_units_file_read_as_a_stream_equals_the_mapped_one(tmp_path):
-    from pipeline.spill import open_stream, open_table
-
-    units = [(stable_hash(i), 0, tokenized(f"d{i}", 2)) for i in range(600)]
-    path = write_units(str(tmp_path / "u.arrow"), units).path
-    mapped, stream = open_table(path), open_stream(path)
-    assert stream.num_record_batches == mapped.num_record_batches == 3
-    assert stream.get_batch(2).equals(mapped.get_batch(2))
 
 
 def test_a_step_collects_garbage_less_often_and_never_more() -> None:
