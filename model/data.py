@@ -224,7 +224,9 @@ class PretrainingData:
     def batch(self, position: int) -> dict[str, torch.Tensor] | None:
         """The batch at `position`, or None when this rank's slice of a last partial batch is
         empty. Tensors: input_ids, token_type_ids, attention_mask (batch, length), mlm_positions
-        and mlm_labels (flat over batch x length), nsp_labels (batch,)."""
+        and mlm_labels (flat over batch x length), nsp_labels (batch,). Packed: the same over
+        (packed sequences, max_seq_length rounded up to 8), with position_ids, row_ids and
+        cls_positions (`model.packing.pack`), nsp_labels one per row."""
         epoch = position // self.batches_per_epoch
         local, rows, sizes = self._units_at(position)
         if len(rows) == 0:
