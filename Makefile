@@ -114,6 +114,7 @@ corpora: $(STAMP)
 bench: $(STAMP)
 	@test -d '$(DATA)/corpora/kernel-docs-200mb' || $(MAKE) corpora DATA='$(DATA)'
 	-PYTHON=$(PYTHON) bash bench/reference_env.sh '$(DATA)/bench-env'
+	-PYTHON=$(PYTHON) bash bench/lddl_env.sh '$(DATA)/lddl-env'
 	DATA='$(DATA)' $(PY) -m bench.run $(ARGS)
 
 clean:

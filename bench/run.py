@@ -34,6 +34,10 @@ def run_area(area: str, args) -> list[dict]:
         from bench import wiki_bench
 
         return wiki_bench.run()
+    if area == "lddl":  # NVIDIA's LDDL beside our build, same documents (bench/lddl_env.sh)
+        from bench import lddl_bench
+
+        return lddl_bench.run(args.lddl_mb)
     if area == "validate":
         from bench import validate_bench
 
@@ -77,6 +81,9 @@ def main(argv=None) -> int:
         nargs="+",
         default=[200, 500, 1000, 2000],
         help="corpus sizes of the scale series (default: 200 500 1000 2000)",
+    )
+    ap.add_argument(
+        "--lddl-mb", type=float, default=10.0, help="MB of books text per corpus for LDDL"
     )
     ap.add_argument("--out", default="bench/results/bench.json")
     args = ap.parse_args(argv)
