@@ -93,9 +93,14 @@ def _gcs_objects(prefix_path: str):
     return (o for o in gcs_client().list_blobs(bucket, prefix=prefix) if not o.name.endswith("/"))
 
 
+_LISTED_SIZES: dict[str, int] = {}  # gs:// path -> size, from this process's listings
+
+
 def _metadata(bucket: str, obj) -> FileMetadata:
     updated = obj.updated.timestamp() if obj.updated else 0.0
-    return FileMetadata(f"gs://{bucket}/{obj.name}", obj.size or 0, updated)
+    path = f"gs://{bucket}/{obj.name}"
+    _LISTED_SIZES[path] = obj.size or 0
+    return FileMetadata(path, obj.size or 0, updated)
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -233,6 +238,14 @@ def size(path: str) -> int:
             found.reload()
             return found.size
     return FileSystems.get_filesystem(path).size(path)
+
+
+def listed_size(path: str) -> int:
+    """A file's size as its folder's listing in this process gave it (no request), else asked
+    for. For what only plans work (packing small files into reads), never for what is read."""
+    if path in _LISTED_SIZES:
+        return _LISTED_SIZES[path]
+    return size(path)
 
 
 def match(pattern: str) -> list[FileMetadata]:
