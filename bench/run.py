@@ -18,7 +18,7 @@ import platform
 import sys
 import traceback
 
-AREAS = ("pipeline", "profile", "wikipedia", "validate", "export", "model", "scale", "dask")
+AREAS = ("pipeline", "profile", "wikipedia", "validate", "export", "model", "scale", "dask", "gcs")
 
 
 def run_area(area: str, args) -> list[dict]:
@@ -50,6 +50,10 @@ def run_area(area: str, args) -> list[dict]:
         from bench import scale_bench
 
         return scale_bench.run(os.environ.get("DATA", "data"), args.scale_mb)
+    if area == "gcs":  # a gs:// build against the local GCS emulator: requests and bytes per GB
+        from bench import gcs_bench
+
+        return gcs_bench.run(os.environ.get("DATA", "data"))
     if area == "dask":
         from bench import dask_bench
 
