@@ -272,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
     """Flags -> TrainConfig, filling the preset's defaults for what was not given."""
+    if args.mask_prob is not None and not 0 < args.mask_prob < 1:
+        raise ValueError(f"--mask-prob {args.mask_prob}: give a share in (0, 1), e.g. 0.30")
     defaults = training_defaults(args.model, args.steps)
     name = os.path.basename(os.path.normpath(args.shards)) or "shards"
     return TrainConfig(

@@ -76,6 +76,8 @@ def test_mask_prob_implies_remask_and_is_checked():
         TrainConfig(mask_prob=0.3)
     with pytest.raises(ValueError, match="--mask-prob must lie in"):
         TrainConfig(mask_prob=1.5, remask=True)
+    with pytest.raises(ValueError, match=r"--mask-prob 0.0: give a share in \(0, 1\)"):
+        train_config(build_parser().parse_args(["pretrain", "--mask-prob", "0"]))
 
 
 def test_no_nsp_trains_masked_lm_only_and_exports_a_masked_lm(shards_dir, tmp_path):
