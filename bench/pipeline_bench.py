@@ -19,7 +19,9 @@ sides use, seq 128, dupe 5, masked LM 0.15, 20 predictions:
 Rates are MB of input text per CPU-second (user + sys of the whole process tree, children
 included: the machine is shared, so wall time is noisy; wall is reported too). The ratio to the
 reference and the share of the floor are quotients of those rates, all from this one run.
-Then the books layout against Punkt + tokenizer. (Memory at scale: `bench/scale_bench.py`.)
+Then the books layout: Punkt alone against the fast route (`pipeline.punkt_fast`), the
+split + tokenizer floor, and builds with each worker count on `--books-mb` MB. (Memory at
+scale: `bench/scale_bench.py`.)
 
 Which files each side reads: `bench/pipeline_inputs.py`; each side run and measured:
 `bench/pipeline_runs.py`; the figures as rows: `bench/pipeline_rows.py`.
@@ -57,7 +59,7 @@ class BenchConfig:
     workers: tuple[int, ...] = (1, 2)  # our build on `mb`, once per worker count
     seeds: int = 4  # fidelity builds on the slice; 2+ measure the seed-to-seed spread
     corpora: tuple[str, ...] = ("kernel-docs", "wikipedia")
-    books_mb: float = 25  # the books-layout build (kernel docs)
+    books_mb: float = 200  # the books-layout builds (kernel docs), as large as the text ones
 
     def __post_init__(self) -> None:
         if self.mb <= 0 or self.slice_mb <= 0 or self.seeds < 1 or not self.workers:
@@ -148,22 +150,64 @@ def scaling_rows(corpus: str, walls: dict[int, float], pair: list[float], size: 
     ]
 
 
-def books_rows(mb: float, vocab: str, w: int, tmp: str) -> list[dict]:
-    """The raw-format floor (Punkt + tokenizer), then a build of the books layout."""
+def split_rates(dirs: list[str]) -> tuple[float, float, int]:
+    """MB per CPU-second of NLTK's `PunktSentenceTokenizer.tokenize` and of the fast route
+    (`pipeline.punkt_fast`, its caches empty at the start) on the paragraphs of the first copy
+    alone (distinct text: no decision is remembered from another copy), one process, with the
+    collector set as the build's steps set it; and the bytes. Both give the same sentences
+    (checked here too)."""
+    import gc
+    import time
+
+    from bench.pipeline_inputs import read_text
+    from pipeline.punkt_fast import FastPunkt
+    from pipeline.sentences import english_tokenizer
+    from pipeline.stage import fewer_collections
+
+    texts = read_text(dirs[:1])
+    size = sum(len(t.encode()) for t in texts)
+    paragraphs = [" ".join(p.split()) for t in texts for p in t.split("\n\n") if p.strip()]
+    tok = english_tokenizer()
+    fewer_collections()
+    rates = []
+    for split in (tok.tokenize, FastPunkt(tok).tokenize):
+        gc.collect()
+        start = time.process_time()
+        out = [split(p) for p in paragraphs]
+        rates.append((size / 1e6 / (time.process_time() - start), out))
+    if rates[0][1] != rates[1][1]:
+        raise RuntimeError("the fast route's sentences differ from Punkt's")
+    return rates[0][0], rates[1][0], size
+
+
+def books_rows(mb: float, vocab: str, workers: tuple[int, ...], tmp: str) -> list[dict]:
+    """Punkt alone and the fast route alone, the raw-format floor (the split + tokenizer), then
+    builds of the books layout with each worker count."""
     dirs, size = corpus_files("books", mb)
+    nltk_rate, fast_rate, split_size = split_rates(dirs)
     floor = raw_floor(vocab, dirs, size)
-    measured, _ = build("books", dirs, f"{tmp}/books", vocab, w)
-    rate = size / 1e6 / measured.cpu
-    note = f"{size / 1e6:.0f} MB, {measured.wall:.0f} s wall; {floor / rate:.1f}x the floor's time"
-    return [
-        row("floor: Punkt + encode_batch_fast, 1 thread", round(floor, 3), "MB/CPU-s", "books"),
-        row(
-            f"books format, {w} worker(s)",
-            round(rate, 3),
-            "MB/CPU-s",
-            note,
-        ),
+    note = f"{split_size / 1e6:.1f} MB, one copy; the fast route {fast_rate / nltk_rate:.1f}x"
+    rows = [
+        row("split: NLTK PunktSentenceTokenizer alone", round(nltk_rate, 3), "MB/CPU-s", note),
+        row("split: the fast route alone, same sentences", round(fast_rate, 3), "MB/CPU-s", note),
+        row("floor: split + encode_batch_fast, 1 thread", round(floor, 3), "MB/CPU-s", "books"),
     ]
+    walls = {}
+    for w in workers:
+        measured, _ = build("books", dirs, f"{tmp}/books-{w}", vocab, w)
+        shutil.rmtree(f"{tmp}/books-{w}", ignore_errors=True)
+        rate, walls[w] = size / 1e6 / measured.cpu, measured.wall
+        note = (
+            f"{size / 1e6:.0f} MB, {measured.cpu:.0f} CPU-s, {measured.wall:.0f} s wall, peak "
+            f"{measured.peak / 2**30:.2f} GiB; {floor / rate:.1f}x the floor's time"
+        )
+        rows.append(row(f"books format, {w} worker(s)", round(rate, 3), "MB/CPU-s", note))
+    if 1 in walls and 2 in walls:
+        note = f"{walls[1]:.1f} s with 1 worker, {walls[2]:.1f} s with 2"
+        rows.append(
+            row("books: 2 workers against 1, wall", round(walls[1] / walls[2], 2), "x", note)
+        )
+    return rows
 
 
 def run(cfg: BenchConfig = BenchConfig()) -> list[dict]:
@@ -177,7 +221,7 @@ def run(cfg: BenchConfig = BenchConfig()) -> list[dict]:
             if not os.path.isfile(vocab):
                 copy = sorted(glob.glob(f"{CORPUS}/text/copy-*"))[:1]
                 vocab, _ = train_vocab(copy, f"{tmp}/vocab")
-            rows += books_rows(cfg.books_mb, vocab, max(cfg.workers), tmp)
+            rows += books_rows(cfg.books_mb, vocab, cfg.workers, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # the slices' shards and the reference's records
     return rows
