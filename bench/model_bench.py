@@ -8,7 +8,8 @@
   (`schemas.synthetic`: seq 128, 30,522 pieces, a build's statistics): static masks, dynamic
   re-masking, and whole-word re-masking. The target is >= 50,000 sequences/s.
 - Packing (`--pack`), on shards the pipeline builds from real prose (a part of the kernel-docs
-  corpus of `make corpora`, else the bundled sample) at seq 128 and 512: the share of computed
+  corpus and gensim's Wikipedia sample, both from `make corpora`, else the bundled sample) at
+  seq 128 and 512: the share of computed
   tokens that are padding, padded (batch 32, to a multiple of 8) and packed; rows per packed
   sequence (the batch-size rule); real (non-pad) tokens per CPU-second of the mini preset's
   training step at seq 512, packed against padded (one thread, the same batch of sequences);
@@ -182,27 +183,33 @@ def bench_loader(directory: str, wwm_directory: str, rows: int) -> list[dict]:
 SAMPLE_INPUT = "books:sample/books,text:sample/text"
 
 
-def real_shards(directory: str, seq: int) -> tuple[str, str]:
-    """Shards the pipeline builds from real prose at `seq`: one 4 MB part of the kernel-docs
-    text corpus (`make corpora`) when present, else the bundled sample; (path, what)."""
+WIKI_SAMPLE = "gensim/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+def real_inputs() -> list[tuple[str, str]]:
+    """(pipeline input, name) of the real prose at hand: one 4 MB part of the kernel-docs text
+    and gensim's shortened English Wikipedia dump (both fetched by `make corpora`), else the
+    bundled sample."""
+    data = os.environ.get("DATA", "data")
+    candidates = (
+        ("text", f"{data}/corpora/kernel-docs/text/part-00000.txt", "kernel-docs part-00000"),
+        ("wikipedia", f"{data}/{WIKI_SAMPLE}", "Wikipedia (gensim's enwiki sample)"),
+    )
+    found = [(f"{kind}:{path}", name) for kind, path, name in candidates if os.path.exists(path)]
+    return found or [(SAMPLE_INPUT, "sample/")]
+
+
+def real_shards(directory: str, seq: int, inputs: str, name: str) -> str:
+    """Shards the pipeline builds from `inputs` at `seq` (dupe factor 1, 4 shards)."""
     from pipeline.cli import main as build
 
-    part = os.path.join(os.environ.get("DATA", "data"), "corpora/kernel-docs/text/part-00000.txt")
-    inputs, what = (
-        (f"text:{part}", "kernel-docs part-00000")
-        if os.path.exists(part)
-        else (
-            SAMPLE_INPUT,
-            "sample/",
-        )
-    )
-    out = os.path.join(directory, f"real-{seq}")
+    out = os.path.join(directory, f"real-{seq}-{name.split()[0].lower()}")
     args = ["build", "--input", inputs, "--out", out, "--workers", "1", "--num-shards", "4"]
     args += ["--max-seq-length", str(seq), "--dupe-factor", "1"]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         if build(args) != 0:
             raise RuntimeError(f"building shards from {inputs} failed")
-    return out, what
+    return out
 
 
 def padding_share(data: PretrainingData) -> float:
@@ -242,17 +249,17 @@ def bench_packing_shares(shards: str, seq: int, what: str) -> list[dict]:
     ]
 
 
-def _cpu_seconds(steps: dict, rounds: int) -> dict[str, float]:
-    """CPU-seconds of each function's calls, run in turn (one thread: CPU time is the step's
-    own work, whatever else the machine runs)."""
+def _cpu_seconds(steps: dict[str, list], rounds: int) -> dict[str, float]:
+    """CPU-seconds of each list of functions, the lists' i-th calls side by side (one thread:
+    CPU time is the step's own work, whatever else the machine runs)."""
     used = dict.fromkeys(steps, 0.0)
     for fns in steps.values():
         fns[0]()  # warm-up
     for _ in range(rounds):
-        for name, fns in steps.items():
-            for fn in fns:
+        for i in range(min(len(fns) for fns in steps.values())):
+            for name, fns in steps.items():
                 t = time.process_time()
-                fn()
+                fns[i]()
                 used[name] += time.process_time() - t
     return used
 
@@ -270,15 +277,15 @@ def bench_packed_step(shards: str, what: str, name: str = "mini", b: int = 8) ->
             data = PretrainingData(s, parts, LoaderConfig(batch_size=b, pack=pack))
             model = BertForPreTraining(model_config(name, s), torch.Generator().manual_seed(0))
             opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-            chosen = [data.batch(p) for p in range(3)]
+            chosen = [data.batch(p) for p in range(6)]
             steps[mode] = [_ours_step(model, opt, batch) for batch in chosen]
             real[mode] = sum(int(x["attention_mask"].sum()) for x in chosen)
-        rounds = 2
+        rounds = 1
         used = _cpu_seconds(steps, rounds)
     finally:
         torch.set_num_threads(threads)
     rate = {m: rounds * real[m] / used[m] for m in steps}
-    note = f"{what}, {name} preset, seq 512, batches of {b} sequences x 3, fp32, 1 thread"
+    note = f"{what}, {name} preset, seq 512, batches of {b} sequences x 6, fp32, 1 thread"
     return [
         _row("real tokens/CPU-s seq 512 padded", round(rate["padded"]), "tokens/CPU-s", note),
         _row("real tokens/CPU-s seq 512 packed", round(rate["packed"]), "tokens/CPU-s", note),
@@ -292,11 +299,15 @@ def bench_packed_step(shards: str, what: str, name: str = "mini", b: int = 8) ->
 
 
 def bench_packing(tmp: str) -> list[dict]:
-    out = []
-    for seq in (128, 512):
-        shards, what = real_shards(tmp, seq)
-        out += bench_packing_shares(shards, seq, what)
-    return out + bench_packed_step(shards, what)
+    """Padding shares on every real corpus at hand; the step rate on the first one, at 512."""
+    out, step = [], None
+    for inputs, what in real_inputs():
+        for seq in (128, 512):
+            shards = real_shards(tmp, seq, inputs, what)
+            out += bench_packing_shares(shards, seq, what)
+            if seq == 512 and step is None:
+                step = bench_packed_step(shards, what)
+    return out + step
 
 
 def bench_gpu(shards: str, batch_size: int = 128, steps: int = 20) -> list[dict]:
