@@ -289,15 +289,6 @@ def entries(folder: str) -> tuple[list[str], list[str]]:
     return sorted(files), sorted(folders)
 
 
-def is_folder(path: str) -> bool:
-    """A local directory, or a name prefix (`path/`) that some object has."""
-    if is_gcs(path):
-        bucket, name = split_gcs(path.rstrip("/"))
-        objects = gcs_client().list_blobs(bucket, prefix=name + "/" if name else "", max_results=1)
-        return any(True for _ in objects)
-    return FileSystems.exists(path.rstrip("/") + "/")
-
-
 # -- removing and publishing ------------------------------------------------------------------
 
 
@@ -318,8 +309,11 @@ def remove_tree(folder: str) -> None:
     folder = folder.rstrip("/")
     if is_gcs(folder):
         remove([m.path for m in files_under(folder) if m.path != folder])
-    elif FileSystems.exists(folder + "/"):
-        FileSystems.delete([folder])
+    elif is_local(folder):
+        if os.path.isdir(folder):
+            FileSystems.delete([folder])
+    else:  # another object store through Beam: its folders are prefixes too
+        remove([m.path for m in match(folder + "/**")])
 
 
 def move(src: str, dst: str) -> None:
