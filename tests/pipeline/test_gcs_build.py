@@ -237,3 +237,27 @@ def test_vocab_on_gcs_is_the_build_vocab(gcs_emulator, gcs_input, sample_shards)
     with open(os.path.join(sample_shards, "vocab.txt"), "rb") as f:
         assert read("gs://vocab/v/vocab.txt") == f.read()
     assert gcs_emulator.list_objects("vocab") == ["v/tokenizer.json", "v/vocab.txt"]
+
+
+def test_a_lock_of_this_machine_is_taken_over_only_when_its_process_is_gone(gcs_bucket):
+    """As a local flock: a live holder on this machine refuses; a dead one's lock is taken."""
+    import platform
+
+    from pipeline.fsio import exists, read_text, write_text
+    from pipeline.outdir import OutputError, OutputLock
+
+    out = f"gs://{gcs_bucket}/out"
+    lock = f"{out}/.bert-shards.lock"
+    write_text(lock, f"build pid {os.getpid()} on {platform.node()} since then")
+    with pytest.raises(OutputError, match=f"build pid {os.getpid()} on"):
+        OutputLock(out).__enter__()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    write_text(lock, f"build pid {dead} on {platform.node()} since then")
+    with OutputLock(out):
+        assert read_text(lock).startswith(f"build pid {os.getpid()} on ")
+    assert not exists(lock)
