@@ -141,11 +141,26 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
             finally:  # Beam removes it only after a run, not when the graph was refused
                 shutil.rmtree(p.local_tempdir, ignore_errors=True)
     except Exception as e:
+        stopped = interrupt_inside(e)
+        if stopped is not None:  # a signal that landed inside a step the runner wrapped
+            raise stopped from None
         if verbose:
             raise
         raise SystemExit(f"error: {failure_line(e)}") from None
     finally:
         beam_logger.setLevel(level)
+
+
+def interrupt_inside(e: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (Ctrl-C, or a signal raised as one) that a runner's own error
+    wraps, when a step running in this process was interrupted; else None."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
 
 
 @contextmanager

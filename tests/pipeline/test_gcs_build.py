@@ -116,26 +116,33 @@ def test_dedup_on_gcs_is_the_local_dedup(gcs_emulator, gcs_input, tmp_path):
     assert shard_set("gs://dedup/out") == shard_set(local)
 
 
-def test_resume_after_sigkill(gcs_emulator, gcs_input, local_set):
-    """Killed mid-build: no manifest, its lock left behind (this machine, process gone: taken
-    over); `--resume` ends with the uninterrupted build's bytes and an empty build area."""
-    gcs_emulator.create_bucket("resume")
-    out = "gs://resume/out"
+def start_build(out: str, inputs: str, gcs) -> subprocess.Popen:
+    """A build into `out` in a process of its own, returned once it has split a chunk."""
     code = (
         "import sys; from tests.conftest import build_shards; "
-        f"sys.exit(build_shards({out!r}, '--num-shards', '4', inputs={gcs_input!r}))"
+        f"sys.exit(build_shards({out!r}, '--num-shards', '4', inputs={inputs!r}))"
     )
     child = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=ROOT,
         env=dict(os.environ),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
-    while not [n for n in bucket_objects(gcs_emulator, out) if "/tmp/sentences/" in n]:
+    while not [n for n in bucket_objects(gcs, out) if "/tmp/sentences/" in n]:
         assert child.poll() is None and time.monotonic() < deadline, "the build ended first"
         time.sleep(0.02)
+    return child
+
+
+def test_resume_after_sigkill(gcs_emulator, gcs_input, local_set):
+    """Killed mid-build: no manifest, its lock left behind (this machine, process gone: taken
+    over); `--resume` ends with the uninterrupted build's bytes and an empty build area."""
+    gcs_emulator.create_bucket("resume")
+    out = "gs://resume/out"
+    child = start_build(out, gcs_input, gcs_emulator)
     child.send_signal(signal.SIGKILL)
     child.wait()
     names = bucket_objects(gcs_emulator, out)
@@ -144,6 +151,20 @@ def test_resume_after_sigkill(gcs_emulator, gcs_input, local_set):
     assert build_shards(out, "--num-shards", "4", "--resume", inputs=gcs_input) == 0
     assert shard_set(out) == local_set
     assert not [n for n in bucket_objects(gcs_emulator, out) if "/.building/" in n]
+
+
+def test_sigterm_releases_the_lock_object(gcs_emulator, gcs_input):
+    """Stopped by SIGTERM, the build unwinds: exit 143, its lock object deleted, no manifest,
+    the finished work kept for --resume."""
+    gcs_emulator.create_bucket("term")
+    out = "gs://term/out"
+    child = start_build(out, gcs_input, gcs_emulator)
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 143, err[-2000:]
+    names = bucket_objects(gcs_emulator, out)
+    assert "out/.bert-shards.lock" not in names and "out/manifest.json" not in names
+    assert [n for n in names if "/tmp/sentences/" in n]
 
 
 def test_a_second_build_into_one_out_is_refused(gcs_emulator, gcs_bucket, capsys):
