@@ -67,7 +67,7 @@ class FastPunkt:
     bounded; the sentences never depend on what they hold.
     """
 
-    def __init__(self, tokenizer: PunktSentenceTokenizer, limit: int = 400_000):
+    def __init__(self, tokenizer: PunktSentenceTokenizer, limit: int = 100_000):
         from nltk.tokenize import punkt
 
         params = tokenizer._params
