@@ -18,7 +18,18 @@ import platform
 import sys
 import traceback
 
-AREAS = ("pipeline", "profile", "wikipedia", "validate", "export", "model", "scale", "dask", "gcs")
+AREAS = (
+    "pipeline",
+    "profile",
+    "wikipedia",
+    "lddl",
+    "validate",
+    "export",
+    "model",
+    "scale",
+    "dask",
+    "gcs",
+)
 
 
 def run_area(area: str, args) -> list[dict]:
