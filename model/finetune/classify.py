@@ -11,9 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from model.finetune.config import FinetuneConfig
-from model.finetune.task import Predict, Task
-from model.metrics import accuracy, binary_f1, matthews_corrcoef, pearson, spearman
-from model.tasks import (
+from model.finetune.data import (
     GLUE_TASKS,
     GlueTask,
     data_files,
@@ -21,6 +19,8 @@ from model.tasks import (
     read_tsv,
     sequence_features,
 )
+from model.finetune.metrics import accuracy, binary_f1, matthews_corrcoef, pearson, spearman
+from model.finetune.task import Predict, Task
 
 
 class Classify(Task):

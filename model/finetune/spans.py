@@ -11,9 +11,15 @@ import torch
 import torch.nn.functional as F
 
 from model.finetune.config import FinetuneConfig
+from model.finetune.data import (
+    SquadExample,
+    answer_is_aligned,
+    data_files,
+    read_squad,
+    span_features,
+)
+from model.finetune.metrics import squad_scores
 from model.finetune.task import Predict, Task
-from model.metrics import squad_scores
-from model.tasks import SquadExample, answer_is_aligned, data_files, read_squad, span_features
 
 
 class Spans(Task):

@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from model.finetune.config import FinetuneConfig
+from model.finetune.data import IGNORE, data_files, read_conll, token_features
+from model.finetune.metrics import entity_f1
 from model.finetune.task import Predict, Task
-from model.metrics import entity_f1
-from model.tasks import IGNORE, data_files, read_conll, token_features
 
 
 class Tag(Task):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.metrics import entity_f1, entity_spans
+from model.finetune.metrics import entity_f1, entity_spans
 
 
 def split(tag: str) -> tuple[str, str]:

@@ -15,8 +15,8 @@ from model.cli import main
 from model.config import BertConfig
 from model.data import LoaderConfig, PretrainingData, open_shards
 from model.export import hf_state_dict
+from model.finetune.data import load_tokenizer
 from model.run_dir import load_checkpoint
-from model.tasks import load_tokenizer
 
 transformers = pytest.importorskip("transformers")
 

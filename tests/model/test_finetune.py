@@ -11,11 +11,7 @@ import numpy as np
 import pytest
 
 from model.cli import main
-from model.finetune.spans import Spans
-from model.metrics import (
-    squad_scores,
-)
-from model.tasks import (
+from model.finetune.data import (
     IGNORE,
     SquadExample,
     load_tokenizer,
@@ -24,6 +20,10 @@ from model.tasks import (
     span_features,
     token_features,
 )
+from model.finetune.metrics import (
+    squad_scores,
+)
+from model.finetune.spans import Spans
 
 PEOPLE = [("john", "smith"), ("mary", "jones"), ("john", "jones"), ("mary", "smith")]
 PLACES = ["paris", "london", "berlin", "rome"]
@@ -301,9 +301,9 @@ def test_no_dropout_between_the_encoder_and_the_span_head():
 
 def test_every_task_is_read_as_its_kind():
     from model.finetune.classify import Classify, Regress
+    from model.finetune.data import TASKS
     from model.finetune.loop import KINDS
     from model.finetune.tag import Tag
-    from model.tasks import TASKS
 
     assert list(KINDS) == list(TASKS)
     assert KINDS["stsb"] is Regress and KINDS["ner"] is Tag and KINDS["squad"] is Spans

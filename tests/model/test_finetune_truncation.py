@@ -11,7 +11,7 @@ import pytest
 from tokenizers import BertWordPieceTokenizer
 
 from model.cli import main
-from model.tasks import (
+from model.finetune.data import (
     SquadExample,
     sequence_features,
     span_features,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from model.metrics import (
+from model.finetune.metrics import (
     accuracy,
     binary_f1,
     entity_f1,

@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from model.metrics import squad_scores
+from model.finetune.metrics import squad_scores
 
 
 def official_normalize(s):
