@@ -17,8 +17,12 @@ Punkt (NLTK 3.10, `nltk/tokenize/punkt.py`) splits a text in three steps:
 
 Step 2 is where Punkt spends its time (token objects, generators, a regular expression per token
 property), and its answer is a pure function of the context's text and the parameters. Here it
-is written once more as plain functions over token strings, and remembered per context: prose
-repeats its contexts ("it. The", "e.g. a"), so most candidates cost one dictionary look-up.
+is written once more as plain functions over token strings, and remembered. Most contexts are a
+plain word with its mark, whitespace and a plain token: the word alone decides unless it is an
+abbreviation, an initial, a number or a collocation's first word (`lead`, remembered per word),
+and only then the pair does (remembered per pair); any other context is decided whole
+(`breaks`, remembered per context). Prose repeats its words, so most candidates cost one
+dictionary look-up.
 Steps 1 and 3 are the same arithmetic on positions, with Punkt's own compiled patterns (NLTK
 compiles them with the `regex` engine, whose Unicode classes differ from `re`'s), so the spans are
 Punkt's by construction. `tests/pipeline/test_punkt_fast.py` compares both on hostile text and,
