@@ -39,7 +39,7 @@ from model.bert import count_parameters, training_flops
 from model.config import TrainConfig
 from model.data import LoaderConfig, PretrainingData, batches, open_shards
 from model.pretrain import model_config, split_holdout
-from model.training import PEAK_BF16_TFLOPS, Dist, Trainer, to_device
+from model.training import PEAK_BF16_TFLOPS, Dist, Trainer, build_model, to_device
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 
 RESULT_NAME = "gpu_bench.json"
@@ -144,7 +144,8 @@ def _setup(
     if case.compile:
         torch._dynamo.reset()
     mcfg = model_config(case.model, shards, attention_dropout=cfg.attention_dropout)
-    trainer = Trainer(cfg, mcfg, Dist(0, 1, device))
+    d = Dist(0, 1, device)
+    trainer = Trainer(cfg, d, build_model(cfg, mcfg, d))
     return trainer, batches(data, 0, workers=workers, pin_memory=cuda)
 
 

@@ -36,7 +36,7 @@ from model.bert import BertForPreTraining, pretraining_loss, training_flops
 from model.config import preset
 from model.data import LoaderConfig, PretrainingData, batches, open_shards
 from model.pretrain import model_config
-from model.training import PEAK_BF16_TFLOPS, packed_inputs
+from model.training import PEAK_BF16_TFLOPS, adamw, packed_inputs
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 
 VOCAB_SIZE = 30522
@@ -276,7 +276,7 @@ def bench_packed_step(shards: str, what: str, name: str = "mini", b: int = 8) ->
             torch.manual_seed(0)
             data = PretrainingData(s, parts, LoaderConfig(batch_size=b, pack=pack))
             model = BertForPreTraining(model_config(name, s), torch.Generator().manual_seed(0))
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+            opt = adamw(model, 1e-4, 0.01, fused=True)
             chosen = [data.batch(p) for p in range(6)]
             steps[mode] = [_ours_step(model, opt, batch) for batch in chosen]
             real[mode] = sum(int(x["attention_mask"].sum()) for x in chosen)
@@ -318,7 +318,7 @@ def bench_gpu(shards: str, batch_size: int = 128, steps: int = 20) -> list[dict]
     torch.backends.cuda.matmul.allow_tf32 = True
     cfg = preset("base", VOCAB_SIZE)
     model = BertForPreTraining(cfg, torch.Generator().manual_seed(0)).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    opt = adamw(model, 1e-4, 0.01, fused=True)
     data = PretrainingData(open_shards(shards), [0], LoaderConfig(batch_size=batch_size))
     batch = {k: v.to(dev) for k, v in data.batch(0).items()}
     step = _ours_step(model, opt, batch)

@@ -276,19 +276,22 @@ def pretraining_loss(
     nsp_logits: torch.Tensor | None,
     mlm_labels: torch.Tensor,
     nsp_labels: torch.Tensor,
+    reduction: str = "mean",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Loss = MLM cross-entropy (mean over masked positions) + NSP cross-entropy (none
-    without NSP logits: masked-LM only).
+    without NSP logits: masked-LM only); `reduction="sum"`: each summed instead, over the
+    positions and the rows (the held-out evaluation adds batches up).
 
     Also returns, detached and without a host sync, [mlm_loss, nsp_loss, mlm_correct,
-    mlm_count, nsp_correct, nsp_count] for logging (NSP's three 0 without NSP logits).
+    mlm_count, nsp_correct, rows] for logging (NSP's loss and correct 0 without NSP logits).
     """
-    mlm = F.cross_entropy(mlm_logits.float(), mlm_labels)
+    mlm = F.cross_entropy(mlm_logits.float(), mlm_labels, reduction=reduction)
     zero = torch.zeros((), device=mlm.device)
-    nsp = zero if nsp_logits is None else F.cross_entropy(nsp_logits.float(), nsp_labels)
+    nsp = zero
+    if nsp_logits is not None:
+        nsp = F.cross_entropy(nsp_logits.float(), nsp_labels, reduction=reduction)
     with torch.no_grad():
         nsp_ok = zero if nsp_logits is None else (nsp_logits.argmax(-1) == nsp_labels).sum()
-        nsp_n = 0.0 if nsp_logits is None else float(nsp_labels.numel())
         stats = torch.stack(
             [
                 mlm.detach(),
@@ -296,7 +299,7 @@ def pretraining_loss(
                 (mlm_logits.argmax(-1) == mlm_labels).sum().float(),
                 torch.tensor(float(mlm_labels.numel()), device=mlm.device),
                 nsp_ok.float(),
-                torch.tensor(nsp_n, device=mlm.device),
+                torch.tensor(float(nsp_labels.numel()), device=mlm.device),
             ]
         )
     return mlm + nsp, stats

@@ -17,9 +17,8 @@ from dataclasses import replace
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
-from model.bert import count_parameters
+from model.bert import count_parameters, pretraining_loss
 from model.config import BertConfig, TrainConfig, preset
 from model.data import LoaderConfig, Part, PretrainingData, batches, open_shards, whole_shards
 from model.hf_import import Imported, load_pretrained
@@ -42,6 +41,7 @@ from model.training import (
     MetricsLog,
     Progress,
     Trainer,
+    build_model,
     init_distributed,
     micro_batch_size,
     model_inputs,
@@ -101,7 +101,7 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
     if imported:
         recipe = dict(next_sentence=cfg.nsp, attention_dropout=cfg.attention_dropout)
         model_cfg = replace(imported.cfg, **recipe)
-    trainer = Trainer(cfg, model_cfg, d)
+    trainer = Trainer(cfg, d, build_model(cfg, model_cfg, d))
     step, position = _resume(prepare_run(cfg, shards, d), trainer, shards)
     if imported and step == 0:  # a resumed run has its own weights
         state = imported.state
@@ -256,27 +256,12 @@ def evaluate(trainer: Trainer, shards: ShardSet, held: list[Part], micro: int) -
         batch = to_device(batch, d.device)
         with trainer.amp():
             mlm, nsp = trainer.raw(*model_inputs(batch), batch["mlm_positions"])
-        sums += _batch_sums(mlm, nsp, batch)  # nsp None: masked-LM only
+        labels = batch["mlm_labels"], batch["nsp_labels"]
+        sums += pretraining_loss(mlm, nsp, *labels, reduction="sum")[1]  # nsp None: MLM only
     trainer.raw.train()
     if d.world > 1:
         dist.all_reduce(sums)
     return _eval_record(sums.tolist(), trainer, shards, held)
-
-
-def _batch_sums(mlm: torch.Tensor, nsp: torch.Tensor, batch: dict[str, torch.Tensor]):
-    """[mlm_loss, nsp_loss, mlm_correct, mlm_count, nsp_correct, nsp_count], summed, float64."""
-    mlm_l, nsp_l, device = batch["mlm_labels"], batch["nsp_labels"], mlm.device
-    zero = torch.zeros((), device=device, dtype=torch.float64)
-    return torch.stack(
-        [
-            F.cross_entropy(mlm.float(), mlm_l, reduction="sum").double(),
-            zero if nsp is None else F.cross_entropy(nsp.float(), nsp_l, reduction="sum").double(),
-            (mlm.argmax(-1) == mlm_l).sum().double(),
-            torch.tensor(float(len(mlm_l)), device=device, dtype=torch.float64),
-            zero if nsp is None else (nsp.argmax(-1) == nsp_l).sum().double(),
-            torch.tensor(float(len(nsp_l)), device=device, dtype=torch.float64),
-        ]
-    )
 
 
 def _eval_record(sums: list[float], trainer: Trainer, shards: ShardSet, held: list[Part]) -> dict:

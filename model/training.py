@@ -104,15 +104,11 @@ def adamw(
     eps: float = 1e-6,
     fused: bool | None = None,
 ) -> torch.optim.AdamW:
-    """AdamW over `param_groups` (`fused=None`: torch's default implementation)."""
+    """AdamW over `param_groups` (`fused=None`: torch's default implementation; pre-training
+    asks for the fused kernel on every device, so that the CPU runs, and tests, the GPU's
+    optimizer path)."""
     groups = param_groups(model, weight_decay)
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
-
-
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device):
-    """The pre-training AdamW, fused (one kernel over all parameters) on a GPU and on the CPU
-    alike, so that the CPU runs, and tests, the GPU's optimizer path."""
-    return adamw(model, cfg.lr, cfg.weight_decay, cfg.betas, cfg.eps, fused=True)
 
 
 def warmup_linear(optimizer: torch.optim.Optimizer, warmup: int, total: int) -> LambdaLR:
@@ -177,33 +173,49 @@ class Stepper:
         return self.scheduler.get_last_lr()[0]
 
 
-class Trainer(Stepper):
-    """Pre-training's model (under DDP and torch.compile as configured) and its AdamW and
-    schedule; `step` returns summed [mlm_loss, nsp_loss, mlm_correct, mlm_count, nsp_correct,
-    nsp_count]."""
+@dataclass(frozen=True)
+class PretrainingModel:
+    """Pre-training's model: the module itself (`raw`: its weights, what a checkpoint
+    holds), its DDP wrapper when the world has more than one rank, and what the forward pass
+    calls (`forward`: DDP or raw, compiled with --compile)."""
 
-    def __init__(self, cfg: TrainConfig, model_cfg: BertConfig, d: Dist):
-        self.cfg, self.model_cfg, self.d = cfg, model_cfg, d
-        torch.manual_seed(cfg.seed + d.rank)  # dropout draws from torch's generator
-        init = torch.Generator().manual_seed(cfg.seed)
-        raw = BertForPreTraining(model_cfg, generator=init).to(d.device)
-        optimizer = make_optimizer(raw, cfg, d.device)
+    raw: BertForPreTraining
+    ddp: DistributedDataParallel | None
+    forward: torch.nn.Module
+
+
+def build_model(cfg: TrainConfig, model_cfg: BertConfig, d: Dist) -> PretrainingModel:
+    """The model initialised from `cfg.seed` on this rank's device, under DDP and
+    torch.compile (dynamic shapes: one graph for every batch length) as configured; torch's
+    generator seeded per rank for dropout."""
+    torch.manual_seed(cfg.seed + d.rank)  # dropout draws from torch's generator
+    init = torch.Generator().manual_seed(cfg.seed)
+    raw = BertForPreTraining(model_cfg, generator=init).to(d.device)
+    ids = [d.device.index] if d.device.type == "cuda" else None
+    ddp = DistributedDataParallel(raw, device_ids=ids) if d.world > 1 else None
+    model = raw if ddp is None else ddp
+    return PretrainingModel(raw, ddp, torch.compile(model, dynamic=True) if cfg.compile else model)
+
+
+class Trainer(Stepper):
+    """Pre-training's step on a `PretrainingModel`, with its AdamW (fused) and schedule; `step`
+    returns summed [mlm_loss, nsp_loss, mlm_correct, mlm_count, nsp_correct, rows]."""
+
+    def __init__(self, cfg: TrainConfig, d: Dist, model: PretrainingModel):
+        self.cfg, self.model_cfg, self.d = cfg, model.raw.cfg, d
+        optimizer = adamw(model.raw, cfg.lr, cfg.weight_decay, cfg.betas, cfg.eps, fused=True)
         scheduler = warmup_linear(optimizer, cfg.warmup, cfg.steps)
-        ids = [d.device.index] if d.device.type == "cuda" else None
-        ddp = DistributedDataParallel(raw, device_ids=ids) if d.world > 1 else None
-        model = raw if ddp is None else ddp
-        compiled = torch.compile(model, dynamic=True) if cfg.compile else model
         bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and d.device.type == "cuda")
         super().__init__(
-            raw,
+            model.raw,
             optimizer,
             scheduler,
             pretraining_step_loss,
             d.device,
             autocast=bf16,
             clip=cfg.clip,
-            ddp=ddp,
-            model=compiled,
+            ddp=model.ddp,
+            model=model.forward,
         )
 
 
@@ -272,7 +284,7 @@ class Meter:
             "mlm_loss": mlm_loss / micro,
             "nsp_loss": nsp_loss / micro,
             "mlm_acc": mlm_ok / max(mlm_n, 1),
-            "nsp_acc": nsp_ok / nsp_n if nsp_n else None,  # None: masked-LM only
+            "nsp_acc": nsp_ok / nsp_n if self.trainer.model_cfg.next_sentence else None,
             "lr": lr,
             "seq_per_s": seqs / elapsed,
             "tokens_per_s": tokens / elapsed,
