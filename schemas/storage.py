@@ -13,6 +13,8 @@ local set still needs nothing beyond the standard library.
     open_file(path, mode)       a file object ("rb", "r", "wb", "w")
     read_bytes(path), read_text(path)
     fetch(path, local)          copy to a local file, returning the bytes' sha256
+    upload(local, path)         copy a local file there (an object appears whole, on completion)
+    remove(path)                delete one file (an object); nothing when there is none
 
 One storage client serves a process (made again after a fork). It honours
 `STORAGE_EMULATOR_HOST` and takes the application default credentials
@@ -140,6 +142,35 @@ def fetch(path: str, local: str) -> str:
             with open(path, "rb") as f:
                 shutil.copyfileobj(f, sink, CHUNK)
     return digest.hexdigest()
+
+
+def upload(local: str, path: str) -> None:
+    """Copy the local file `local` to `path` (created or replaced). An object is uploaded in one
+    request below 8 MiB, resumably above, checksummed (CRC-32C) either way; it appears under
+    its name only once whole, so a reader never sees part of it."""
+    if not is_remote(path):
+        shutil.copyfile(local, path)
+        return
+    blob = _blob(path)
+    blob.chunk_size = CHUNK
+    with _errors(path):
+        blob.upload_from_filename(local)
+
+
+def remove(path: str) -> None:
+    """Delete the file (object) `path`; nothing when there is none (a folder is not removed)."""
+    if not is_remote(path):
+        if os.path.isfile(path) or os.path.islink(path):
+            os.unlink(path)
+        return
+    blob = _blob(path)  # makes the client, or says which library is missing
+    from google.api_core.exceptions import NotFound
+
+    with _errors(path):
+        try:
+            blob.delete()
+        except NotFound:
+            pass
 
 
 class _Hashing:

@@ -1,9 +1,15 @@
 """The export's target folder, DEST: the one place an export touches it.
 
-Every file is published as a shard set's files are: written under a temporary name beside its
-final one, fsynced, hashed and renamed (`schemas.manifest.atomic_write`), so a trainer never
-reads a half-written file under a name it globs for. Only plain local paths are handled here;
-a gs:// target would be one more implementation of these few methods (untested).
+A local DEST (`Dest`): every file is published as a shard set's files are, written under a
+temporary name beside its final one, fsynced, hashed and renamed
+(`schemas.manifest.atomic_write`), so a trainer never reads a half-written file under a name it
+globs for.
+
+A `gs://bucket/prefix` DEST (`RemoteDest`, through `schemas.storage`): every file is written
+the same way into a local scratch folder (the same writer, so the same bytes; h5py needs a
+local file anyway), hashed there, uploaded once under its final name and removed from the
+scratch folder. An object appears only once its upload completes, so a trainer globbing the
+prefix never sees part of a file either; the scratch folder holds one file at a time.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from schemas import storage
 from schemas.manifest import atomic_write
 
 HASH_CHUNK = 1 << 20
@@ -90,3 +97,58 @@ def _sha256(fd: int) -> tuple[str, int]:
         h.update(chunk)
         size += len(chunk)
     return h.hexdigest(), size
+
+
+class RemoteDest:
+    """A `gs://bucket/prefix` an export writes into, each file made in `scratch` (a local
+    folder of the export's own) and uploaded whole."""
+
+    def __init__(self, path: str, scratch: str):
+        self.path = path
+        self.scratch = Dest(scratch)
+
+    def join(self, name: str) -> str:
+        return storage.join(self.path, name)
+
+    def problem(self) -> str:
+        """An object named as DEST itself is a file, not a folder; anything below it is fine."""
+        if storage.exists(self.path):
+            return f"{self.path} is an object, not a folder (a prefix)"
+        return ""
+
+    def names(self) -> list[str]:
+        """The entries right below DEST, sorted: its objects' names, and the first part of the
+        names of those further down (as a local listing shows a sub-folder)."""
+        return sorted({rel.split("/", 1)[0] for rel in storage.list_files(self.path)})
+
+    def read_text(self, name: str) -> str | None:
+        try:
+            return storage.read_text(self.join(name))
+        except FileNotFoundError:
+            return None
+
+    def create(self) -> None:
+        """Nothing: an object store has no folders; DEST appears with its first object."""
+
+    def publish(self, name: str, rows: int, write: Callable[[BinaryIO], object]) -> Written:
+        """`Dest.publish` into the scratch folder, then one upload under the final name; the
+        summary describes the bytes uploaded."""
+        written = self.scratch.publish(name, rows, write)
+        local = self.scratch.join(name)
+        try:
+            storage.upload(local, self.join(name))
+        finally:
+            os.unlink(local)
+        return written
+
+    def remove(self, name: str) -> None:
+        storage.remove(self.join(name))
+
+
+def open_dest(path: str, scratch: str | None) -> Dest | RemoteDest:
+    """The DEST `path` names: a local folder, or (with a scratch folder) an object store's."""
+    if storage.is_remote(path):
+        if scratch is None:
+            raise ValueError(f"{path}: an object store's DEST needs a local scratch folder")
+        return RemoteDest(path, scratch)
+    return Dest(path)

@@ -24,7 +24,7 @@ import struct
 
 import numpy as np
 
-from schemas.export.dest import Dest, Written
+from schemas.export.dest import Dest, RemoteDest, Written
 from schemas.shard import ShardColumns
 
 INDEX_NAME = "index.json"
@@ -62,7 +62,9 @@ def max_sample_bytes(max_seq_length: int, max_predictions_per_seq: int, id_size:
 class MDSWriter:
     """Rows into MDS shards of at most `size_limit` bytes, across the set's shards."""
 
-    def __init__(self, dest: Dest, id_dtype: str, size_limit: int = DEFAULT_SIZE_LIMIT):
+    def __init__(
+        self, dest: Dest | RemoteDest, id_dtype: str, size_limit: int = DEFAULT_SIZE_LIMIT
+    ):
         self.dest = dest
         self.size_limit = size_limit
         columns = encodings(id_dtype)

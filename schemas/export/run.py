@@ -8,6 +8,13 @@ publishes its files atomically in DEST; the set's `vocab.txt` is copied beside t
 `export.json` lists every file written (rows, bytes, sha256), the source set and the fields.
 Its presence means the export is complete. Memory is bounded by one block of rows (and, for MDS,
 one MDS shard); the bytes are a function of the set and the options only.
+
+OUT and DEST may each be a local folder or a `gs://bucket/prefix` (`schemas.storage`). A set in
+an object store is validated there, then each shard is copied to a local scratch folder (its
+sha256 checked against the manifest again, so the bytes exported are the ones validated),
+memory-mapped and its copy removed; a gs:// DEST gets each file written in that scratch folder
+and uploaded once, whole (`schemas.export.dest.RemoteDest`). Same set, same bytes, wherever
+either side lives.
 """
 
 from __future__ import annotations
@@ -16,13 +23,16 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 
-from schemas.export.dest import Dest, Written
+from schemas import storage
+from schemas.export.dest import Dest, RemoteDest, Written, open_dest
 from schemas.export.hdf5 import HDF5Writer
 from schemas.export.hdf5 import fields as hdf5_fields
 from schemas.export.mds import (
@@ -38,7 +48,7 @@ from schemas.export.tfrecord import TFRecordWriter
 from schemas.export.tfrecord import fields as tfrecord_fields
 from schemas.manifest import MANIFEST_NAME
 from schemas.reader import VOCAB_NAME, ShardSet
-from schemas.shard import ShardColumns
+from schemas.shard import ShardColumns, read_shard
 
 FORMATS = ("hdf5", "tfrecord", "mds")
 SUMMARY_NAME = "export.json"
@@ -106,14 +116,28 @@ def export(
     line after each file written."""
     check_options(options)
     for path in (out, dest):
-        if "://" in path:  # a URL would otherwise be taken for a local folder named "gs:"
+        if "://" in path and not storage.is_remote(path):  # else taken for a folder "s3:"
             raise ExportError(
-                f"{path}: export reads and writes local folders only (object stores are not "
-                "supported yet); copy the set here, export, then copy DEST up"
+                f"{path}: export reads and writes local folders and gs:// URLs only; copy the "
+                "set to one of them"
             )
-    target = Dest(dest)
+    remote = storage.is_remote(out) or storage.is_remote(dest)
+    scratch = tempfile.TemporaryDirectory(prefix="export-") if remote else nullcontext()
+    with scratch as folder:
+        return _export(out, dest, options, progress, folder)
+
+
+def _export(
+    out: str,
+    dest: str,
+    options: ExportOptions,
+    progress: Callable[[str], None] | None,
+    scratch: str | None,
+) -> Summary:
+    target = open_dest(dest, scratch)
     check_dest(target, out, options)
     shard_set = open_valid(out)
+    source = Source(shard_set, scratch)
     cfg = shard_set.shard_config
     if options.format == "mds":
         need = max_sample_bytes(cfg.max_seq_length, cfg.max_predictions_per_seq) + 64 * 1024
@@ -125,7 +149,8 @@ def export(
     previous = replaceable(target, options)
     target.create()
     target.remove(SUMMARY_NAME)  # DEST without export.json: an export not finished
-    files, index = _write(shard_set, target, options, progress or (lambda line: None))
+    id_dtype = _id_dtype(source)
+    files, index = _write(source, id_dtype, target, options, progress or (lambda line: None))
     vocab = _copy_vocab(shard_set, target)
     kept = {f.path for f in files} | {vocab.path} | ({index.path} if index else set())
     for name in sorted(previous - kept):
@@ -141,9 +166,7 @@ def export(
             "max_seq_length": cfg.max_seq_length,
             "max_predictions_per_seq": cfg.max_predictions_per_seq,
         },
-        fields=fields(
-            options.format, cfg.max_seq_length, cfg.max_predictions_per_seq, _id_dtype(shard_set)
-        ),
+        fields=fields(options.format, cfg.max_seq_length, cfg.max_predictions_per_seq, id_dtype),
     )
     target.publish(SUMMARY_NAME, 0, lambda f: f.write(summary.to_json().encode("utf-8")))
     return summary
@@ -163,13 +186,21 @@ def check_options(options: ExportOptions) -> None:
         raise ExportError(f"block_rows {options.block_rows} is not >= 1")
 
 
-def check_dest(target: Dest, out: str, options: ExportOptions) -> None:
+def _inside(dest: str, out: str) -> bool:
+    """Whether `dest` is `out` or below it (two URLs compared by their names; a URL and a local
+    path never overlap)."""
+    if storage.is_remote(dest) or storage.is_remote(out):
+        return (dest.rstrip("/") + "/").startswith(out.rstrip("/") + "/")
+    real_dest, real_out = os.path.realpath(dest), os.path.realpath(out)
+    return os.path.commonpath([real_dest, real_out]) == real_out
+
+
+def check_dest(target: Dest | RemoteDest, out: str, options: ExportOptions) -> None:
     """DEST is a folder (or absent) outside the set, and empty unless `overwrite`."""
     problem = target.problem()
     if problem:
         raise ExportError(f"{problem}; give a folder for the export")
-    real_dest, real_out = os.path.realpath(target.path), os.path.realpath(out)
-    if os.path.commonpath([real_dest, real_out]) == real_out:
+    if _inside(target.path, out):
         raise ExportError(
             f"{target.path} is inside the shard set {out}; export to a folder outside it"
         )
@@ -181,7 +212,7 @@ def check_dest(target: Dest, out: str, options: ExportOptions) -> None:
         )
 
 
-def replaceable(target: Dest, options: ExportOptions) -> set[str]:
+def replaceable(target: Dest | RemoteDest, options: ExportOptions) -> set[str]:
     """The files in DEST an export may replace or remove: those the previous export.json lists
     and those named as this format names its files (only with `overwrite`)."""
     if not options.overwrite:
@@ -221,6 +252,45 @@ def open_valid(out: str) -> ShardSet:
     return shard_set
 
 
+class Source:
+    """The set's shards as tables, one at a time: a local shard memory-mapped where it is; a
+    shard in an object store copied to the scratch folder, its sha256 checked against the
+    manifest, memory-mapped and its copy unlinked at once (the mapping keeps the bytes until
+    the table is dropped), so memory and scratch space hold one shard."""
+
+    def __init__(self, shard_set: ShardSet, scratch: str | None):
+        self.shard_set = shard_set
+        self.scratch = scratch
+        self._current: tuple[int, pa.Table] | None = None
+
+    def __len__(self) -> int:
+        return len(self.shard_set)
+
+    def table(self, i: int) -> pa.Table:
+        if not self.shard_set.is_remote:
+            return self.shard_set.table(i)
+        if self._current is not None and self._current[0] == i:
+            return self._current[1]
+        self._current = None  # the previous shard's mapping goes before the next is copied
+        entry = self.shard_set.manifest.shards[i]
+        url = self.shard_set.paths[i]
+        local = os.path.join(self.scratch, f"shard-{i:05d}.arrow")
+        try:
+            sha256 = storage.fetch(url, local)
+            if sha256 != entry.sha256:
+                raise ExportError(
+                    f"{url}: sha256 {sha256[:12]}... is not the manifest's {entry.sha256[:12]}... "
+                    "(the shard changed after validation); nothing more was exported: run the "
+                    "export again once the set is no longer being written"
+                )
+            table = read_shard(local)
+        finally:
+            if os.path.exists(local):
+                os.unlink(local)
+        self._current = (i, table)
+        return table
+
+
 def blocks(table: pa.Table, block_rows: int) -> Iterator[ShardColumns]:
     """A shard's rows, `block_rows` at a time."""
     for start in range(0, table.num_rows, block_rows):
@@ -228,15 +298,19 @@ def blocks(table: pa.Table, block_rows: int) -> Iterator[ShardColumns]:
 
 
 def _write(
-    shard_set: ShardSet, target: Dest, options: ExportOptions, progress: Callable[[str], None]
+    source: Source,
+    id_dtype: str,
+    target: Dest | RemoteDest,
+    options: ExportOptions,
+    progress: Callable[[str], None],
 ) -> tuple[list[Written], Written | None]:
-    cfg = shard_set.shard_config
+    cfg = source.shard_set.shard_config
     seq, preds = cfg.max_seq_length, cfg.max_predictions_per_seq
-    total = len(shard_set)
+    total = len(source)
     if options.format == "mds":
-        writer = MDSWriter(target, _id_dtype(shard_set), options.mds_size_limit)
+        writer = MDSWriter(target, id_dtype, options.mds_size_limit)
         for i in range(total):
-            for columns in blocks(shard_set.table(i), options.block_rows):
+            for columns in blocks(source.table(i), options.block_rows):
                 writer.add(columns)
             progress(f"read shard {i + 1}/{total}, {len(writer.written)} MDS shard(s) written")
         return writer.finish()
@@ -246,7 +320,7 @@ def _write(
         per_shard = TFRecordWriter()
     files = []
     for i in range(total):
-        table = shard_set.table(i)
+        table = source.table(i)
         padded = (pad(c, seq, preds) for c in blocks(table, options.block_rows))
         name = per_shard.file_name(i, total)
 
@@ -258,15 +332,14 @@ def _write(
     return files, None
 
 
-def _copy_vocab(shard_set: ShardSet, target: Dest) -> Written:
-    with open(os.path.join(shard_set.directory, VOCAB_NAME), "rb") as f:
-        data = f.read()
+def _copy_vocab(shard_set: ShardSet, target: Dest | RemoteDest) -> Written:
+    data = storage.read_bytes(storage.join(shard_set.directory, VOCAB_NAME))
     return target.publish(VOCAB_NAME, 0, lambda g: g.write(data))
 
 
 def _source(shard_set: ShardSet) -> dict:
-    with open(os.path.join(shard_set.directory, MANIFEST_NAME), "rb") as f:
-        manifest_sha256 = hashlib.sha256(f.read()).hexdigest()
+    manifest = storage.read_bytes(storage.join(shard_set.directory, MANIFEST_NAME))
+    manifest_sha256 = hashlib.sha256(manifest).hexdigest()
     return {
         "manifest_sha256": manifest_sha256,
         "rows": shard_set.num_rows,
@@ -275,11 +348,11 @@ def _source(shard_set: ShardSet) -> dict:
     }
 
 
-def _id_dtype(shard_set: ShardSet) -> str:
+def _id_dtype(source: Source) -> str:
     """The value type of the set's ids (uint16 or uint32), from its first shard's schema."""
-    if not len(shard_set):
+    if not len(source):
         return "uint16"
-    ids = shard_set.table(0).schema.field("input_ids").type.value_type
+    ids = source.table(0).schema.field("input_ids").type.value_type
     return "uint32" if ids == pa.uint32() else "uint16"
 
 
