@@ -39,7 +39,9 @@ def upload(local: str, url: str, damage=None) -> None:
 
 def files_of(folder: str) -> dict[str, bytes]:
     """Every file below a local folder or a gs:// prefix, by its relative name."""
-    return {rel: storage.read_bytes(storage.join(folder, rel)) for rel in storage.list_files(folder)}
+    return {
+        rel: storage.read_bytes(storage.join(folder, rel)) for rel in storage.list_files(folder)
+    }
 
 
 @pytest.fixture
