@@ -13,6 +13,7 @@ from pipeline.config import InstanceConfig, VocabConfig
 from pipeline.counting import SumCounts
 from pipeline.dedup import DedupConfig, DeduplicateChunks
 from pipeline.fsio import building_dir, read_bytes, remove, remove_tree, write_text
+from pipeline.progress import VOCAB_MARKER, write_marker
 from pipeline.read_chunks import InputSpec, ReadChunks
 from pipeline.shards import Publish
 from pipeline.transforms import (
@@ -91,6 +92,12 @@ def temp_area(out: str) -> str:
     return FileSystems.join(building_dir(out), "tmp")
 
 
+def note_vocab(vocab: Vocab, tmp: str) -> str:
+    """The trained vocab's text; its marker tells the progress line the vocab stage is over."""
+    write_marker(FileSystems.join(tmp, VOCAB_MARKER), {"pieces": len(vocab)})
+    return vocab.to_text()
+
+
 def build(p: beam.Pipeline, cfg: BuildConfig):
     """Add the build to pipeline `p`; returns the PCollection holding the published row count.
 
@@ -112,7 +119,7 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
         vocab = p | "LoadVocab" >> beam.Create([load_vocab(cfg.vocab_path).to_text()])
     else:
         trained = sentences | "TrainVocab" >> TrainVocab(cfg.vocab)
-        vocab = trained | "VocabText" >> beam.Map(Vocab.to_text)
+        vocab = trained | "VocabText" >> beam.Map(note_vocab, tmp)
     units = sentences | "Tokenize" >> TokenizeDocuments(
         tmp, vocab, cfg.vocab.lowercase, cfg.instances
     )

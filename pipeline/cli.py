@@ -148,16 +148,20 @@ def run_build(args, beam_args: list[str]) -> int:
                 run_pipeline(lambda p: build(p, cfg), options, args.verbose, watch)
     except OutputError as e:
         raise SystemExit(f"error: {e}") from None
-    from pipeline.fsio import read_text
+    from pipeline.fsio import building_dir, exists, read_text
+    from pipeline.shards import NO_INSTANCES
 
-    manifest = Manifest.from_json(read_text(f"{cfg.out}/manifest.json"))
-    report(manifest, cfg.out, time.time() - started)
-    if manifest.rows == 0:
+    if not exists(f"{cfg.out}/manifest.json"):  # nothing published: the build made no instance
+        counts = json.loads(read_text(f"{building_dir(cfg.out)}/{NO_INSTANCES}"))
+        print(json.dumps(counts.get("total", {}), indent=1, sort_keys=True))
         print(
-            "error: no instances were made; see the counts above for what was dropped and why",
+            "error: no instances were made, and no shard set was written; see the counts above "
+            "for what was dropped and why",
             file=sys.stderr,
         )
         return 1
+    manifest = Manifest.from_json(read_text(f"{cfg.out}/manifest.json"))
+    report(manifest, cfg.out, time.time() - started)
     return 0
 
 
@@ -173,7 +177,10 @@ def progress_line(cfg, interval: float):
         return None
     total = input_bytes(cfg.inputs)
     building = building_dir(cfg.out)
-    return lambda stream: ProgressLine(temp_area(cfg.out), building, total, stream, interval)
+    trains = not cfg.vocab_path
+    return lambda stream: ProgressLine(
+        temp_area(cfg.out), building, total, stream, interval, trains_vocab=trains
+    )
 
 
 def report(manifest, out: str, seconds: float) -> None:

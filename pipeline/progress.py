@@ -3,8 +3,13 @@
 Beam's local runner reports nothing until a stage ends, and its workers are other processes,
 so the workers write what they did as files and the driver sums them: each reader writes a
 marker per chunk (`progress/<chunk>.json`: stored bytes read, documents), each later stage's
-chunk files are counted as they appear, the bucket count is written once it is known, and each
-bucket's shard appears in the build area. Every `interval` seconds one line goes to stderr.
+chunk files are counted as they appear, a trained vocab leaves `vocab.json`, the bucket count is
+written once it is known, and each bucket's shard appears in the build area. Every `interval`
+seconds one line goes to stderr.
+
+Training the vocab has no count to show: it begins once every chunk is split and ends when
+`vocab.json` appears. The line names it, and the ETA takes its share as passing with time at the
+rate the stages before it predict (up to 90% of it until the vocab is there).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.fsio import files_under, read_bytes, write_text
 
-STAGES = ("read", "split", "tokenize", "instances")
+STAGES = ("read", "split", "vocab", "tokenize", "instances")
+VOCAB_MARKER = "vocab.json"  # in the temporary area, once the vocab is trained
 
 
 def files(folder: str) -> list:
@@ -53,7 +59,9 @@ def write_marker(path: str, content: dict) -> None:
 class Snapshot:
     """What the temporary area says now."""
 
-    def __init__(self, tmp: str, building: str, seen: dict):
+    def __init__(
+        self, tmp: str, building: str, seen: dict, total_bytes: int = 0, trains_vocab=False
+    ):
         found = [m.path for m in files(building)]  # one listing of the whole area
         self.markers = kind(found, tmp, "progress", ".json")
         for path in self.markers:
@@ -68,19 +76,31 @@ class Snapshot:
         self.buckets_done = len(kind(found, building, "bucket-", ".arrow"))
         total = read_marker(FileSystems.join(tmp, "buckets.json"))
         self.buckets = total.get("buckets", 0)
+        self.trains_vocab = trains_vocab
+        self.vocab_done = FileSystems.join(tmp, VOCAB_MARKER) in found
+        self.vocab = (  # training it: all read and split, the vocab not there yet
+            trains_vocab
+            and not self.vocab_done
+            and self.split == self.chunks > 0
+            and self.bytes >= total_bytes
+            and not self.tokenized
+        )
 
     def stage(self) -> str:
         if self.buckets or self.buckets_done:
             return "instances"
-        if self.tokenized:
+        if self.tokenized or self.vocab_done:
             return "tokenize"
+        if self.vocab:
+            return "vocab"
         if self.split:
             return "split"
         return "read"
 
 
-def line(s: Snapshot, total_bytes: int, seconds: float) -> str:
-    """One progress line: stage, MB read of the total, documents, chunks, buckets, rate, ETA."""
+def line(s: Snapshot, total_bytes: int, seconds: float, vocab_seconds: float = 0.0) -> str:
+    """One progress line: stage, MB read of the total, documents, chunks, buckets, rate, ETA.
+    `vocab_seconds`: how long the vocab has been training (the line's only clock for it)."""
     mb, total_mb = s.bytes / 1e6, total_bytes / 1e6
     parts = [f"{s.stage():<9}", f"read {mb:,.1f}/{total_mb:,.1f} MB", f"{s.documents:,} documents"]
     if s.chunks:
@@ -88,26 +108,40 @@ def line(s: Snapshot, total_bytes: int, seconds: float) -> str:
     if s.buckets:
         parts.append(f"buckets {s.buckets_done}/{s.buckets}")
     parts.append(f"{mb / max(seconds, 1e-9):.2f} MB/s read")
-    done = fraction_done(s, total_bytes)
+    done = fraction_done(s, total_bytes, seconds, vocab_seconds)
     if 0 < done < 1:
         parts.append(f"ETA {clock(seconds * (1 - done) / done)}")
     return f"[{clock(seconds)}] " + ", ".join(parts)
 
 
-# Shares of a build's time per stage, from the profile of a local build of prose (they only
-# shape the ETA; the figures shown are counts).
-WEIGHTS = {"read": 0.1, "split": 0.3, "tokenize": 0.3, "instances": 0.3}
+# Shares of a build's time per stage (they only shape the ETA; the figures shown are counts),
+# from the stage changes of a 1-worker build of the kernel-docs text (docs/pipeline.md).
+WEIGHTS = {"read": 0.1, "split": 0.25, "vocab": 0.15, "tokenize": 0.2, "instances": 0.3}
 
 
-def fraction_done(s: Snapshot, total_bytes: int) -> float:
+def fraction_done(
+    s: Snapshot, total_bytes: int, seconds: float = 0.0, vocab_seconds: float = 0.0
+) -> float:
     read = min(1.0, s.bytes / total_bytes) if total_bytes else 0.0
     split = s.split / s.chunks if s.chunks else 0.0
     tokenized = s.tokenized / s.chunks if s.chunks else 0.0
     built = s.buckets_done / s.buckets if s.buckets else 0.0
-    if s.stage() != "read":
+    stage = s.stage()
+    if stage != "read":
         read = 1.0
-    shares = {"read": read, "split": split, "tokenize": tokenized, "instances": built}
-    return sum(WEIGHTS[k] * v for k, v in shares.items())
+    vocab = 0.0
+    if stage in ("tokenize", "instances"):
+        split = vocab = 1.0
+    elif stage == "vocab":  # as long, against the stages before it, as the weights say
+        split = 1.0
+        before = seconds - vocab_seconds
+        expected = before * WEIGHTS["vocab"] / (WEIGHTS["read"] + WEIGHTS["split"])
+        vocab = min(0.9, vocab_seconds / expected) if expected > 0 else 0.0
+    shares = {"read": read, "split": split, "vocab": vocab, "tokenize": tokenized}
+    shares["instances"] = built
+    if not s.trains_vocab:  # a given vocab: no such stage
+        shares.pop("vocab")
+    return sum(WEIGHTS[k] * v for k, v in shares.items()) / sum(WEIGHTS[k] for k in shares)
 
 
 def clock(seconds: float) -> str:
@@ -119,8 +153,18 @@ def clock(seconds: float) -> str:
 class ProgressLine:
     """A thread that prints the line every `interval` seconds while the build runs."""
 
-    def __init__(self, tmp: str, building: str, total_bytes: int, stream=None, interval=10.0):
+    def __init__(
+        self,
+        tmp: str,
+        building: str,
+        total_bytes: int,
+        stream=None,
+        interval=10.0,
+        trains_vocab: bool = False,
+    ):
         self.tmp, self.building, self.total_bytes = tmp, building, total_bytes
+        self.trains_vocab = trains_vocab
+        self.vocab_since: float | None = None  # when the vocab stage was first seen
         self.stream = stream or sys.stderr
         self.interval = interval
         self.stop = threading.Event()
@@ -130,10 +174,17 @@ class ProgressLine:
     def run(self):
         start = time.time()
         while not self.stop.wait(self.interval):
-            snapshot = Snapshot(self.tmp, self.building, self.seen)
+            snapshot = Snapshot(
+                self.tmp, self.building, self.seen, self.total_bytes, self.trains_vocab
+            )
             if self.seen and not snapshot.markers:
                 continue  # published: the build area is gone
-            print(line(snapshot, self.total_bytes, time.time() - start), file=self.stream)
+            now = time.time()
+            if snapshot.vocab and self.vocab_since is None:
+                self.vocab_since = now
+            vocab_seconds = now - self.vocab_since if snapshot.vocab else 0.0
+            text = line(snapshot, self.total_bytes, now - start, vocab_seconds)
+            print(text, file=self.stream)
             self.stream.flush()
 
     def __enter__(self):

@@ -27,7 +27,7 @@ from pipeline.sources.documents import BadInputError, Document, Tally
 from pipeline.sources.readers import READERS, read_input
 from pipeline.sources.wikipedia.pages import WikiPage
 from pipeline.sources.wikipedia.spans import is_index, plan_wikipedia
-from pipeline.spill import Chunk, write_documents
+from pipeline.spill import Chunk, intact, write_documents
 from pipeline.stage import Stage, Step
 
 GLOB_CHARS = fsio.GLOB_CHARS
@@ -98,7 +98,8 @@ class ReadFile(Step):
     def process(self, group):
         done = FileSystems.join(self.tmp, "items", item_key(group[0]) + ".json")
         records = read_marker(done).get("chunks")
-        if records is not None:  # read by an earlier attempt, or an interrupted build
+        # read by an earlier attempt, or an interrupted build: taken when its files are intact
+        if records is not None and all(intact(r["path"]) for r in records if r["path"]):
             yield from (Chunk.from_record(r["path"], r) for r in records)
             return
         chunks = list(self.read(group))

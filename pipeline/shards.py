@@ -96,8 +96,13 @@ def finished_bucket(out: str, bucket: int):
 
 def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, config: dict):
     """Move shards into place, write vocab, tokenizer and (last) the manifest; then remove the
-    build area."""
+    build area. With no shard at all nothing is published: the counts go to the build area
+    (`NO_INSTANCES`, for the report of what was dropped) and the directory has no manifest."""
     entries = [e for _, e in sorted(entries, key=lambda kv: kv[0])]
+    if not entries:
+        path = FileSystems.join(building_dir(out), NO_INSTANCES)
+        write_text(path, json.dumps(manifest_counts(counts), sort_keys=True))
+        return None
     final = []
     for i, e in enumerate(entries):
         rel = shard_path(i, len(entries))
@@ -124,6 +129,9 @@ def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, 
     write_text(FileSystems.join(out, MANIFEST_NAME), manifest.to_json())
     remove_tree(building_dir(out))
     return manifest
+
+
+NO_INSTANCES = "no-instances.json"  # in the build area: the counts of a build that made none
 
 
 def tokenizer_config_files(config: dict) -> dict[str, str]:
@@ -183,10 +191,12 @@ class Publish(Stage):
             | "Once" >> beam.Create([None])
             | "Publish"
             >> beam.Map(
-                lambda _, e, c, text: (
+                lambda _, e, c, text: getattr(
                     publish(
                         out, e, c, vocab_of(text), tokenizer_json(vocab_of(text), lowercase), config
-                    ).rows
+                    ),
+                    "rows",
+                    0,
                 ),
                 beam.pvalue.AsList(entries),
                 beam.pvalue.AsSingleton(self.counts),

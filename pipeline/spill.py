@@ -12,9 +12,19 @@ small `Chunk` record: its path, sizes and counts. Three kinds follow each other:
   of `h`) reads only the slices it overlaps.
 
 A chunk that exists is complete: it is written under a temporary name and renamed, or on gs://
-uploaded whole. On a remote filesystem a bucket reads exactly the bytes of its slices of each
-units file: a units file `u.arrow` has beside it `u.arrow.index`, the byte offset of every
-slice's batch, and a bucket reads its few entries, then its batches, in two ranged requests.
+uploaded whole. A units file `u.arrow` has beside it `u.arrow.index`: the byte offset and the
+CRC-32 of every slice's batch; a bucket reads its few entries, then its batches (on a remote
+filesystem in two ranged requests), and checks each batch against its CRC.
+
+Every chunk file carries checksums written with it and checked whenever it is read back: the
+CRC-32 of each record batch (a document or sentence file's, few, in its schema's metadata; a
+units file's in its index), and one over its record (`chunk`) and that list, so neither the
+counts a resumed build takes nor any byte of its rows can change unseen. Arrow's footer is never
+read: the batches are found from the schema message's end and their recorded sizes. A resumed
+build checks every file it takes whole (`finished`; a remote units file, which is never read
+whole, by its record alone), and makes a damaged one again; a damage found later, while a file is
+read, removes the file and stops the build naming it (`DamagedChunkError`): `--resume` then
+makes it again.
 The slices are small there (about 16 KiB) and large locally, where the file is mapped and a
 bucket touches only the rows it takes: how many buckets a build has is not known when units are
 written, so only slices small beside any bucket keep a bucket's reads near what it needs.
@@ -26,6 +36,7 @@ import itertools
 import json
 import math
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
@@ -33,7 +44,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 import pyarrow as pa
 
-from pipeline.fsio import atomic_create, is_local, read_bytes, write_bytes
+from pipeline.fsio import atomic_create, is_local, read_bytes, remove, write_bytes
 from pipeline.instances import TokenizedDoc
 from pipeline.sources.documents import Document
 from pipeline.sources.wikipedia.pages import WikiPage
@@ -43,6 +54,32 @@ from pipeline.sources.wikipedia.pages import WikiPage
 REMOTE_SLICE_BYTES, LOCAL_SLICE_BYTES = 16 << 10, 256 << 10
 MAX_SLICE_BITS = 16
 INDEX_SUFFIX = ".index"
+INDEX_ENTRY = np.dtype([("at", "<u8"), ("crc", "<u8")])  # a batch's offset, and its CRC-32
+
+
+class DamagedChunkError(ValueError):
+    """An intermediate file whose bytes do not match the checksums written with it."""
+
+    def __init__(self, path: str, what: str):
+        super().__init__(
+            f"{path}: this intermediate file of the build is damaged ({what}); it was removed: "
+            "run the same command with --resume to make it again"
+        )
+        self.path = path
+
+
+def damaged(path: str, what: str) -> DamagedChunkError:
+    """The error for a damaged chunk file, once the file (and its index) are gone, so that a
+    resumed build makes it again; a documents file also loses its read group's record."""
+    gone = [path, path + INDEX_SUFFIX]
+    folder, name = path.rsplit("/", 1) if "/" in path else ("", path)
+    if folder.endswith("/documents") or folder == "documents":
+        gone.append(folder[: -len("documents")] + "items/" + name.split("-")[0] + ".json")
+    try:
+        remove(gone)
+    except OSError:
+        pass  # still named in the error
+    return DamagedChunkError(path, what)
 
 
 @dataclass(frozen=True)
@@ -63,16 +100,99 @@ class Chunk:
         return cls(path, **{k: v for k, v in record.items() if k in known})
 
 
-def write_table(path: str, table: pa.Table, chunk=None, batches=None) -> None:
+def write_table(path: str, table: pa.Table, chunk=None, batches=None, indexed=False) -> None:
     """Write whole or not at all; `chunk` (its record, counts included) goes into the file's
     metadata, so a resumed build can take the file as it is. `batches`, when given, are the
-    file's record batches (of `table`'s schema)."""
+    file's record batches (of `table`'s schema); their sizes and CRC-32s go into the metadata
+    too, unless `indexed` (a units file, whose index holds them)."""
+    if batches is None:
+        batches = table.to_batches() or [pa.RecordBatch.from_pylist([], table.schema)]
+    metadata = {}
     if chunk is not None:
         record = {k: v for k, v in asdict(chunk).items() if k != "path"}
-        table = table.replace_schema_metadata({b"chunk": json.dumps(record).encode()})
-    with atomic_create(path) as f, pa.ipc.new_file(f, table.schema) as writer:
-        for batch in batches if batches is not None else [table]:
+        metadata[b"chunk"] = json.dumps(record).encode()
+    if not indexed:
+        metadata[b"batches"] = json.dumps(batch_sums(batches)).encode()
+    metadata[b"check"] = str(metadata_check(metadata)).encode()
+    schema = table.schema.with_metadata(metadata)
+    with atomic_create(path) as f, pa.ipc.new_file(f, schema) as writer:
+        for batch in batches:
             writer.write(batch)
+
+
+def batch_sums(batches) -> list[list[int]]:
+    """(size, CRC-32) of each record batch's message as the file holds it."""
+    out = []
+    for batch in batches:
+        message = batch.serialize()
+        out.append([message.size, zlib.crc32(message)])
+    return out
+
+
+def metadata_check(metadata: dict) -> int:
+    """The CRC-32 of a chunk file's record and batch list: its counts and layout are checked
+    like its rows."""
+    return zlib.crc32(metadata.get(b"chunk", b"") + b"\0" + metadata.get(b"batches", b""))
+
+
+def checked_metadata(path: str, schema: pa.Schema) -> dict:
+    metadata = schema.metadata or {}
+    if b"check" not in metadata:
+        raise damaged(path, "no checksum: not written by this version")
+    if metadata[b"check"] != str(metadata_check(metadata)).encode():
+        raise damaged(path, "its record does not match its checksum")
+    return metadata
+
+
+def schema_end(head) -> int:
+    """Where the first record batch of an Arrow file starts: after the magic and the schema
+    message (a continuation marker, its length, the message)."""
+    return (
+        ARROW_MAGIC + 8 + int.from_bytes(bytes(head[ARROW_MAGIC + 4 : ARROW_MAGIC + 8]), "little")
+    )
+
+
+def checked_batches(path: str, data, start: int, sums, schema: pa.Schema) -> list[pa.RecordBatch]:
+    """The record batches of `data` (bytes from `start` of the file), each checked against its
+    (size, CRC-32); the first that does not match raises `DamagedChunkError`."""
+    out, at = [], 0
+    for i, (size, crc) in enumerate(sums):
+        part = data.slice(at, size) if at + size <= data.size else None
+        if part is None or zlib.crc32(part) != crc:
+            raise damaged(path, f"record batch {i} at byte {start + at} does not match its CRC-32")
+        try:
+            out.append(pa.ipc.read_record_batch(pa.ipc.read_message(part), schema))
+        except (pa.ArrowInvalid, OSError, ValueError) as e:  # a checksum collision, or our bug
+            raise damaged(path, f"record batch {i} cannot be read: {e}") from None
+        at += size
+    return out
+
+
+def whole_file(path: str):
+    """A chunk file's bytes: mapped locally, else one request."""
+    if is_local(path):
+        return pa.memory_map(path).read_buffer()
+    return pa.py_buffer(read_bytes(path))
+
+
+def read_checked(path: str) -> tuple[pa.Schema, list[pa.RecordBatch]]:
+    """A document or sentence file read whole, every batch checked, and its schema."""
+    data = whole_file(path)
+    schema, end = parse_head(path, data)
+    metadata = checked_metadata(path, schema)
+    sums = json.loads(metadata[b"batches"])
+    return schema, checked_batches(path, data.slice(end), end, sums, schema)
+
+
+def parse_head(path: str, data) -> tuple[pa.Schema, int]:
+    """The schema message at the head of an Arrow file's bytes, and where it ends."""
+    if len(data) < ARROW_MAGIC + 8 or bytes(data[:6]) != b"ARROW1":
+        raise damaged(path, "not an Arrow file")
+    end = schema_end(data)
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(bytes(data[ARROW_MAGIC:end]))), end
+    except (pa.ArrowInvalid, OSError, ValueError):
+        raise damaged(path, "its schema cannot be read") from None
 
 
 ARROW_MAGIC = 8  # "ARROW1" and its padding, before the schema message
@@ -80,17 +200,19 @@ HEAD_BYTES = 64 << 10  # what a remote `finished` reads first: the schema messag
 
 
 def finished(path: str) -> Chunk | None:
-    """The record of a chunk file written before (by an earlier attempt or build), or None.
-    Remote: one read of the file's head, where the schema and its record are (a miss is one
-    request)."""
+    """The record of a chunk file written before (by an earlier attempt or build), when all its
+    checksums hold; else None (it is made again). The whole file is checked, except a remote
+    units file: one read of its head, where the schema and its record are (its batches are
+    checked as buckets read them). A miss is one request."""
     try:
-        if is_local(path):
-            if not os.path.exists(path):
-                return None
-            schema = open_table(path).schema
-        else:
+        if is_local(path) and not os.path.exists(path):
+            return None
+        units = path.rsplit("/", 2)[-2:-1] == ["units"]
+        if units and not is_local(path):
             schema = head_schema(path)
-        record = json.loads((schema.metadata or {})[b"chunk"])
+        else:
+            schema = check_units(path) if units else read_checked(path)[0]
+        record = json.loads(checked_metadata(path, schema)[b"chunk"])
     except FileNotFoundError:
         return None
     except (OSError, KeyError, ValueError, pa.ArrowInvalid):
@@ -100,24 +222,47 @@ def finished(path: str) -> Chunk | None:
     return Chunk.from_record(path, record)
 
 
+def intact(path: str) -> bool:
+    """Whether a local document or sentence file's checksums all hold (a damaged one is
+    removed); a remote one is taken as it is, its checksums checked when it is read."""
+    if not is_local(path):
+        return True
+    try:
+        read_checked(path)
+    except (OSError, ValueError, pa.ArrowInvalid):
+        return False
+    return True
+
+
+def check_units(path: str) -> pa.Schema:
+    """A units file read whole, every slice checked against its index; its schema."""
+    data = whole_file(path)
+    schema, end = parse_head(path, data)
+    checked_metadata(path, schema)
+    index = np.frombuffer(read_bytes(path + INDEX_SUFFIX), dtype=INDEX_ENTRY)
+    if not len(index) or int(index["at"][0]) != end:
+        raise damaged(path, "its index does not match it")
+    sums = np.stack([np.diff(index["at"]), index["crc"][:-1]], axis=1).tolist()
+    checked_batches(path, data.slice(end), end, sums, schema)
+    return schema
+
+
 def head_schema(path: str) -> pa.Schema:
     """The schema (with its metadata) of an Arrow file, from its head: the magic, then the
     schema message (a continuation marker, its length, the message)."""
     head = read_bytes(path, 0, HEAD_BYTES)
     if len(head) < ARROW_MAGIC + 8 or not head.startswith(b"ARROW1"):
         raise ValueError(f"{path}: not an Arrow file")
-    end = ARROW_MAGIC + 8 + int.from_bytes(head[ARROW_MAGIC + 4 : ARROW_MAGIC + 8], "little")
+    end = schema_end(head)
     if end > len(head):
         head = read_bytes(path, 0, end)
     return pa.ipc.read_schema(pa.py_buffer(head[ARROW_MAGIC:end]))
 
 
-def open_table(path: str) -> pa.ipc.RecordBatchFileReader:
-    """A finished chunk file: mapped locally (a bucket touches only the rows it reads), else
-    read whole in one request (documents and sentences are read whole anyway)."""
-    if is_local(path):
-        return pa.ipc.open_file(pa.memory_map(path))
-    return pa.ipc.open_file(pa.py_buffer(read_bytes(path)))
+def read_table(path: str) -> pa.Table:
+    """A finished document or sentence file, read whole and checked."""
+    schema, batches = read_checked(path)
+    return pa.Table.from_batches(batches, schema)
 
 
 DOCUMENT_SCHEMA = pa.schema(
@@ -149,7 +294,7 @@ def write_documents(path: str, items: Sequence[Document | WikiPage]) -> Chunk:
 
 
 def read_documents(path: str) -> Iterator[Document | WikiPage]:
-    table = open_table(path).read_all().to_pydict()
+    table = read_table(path).to_pydict()
     for i, doc_id in enumerate(table["id"]):
         paragraphs = table["paragraphs"][i]
         if table["page"][i]:
@@ -181,7 +326,7 @@ def write_sentences(
 
 
 def read_sentences(path: str) -> list[tuple[str, str, list[str]]]:
-    t = open_table(path).read_all().to_pydict()
+    t = read_table(path).to_pydict()
     return list(zip(t["id"], t["source"], t["sentences"], strict=True))
 
 
@@ -227,12 +372,17 @@ def write_units(
         whole.slice(a, b - a) if whole is not None else pa.RecordBatch.from_pylist([], table.schema)
         for a, b in itertools.pairwise(bounds.tolist())
     ]
-    if not is_local(path):  # where each batch starts, after the magic and the schema message
-        record = {k: v for k, v in asdict(chunk).items() if k != "path"}
-        schema = table.schema.with_metadata({b"chunk": json.dumps(record).encode()})
-        sizes = [ARROW_MAGIC + schema.serialize().size] + [b.serialize().size for b in batches]
-        write_bytes(path + INDEX_SUFFIX, np.cumsum(sizes, dtype="<u8").tobytes())
-    write_table(path, table, chunk, batches)
+    # where each batch starts, after the magic and the schema message, and its CRC-32
+    sums = np.array(batch_sums(batches), dtype=np.uint64).reshape(-1, 2)
+    record = {k: v for k, v in asdict(chunk).items() if k != "path"}
+    metadata = {b"chunk": json.dumps(record).encode()}
+    metadata[b"check"] = str(metadata_check(metadata)).encode()
+    head = ARROW_MAGIC + table.schema.with_metadata(metadata).serialize().size
+    index = np.zeros(len(batches) + 1, dtype=INDEX_ENTRY)
+    index["at"] = np.cumsum(np.concatenate([[head], sums[:, 0]]), dtype=np.uint64)
+    index["crc"][:-1] = sums[:, 1]
+    write_bytes(path + INDEX_SUFFIX, index.tobytes())
+    write_table(path, table, chunk, batches, indexed=True)
     return chunk
 
 
@@ -284,21 +434,32 @@ def read_bucket_units(chunks: Sequence[Chunk], lo: int, hi: int) -> list[tuple[i
 REMOTE_READERS = 16
 
 
-def unit_batches(chunk: Chunk, first: int, stop: int) -> Iterator[pa.RecordBatch]:
-    """Record batches [first, stop) of a units file: from its memory map locally; elsewhere
-    its offsets from the index beside it, then exactly those bytes, each one ranged read."""
-    if is_local(chunk.path):
-        reader = open_table(chunk.path)
-        yield from (reader.get_batch(b) for b in range(first, stop))
-        return
-    index = read_bytes(chunk.path + INDEX_SUFFIX, 8 * first, 8 * (stop + 1))
-    start, end = np.frombuffer(index, dtype="<u8")[[0, -1]].tolist()
+def unit_batches(chunk: Chunk, first: int, stop: int) -> list[pa.RecordBatch]:
+    """Record batches [first, stop) of a units file, each checked against its CRC-32: their
+    offsets and sums from the index beside it, then exactly their bytes (from its memory map
+    locally; elsewhere each one ranged read)."""
+    path = chunk.path
+    size = INDEX_ENTRY.itemsize
+    index = read_bytes(path + INDEX_SUFFIX, size * first, size * (stop + 1))
+    if len(index) != size * (stop + 1 - first):
+        raise damaged(path, "its index is too short")
+    entries = np.frombuffer(index, dtype=INDEX_ENTRY)
+    start, end = int(entries["at"][0]), int(entries["at"][-1])
     if start == end:
-        return
-    messages = pa.ipc.MessageReader.open_stream(pa.py_buffer(read_bytes(chunk.path, start, end)))
-    schema = unit_schema(pa.type_for_alias(chunk.id_type))
-    for _ in range(first, stop):
-        yield pa.ipc.read_record_batch(messages.read_next_message(), schema)
+        return []
+    if is_local(path):
+        data = pa.memory_map(path).read_buffer()
+        if end > data.size:
+            raise damaged(path, "shorter than its index says")
+        data = data.slice(start, end - start)
+    else:
+        data = pa.py_buffer(read_bytes(path, start, end))
+    sums = np.stack([np.diff(entries["at"]), entries["crc"][:-1]], axis=1).tolist()
+    if chunk.id_type:
+        schema = unit_schema(pa.type_for_alias(chunk.id_type))
+    else:  # a record made without it: the file's own (one more read)
+        schema = head_schema(path)
+    return checked_batches(path, data, start, sums, schema)
 
 
 def batch_units(batch: pa.RecordBatch, rows: np.ndarray) -> Iterator[tuple[int, TokenizedDoc]]:

@@ -11,7 +11,8 @@ from pipeline.progress import Snapshot, clock, line, write_marker
 from tests.conftest import ROOT, SAMPLE_INPUT
 
 PROGRESS = re.compile(
-    r"^\[\d+:\d\d\] (read|split|tokenize|instances) *, read [\d.,]+/[\d.,]+ MB, [\d,]+ documents"
+    r"^\[\d+:\d\d\] (read|split|vocab|tokenize|instances) *, "
+    r"read [\d.,]+/[\d.,]+ MB, [\d,]+ documents"
 )
 WORKER_NOISE = ("semi_persistent_directory", "Discarding unparseable args", "Traceback")
 
@@ -80,3 +81,26 @@ def test_the_line_counts_what_the_workers_left(tmp_path):
     assert "split 2/2 chunks, tokenized 1/2" in text and "buckets 1/4" in text
     assert "2.00 MB/s read" in text and "ETA" in text
     assert clock(3725) == "1:02:05"
+
+
+def test_the_line_names_the_vocab_stage_and_its_eta_counts_it(tmp_path):
+    """All read and split, the vocab training: the line says so, and its ETA falls as the
+    training goes on instead of climbing; the vocab's marker ends the stage."""
+    tmp, building = str(tmp_path / "tmp"), str(tmp_path)
+    write_marker(f"{tmp}/progress/a.json", {"bytes": 4_000_000, "documents": 10})
+    for kind in ("documents", "sentences"):
+        write_marker(f"{tmp}/{kind}/a.arrow", {})
+    snapshot = Snapshot(tmp, building, {}, 4_000_000, trains_vocab=True)
+    assert snapshot.stage() == "vocab"
+    etas = [line(snapshot, 4_000_000, 60.0 + t, t) for t in (0.0, 10.0, 20.0)]
+    assert all(
+        text.startswith(f"[{clock(60 + t)}] vocab")
+        for t, text in zip((0, 10, 20), etas, strict=True)
+    )
+    seconds = [
+        int(m) * 60 + int(s) for m, s in (re.search(r"ETA (\d+):(\d\d)", t).groups() for t in etas)
+    ]
+    assert seconds[0] > seconds[1] > seconds[2] > 0
+    assert Snapshot(tmp, building, {}, 4_000_000).stage() == "split"  # a given vocab
+    write_marker(f"{tmp}/vocab.json", {"pieces": 100})
+    assert Snapshot(tmp, building, {}, 4_000_000, trains_vocab=True).stage() == "tokenize"
