@@ -86,23 +86,28 @@ class Interrupted(Exception):
     pass
 
 
-def test_resume_reproduces_an_uninterrupted_run(shards_dir, tmp_path, monkeypatch):
-    whole = config(shards_dir, str(tmp_path / "whole"), remask=True, accum=2)
-    pretrain(whole)
-    split = config(shards_dir, str(tmp_path / "split"), remask=True, accum=2)
+def pretrain_interrupted(cfg: TrainConfig, monkeypatch, steps: int) -> None:
+    """Pre-train as `cfg` says, stopped by `Interrupted` as its step `steps + 1` starts."""
     real_step, calls = training.Trainer.step, []
 
     def step_then_stop(self, micro_batches):
-        if len(calls) == 6:  # steps 1-6 done, checkpoint at 4: steps 5-6 are lost
+        if len(calls) == steps:
             raise Interrupted
         calls.append(1)
         return real_step(self, micro_batches)
 
     monkeypatch.setattr(training.Trainer, "step", step_then_stop)
     with pytest.raises(Interrupted):
-        pretrain(split)
-    assert len(metrics(split.run)) == 6
+        pretrain(cfg)
     monkeypatch.setattr(training.Trainer, "step", real_step)
+
+
+def test_resume_reproduces_an_uninterrupted_run(shards_dir, tmp_path, monkeypatch):
+    whole = config(shards_dir, str(tmp_path / "whole"), remask=True, accum=2)
+    pretrain(whole)
+    split = config(shards_dir, str(tmp_path / "split"), remask=True, accum=2)
+    pretrain_interrupted(split, monkeypatch, 6)  # checkpoint at 4: steps 5-6 are lost
+    assert len(metrics(split.run)) == 6
     pretrain(config(shards_dir, split.run, remask=True, accum=2, resume=True))
     assert without_timing(metrics(split.run)) == without_timing(metrics(whole.run))
     a = load_checkpoint(os.path.join(whole.run, "last.pt"))

@@ -15,14 +15,20 @@ import numpy as np
 import pytest
 import torch
 
-import model.training as training
 from model.cli import main
 from model.config import TrainConfig
 from model.data import LoaderConfig, PretrainingData, masking_rule, open_shards
 from model.pretrain import pretrain
 from model.run_dir import load_checkpoint
 from schemas.masking import mask_padded, num_to_predict
-from tests.model.test_pretrain import REPO, Interrupted, _cli_env, config, metrics, without_timing
+from tests.model.test_pretrain import (
+    REPO,
+    _cli_env,
+    config,
+    metrics,
+    pretrain_interrupted,
+    without_timing,
+)
 
 
 def _args(shards: str, run: str, *extra: str, steps: int = 4) -> list[str]:
@@ -140,18 +146,7 @@ def test_packed_resume_reproduces_an_uninterrupted_packed_run(shards_dir, tmp_pa
     whole = config(shards_dir, str(tmp_path / "whole"), **opts)
     pretrain(whole)
     split = config(shards_dir, str(tmp_path / "split"), **opts)
-    real_step, calls = training.Trainer.step, []
-
-    def step_then_stop(self, micro_batches):
-        if len(calls) == 6:  # steps 1-6 done, checkpoint at 4: steps 5-6 are lost
-            raise Interrupted
-        calls.append(1)
-        return real_step(self, micro_batches)
-
-    monkeypatch.setattr(training.Trainer, "step", step_then_stop)
-    with pytest.raises(Interrupted):
-        pretrain(split)
-    monkeypatch.setattr(training.Trainer, "step", real_step)
+    pretrain_interrupted(split, monkeypatch, 6)  # checkpoint at 4: steps 5-6 are lost
     pretrain(replace(split, resume=True))
     assert without_timing(metrics(split.run)) == without_timing(metrics(whole.run))
     a = load_checkpoint(os.path.join(whole.run, "last.pt"))
