@@ -55,7 +55,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[model,gcs,dev,gcp,dask]'
+	$(PY) -m pip install -q -e '.[model,gcs,export,dev,gcp,dask]'
 	$(PY) -m pip install -q --no-deps 'mosaicml-streaming==0.13.0'  # its pins: see pyproject dev
 	touch $(STAMP)
 
@@ -82,6 +82,8 @@ export-shards: $(STAMP)
 pretrain: $(STAMP)
 ifeq ($(OUT)|$(INPUT),$(SAMPLE_OUT)|$(SAMPLE_INPUT))
 	@test -f '$(OUT)/manifest.json' || $(MAKE) shards OUT='$(OUT)'
+else ifneq ($(filter gs://%,$(OUT)),)
+	@: a set in GCS: bert-model checks its manifest there and streams it through its shard cache
 else
 	@test -f '$(OUT)/manifest.json' || { echo "make pretrain: no shard set in OUT='$(OUT)' \
 	(no manifest.json); build one from your corpus first: make shards INPUT=... \

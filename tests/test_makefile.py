@@ -109,6 +109,13 @@ def test_pretrain_without_a_manifest_stops_and_builds_nothing(tmp_path):
     assert not out.exists()
 
 
+def test_pretrain_on_a_gcs_set_goes_to_bert_model_which_reads_it_there():
+    r = make("pretrain", "OUT=gs://bucket/sets/wiki")
+    assert r.returncode == 0, r.stderr
+    assert "test -f" not in r.stdout and "no shard set" not in r.stdout
+    assert "--shards 'gs://bucket/sets/wiki' --run 'runs/tiny-wiki'" in r.stdout, r.stdout
+
+
 def test_pretrain_with_other_input_does_not_build_into_the_default_out():
     """The default OUT with the user's INPUT is not the sample: no build on the way either."""
     r = make("pretrain", "INPUT=text:mine/*.txt")

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import BinaryIO
 
-import h5py
 import numpy as np
 
 from schemas.export.rows import SEQ_FEATURES, Padded
@@ -35,6 +34,18 @@ DATASETS = {
     "masked_lm_ids": ("i4", True),
     "next_sentence_labels": ("i1", False),
 }
+
+
+def h5py_module():
+    """h5py, the one library HDF5 needs (the `export` extra; Beam's workers never install it)."""
+    try:
+        import h5py
+    except ImportError:
+        raise ImportError(
+            "--format hdf5 needs h5py, which is not installed; install it with "
+            "pip install 'bert-shards[export]' (or pip install h5py)"
+        ) from None
+    return h5py
 
 
 def fields(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, str]:
@@ -61,7 +72,7 @@ class HDF5Writer:
         return f"training-{index:05d}-of-{total:05d}{SUFFIX}"
 
     def write_shard(self, f: BinaryIO, rows: int, blocks: Iterable[Padded]) -> None:
-        with h5py.File(f, "w") as h5:
+        with h5py_module().File(f, "w") as h5:
             chunk = min(rows, self.block_rows)
             datasets = {}
             for name, (dtype, two_d) in DATASETS.items():

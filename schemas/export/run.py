@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from schemas import storage
 from schemas.export.dest import Dest, RemoteDest, Written, open_dest
-from schemas.export.hdf5 import HDF5Writer
+from schemas.export.hdf5 import HDF5Writer, h5py_module
 from schemas.export.hdf5 import fields as hdf5_fields
 from schemas.export.mds import (
     DEFAULT_SIZE_LIMIT,
@@ -184,6 +184,11 @@ def check_options(options: ExportOptions) -> None:
         )
     if options.block_rows < 1:
         raise ExportError(f"block_rows {options.block_rows} is not >= 1")
+    if options.format == "hdf5":
+        try:
+            h5py_module()
+        except ImportError as e:
+            raise ExportError(str(e)) from None
 
 
 def _inside(dest: str, out: str) -> bool:

@@ -83,6 +83,14 @@ def test_refusals_before_any_work(synthetic_shards, tmp_path):
     assert not (tmp_path / "d").exists()
 
 
+def test_hdf5_without_h5py_is_refused_in_one_line(synthetic_shards, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "h5py", None)  # as where the export extra is not installed
+    with pytest.raises(ExportError, match=r"needs h5py.*bert-shards\[export\]") as refused:
+        export(synthetic_shards, str(tmp_path / "d"), ExportOptions("hdf5"))
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "d").exists()
+
+
 def test_overwrite_replaces_only_what_an_export_writes(synthetic_shards, sample_shards, tmp_path):
     dest = str(tmp_path / "dest")
     export(synthetic_shards, dest, ExportOptions("tfrecord"))  # 4 shards
