@@ -177,9 +177,9 @@ def progress_line(cfg, interval: float):
         return None
     total = input_bytes(cfg.inputs)
     building = building_dir(cfg.out)
-    trains = not cfg.vocab_path
+    sample = 0 if cfg.vocab_path else cfg.vocab.sample_sentences
     return lambda stream: ProgressLine(
-        temp_area(cfg.out), building, total, stream, interval, trains_vocab=trains
+        temp_area(cfg.out), building, total, stream, interval, vocab_sample=sample
     )
 
 

@@ -180,6 +180,8 @@ def read_checked(path: str) -> tuple[pa.Schema, list[pa.RecordBatch]]:
     data = whole_file(path)
     schema, end = parse_head(path, data)
     metadata = checked_metadata(path, schema)
+    if b"batches" not in metadata:
+        raise damaged(path, "no list of its batches: not a document or sentence file")
     sums = json.loads(metadata[b"batches"])
     return schema, checked_batches(path, data.slice(end), end, sums, schema)
 
@@ -205,13 +207,14 @@ def finished(path: str) -> Chunk | None:
     units file: one read of its head, where the schema and its record are (its batches are
     checked as buckets read them). A miss is one request."""
     try:
-        if is_local(path) and not os.path.exists(path):
-            return None
-        units = path.rsplit("/", 2)[-2:-1] == ["units"]
-        if units and not is_local(path):
-            schema = head_schema(path)
+        if is_local(path):
+            if not os.path.exists(path):
+                return None
+            schema = check_whole(path, whole_file(path))
         else:
-            schema = check_units(path) if units else read_checked(path)[0]
+            schema = head_schema(path)
+            if b"batches" in checked_metadata(path, schema):  # not units: read whole anyway
+                schema = check_whole(path, whole_file(path))
         record = json.loads(checked_metadata(path, schema)[b"chunk"])
     except FileNotFoundError:
         return None
@@ -228,21 +231,24 @@ def intact(path: str) -> bool:
     if not is_local(path):
         return True
     try:
-        read_checked(path)
+        check_whole(path, whole_file(path))
     except (OSError, ValueError, pa.ArrowInvalid):
         return False
     return True
 
 
-def check_units(path: str) -> pa.Schema:
-    """A units file read whole, every slice checked against its index; its schema."""
-    data = whole_file(path)
+def check_whole(path: str, data: pa.Buffer) -> pa.Schema:
+    """A chunk file's bytes, every batch checked (a units file's against its index); its
+    schema."""
     schema, end = parse_head(path, data)
-    checked_metadata(path, schema)
-    index = np.frombuffer(read_bytes(path + INDEX_SUFFIX), dtype=INDEX_ENTRY)
-    if not len(index) or int(index["at"][0]) != end:
-        raise damaged(path, "its index does not match it")
-    sums = np.stack([np.diff(index["at"]), index["crc"][:-1]], axis=1).tolist()
+    metadata = checked_metadata(path, schema)
+    if b"batches" in metadata:
+        sums = json.loads(metadata[b"batches"])
+    else:  # units
+        index = np.frombuffer(read_bytes(path + INDEX_SUFFIX), dtype=INDEX_ENTRY)
+        if not len(index) or int(index["at"][0]) != end:
+            raise damaged(path, "its index does not match it")
+        sums = np.stack([np.diff(index["at"]), index["crc"][:-1]], axis=1).tolist()
     checked_batches(path, data.slice(end), end, sums, schema)
     return schema
 

@@ -7,7 +7,9 @@ import re
 import subprocess
 import sys
 
-from pipeline.progress import Snapshot, clock, line, write_marker
+import pytest
+
+from pipeline.progress import Snapshot, clock, line, vocab_seconds_expected, write_marker
 from tests.conftest import ROOT, SAMPLE_INPUT
 
 PROGRESS = re.compile(
@@ -84,23 +86,31 @@ def test_the_line_counts_what_the_workers_left(tmp_path):
 
 
 def test_the_line_names_the_vocab_stage_and_its_eta_counts_it(tmp_path):
-    """All read and split, the vocab training: the line says so, and its ETA falls as the
-    training goes on instead of climbing; the vocab's marker ends the stage."""
+    """All read and split, the vocab training: the line says so, and its ETA, which counted the
+    vocab's expected time from the start, falls as the training goes on instead of climbing;
+    the vocab's marker ends the stage."""
     tmp, building = str(tmp_path / "tmp"), str(tmp_path)
-    write_marker(f"{tmp}/progress/a.json", {"bytes": 4_000_000, "documents": 10})
-    for kind in ("documents", "sentences"):
-        write_marker(f"{tmp}/{kind}/a.arrow", {})
-    snapshot = Snapshot(tmp, building, {}, 4_000_000, trains_vocab=True)
-    assert snapshot.stage() == "vocab"
-    etas = [line(snapshot, 4_000_000, 60.0 + t, t) for t in (0.0, 10.0, 20.0)]
-    assert all(
-        text.startswith(f"[{clock(60 + t)}] vocab")
-        for t, text in zip((0, 10, 20), etas, strict=True)
-    )
-    seconds = [
-        int(m) * 60 + int(s) for m, s in (re.search(r"ETA (\d+):(\d\d)", t).groups() for t in etas)
-    ]
-    assert seconds[0] > seconds[1] > seconds[2] > 0
-    assert Snapshot(tmp, building, {}, 4_000_000).stage() == "split"  # a given vocab
+    size = 10_800_000  # 100,000 sentences' worth: 7 s of training expected
+    expected = vocab_seconds_expected(size, 1_000_000)
+    write_marker(f"{tmp}/progress/a.json", {"bytes": size // 2, "documents": 10})
+    write_marker(f"{tmp}/documents/a.arrow", {})
+    reading = Snapshot(tmp, building, {}, size, trains_vocab=True)
+    assert reading.stage() == "read"
+    with_vocab = eta_seconds(line(reading, size, 2.0, (0.0, expected)))
+    assert with_vocab - eta_seconds(line(reading, size, 2.0)) == pytest.approx(expected, abs=1)
+    write_marker(f"{tmp}/progress/a.json", {"bytes": size, "documents": 10})
+    write_marker(f"{tmp}/sentences/a.arrow", {})
+    training = Snapshot(tmp, building, {}, size, trains_vocab=True)
+    assert training.stage() == "vocab"
+    texts = [line(training, size, 10.0 + t, (t, expected)) for t in (0.0, 2.0, 4.0)]
+    assert all(text[7:].startswith("vocab") for text in texts), texts
+    etas = [eta_seconds(text) for text in texts]
+    assert etas[0] > etas[1] > etas[2] > 0, texts
+    assert Snapshot(tmp, building, {}, size).stage() == "split"  # a given vocab: no such stage
     write_marker(f"{tmp}/vocab.json", {"pieces": 100})
-    assert Snapshot(tmp, building, {}, 4_000_000, trains_vocab=True).stage() == "tokenize"
+    assert Snapshot(tmp, building, {}, size, trains_vocab=True).stage() == "tokenize"
+
+
+def eta_seconds(text: str) -> int:
+    minutes, seconds = re.search(r"ETA (\d+):(\d\d)", text).groups()
+    return int(minutes) * 60 + int(seconds)
