@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from schemas.export.rows import FEATURES
+
 # --- CRC-32C (Castagnoli), as TFRecord frames use it -------------------------------------------
 
 
@@ -170,15 +172,8 @@ def parse_example(record: bytes) -> dict[str, np.ndarray | list[bytes]]:
     return {k: decode_list(kind, p) for k, (kind, p) in example_features(record).items()}
 
 
-REFERENCE_FEATURES = (
-    "input_ids",
-    "input_mask",
-    "segment_ids",
-    "masked_lm_positions",
-    "masked_lm_ids",
-    "masked_lm_weights",
-    "next_sentence_labels",
-)
+# The reference's features are the ones the TFRecord export writes: one list, in schemas.
+REFERENCE_FEATURES = FEATURES
 
 
 def read_reference(paths: Sequence[str], limit: int = 0) -> dict[str, np.ndarray]:

@@ -17,14 +17,7 @@ from model import shard_cache  # noqa: E402
 from model.cli import main  # noqa: E402
 from model.data import LoaderConfig, PretrainingData, batches, open_shards  # noqa: E402
 from schemas import storage  # noqa: E402
-
-
-def upload(local: str, url: str, damage=None) -> None:
-    for rel in sorted(storage.list_files(local)):
-        with open(os.path.join(local, rel), "rb") as f:
-            data = f.read()
-        with storage.open_file(storage.join(url, rel), "wb") as out:
-            out.write(damage(rel, data) if damage else data)
+from tests.gcs_emulator import upload_tree  # noqa: E402
 
 
 def shard_bytes(local: str) -> list[int]:
@@ -34,7 +27,7 @@ def shard_bytes(local: str) -> list[int]:
 @pytest.fixture
 def gs_set(shards_dir, gcs_bucket) -> str:
     url = f"gs://{gcs_bucket}/sets/synthetic"
-    upload(shards_dir, url)
+    upload_tree(shards_dir, url)
     return url
 
 
@@ -89,7 +82,7 @@ def test_a_changed_shard_is_refused_naming_it(shards_dir, gcs_bucket, tmp_path):
     def flip(rel, data):  # same size, one byte other: only the sha256 tells
         return data[:-40] + bytes([data[-40] ^ 1]) + data[-39:] if rel == victim else data
 
-    upload(shards_dir, url, flip)
+    upload_tree(shards_dir, url, flip)
     with shard_cache.settings(str(tmp_path / "cache"), None):
         shards = open_shards(url)
     with pytest.raises(ValueError) as e:
@@ -129,7 +122,7 @@ def test_what_the_cache_refuses(shards_dir, gs_set, tmp_path):
         manifest["shards"][0]["sha256"] = "../../outside"
         return json.dumps(manifest).encode()
 
-    upload(shards_dir, gs_set + "-hostile", climb)
+    upload_tree(shards_dir, gs_set + "-hostile", climb)
     with shard_cache.settings(str(tmp_path / "h"), None):
         with pytest.raises(ValueError, match="shard entry 0 .* not a digest"):
             open_shards(gs_set + "-hostile")

@@ -19,22 +19,9 @@ from schemas import storage  # noqa: E402
 from schemas.cli import main as schemas_main  # noqa: E402
 from schemas.export.run import ExportError, ExportOptions, export  # noqa: E402
 from schemas.manifest import read_manifest  # noqa: E402
+from tests.gcs_emulator import upload_tree  # noqa: E402
 
 FORMATS = ("hdf5", "tfrecord", "mds")
-
-
-def upload(local: str, url: str, damage=None) -> None:
-    """Every file of a local set as an object below `url` (`damage(rel, data)` may change a
-    file's bytes on the way)."""
-    for rel in sorted(storage.list_files(local)):
-        if rel.startswith("."):  # the build's lock
-            continue
-        with open(os.path.join(local, rel), "rb") as f:
-            data = f.read()
-        if damage is not None:
-            data = damage(rel, data)
-        with storage.open_file(storage.join(url, rel), "wb") as out:
-            out.write(data)
 
 
 def files_of(folder: str) -> dict[str, bytes]:
@@ -57,7 +44,7 @@ def test_gs_source_and_gs_target_give_the_local_bytes(
     synthetic_shards, gcs_bucket, gcs_emulator, tmp_path, scratch_root
 ):
     gs_set = f"gs://{gcs_bucket}/sets/synthetic"
-    upload(synthetic_shards, gs_set)
+    upload_tree(synthetic_shards, gs_set)
     shard_bytes = sum(e.bytes for e in read_manifest(synthetic_shards).shards)
     for fmt in FORMATS:
         options = ExportOptions(fmt, mds_size_limit=300_000)
@@ -120,7 +107,7 @@ def test_gs_refusals_come_before_anything_is_written(synthetic_shards, gcs_bucke
     def damage(rel, data):  # one byte of one shard: its sha256 is no longer the manifest's
         return data[:100] + bytes([data[100] ^ 1]) + data[101:] if rel == rels[1] else data
 
-    upload(synthetic_shards, gs_set, damage)
+    upload_tree(synthetic_shards, gs_set, damage)
     local = str(tmp_path / "d")
     with pytest.raises(ExportError, match="fails validation"):
         export(gs_set, local, ExportOptions("hdf5"))

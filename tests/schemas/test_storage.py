@@ -16,22 +16,7 @@ from schemas import storage  # noqa: E402
 from schemas.cli import main as schemas_main  # noqa: E402
 from schemas.manifest import MANIFEST_NAME, read_manifest  # noqa: E402
 from schemas.validate.run import validate  # noqa: E402
-
-
-def upload(local: str, url: str, damage=None) -> None:
-    """Every file of a local set as an object below `url`; `damage(rel, data)` may change a
-    file's bytes on the way (None: leave it out)."""
-    for rel in sorted(storage.list_files(local)):
-        if rel.startswith("."):  # the build's lock
-            continue
-        with open(os.path.join(local, rel), "rb") as f:
-            data = f.read()
-        if damage is not None:
-            data = damage(rel, data)
-            if data is None:
-                continue
-        with storage.open_file(storage.join(url, rel), "wb") as out:
-            out.write(data)
+from tests.gcs_emulator import upload_tree  # noqa: E402
 
 
 def test_local_and_gs_answer_alike(gcs_bucket, tmp_path):
@@ -40,7 +25,7 @@ def test_local_and_gs_answer_alike(gcs_bucket, tmp_path):
     (local / "a.txt").write_bytes(b"one\r\ntwo\n")
     (local / "sub" / "b.bin").write_bytes(os.urandom(3000))
     url = f"gs://{gcs_bucket}/set"
-    upload(str(local), url)
+    upload_tree(str(local), url)
     for base in (str(local), url):
         assert storage.list_files(base) == {"a.txt": 9, "sub/b.bin": 3000}
         assert storage.isdir(base) and storage.isdir(storage.join(base, "sub"))
@@ -85,7 +70,7 @@ def test_the_client_takes_the_emulator_and_the_credentials(gcs_emulator, gcs_buc
 @pytest.fixture
 def gs_set(sample_shards, gcs_bucket) -> str:
     url = f"gs://{gcs_bucket}/shards/sample"
-    upload(sample_shards, url)
+    upload_tree(sample_shards, url)
     return url
 
 
@@ -122,7 +107,7 @@ def test_validate_on_gs_finds_changed_missing_and_extra_shards(sample_shards, gc
         return data
 
     url = f"gs://{gcs_bucket}/broken"
-    upload(sample_shards, url, damage)
+    upload_tree(sample_shards, url, damage)
     extra = storage.join(url, "shards/train-00099-of-00099.arrow")
     with storage.open_file(extra, "wb") as f:
         f.write(b"x")
