@@ -109,7 +109,8 @@ def dask_runner():
 
 
 INPUT_ERROR = re.compile(
-    r"(?:BadInputError|ValueError|FileNotFoundError): (.+?)(?: \[while running '[^']*'\])?$",
+    r"(?:BadInputError|DamagedChunkError|ValueError|FileNotFoundError): (.+?)"
+    r"(?: \[while running '[^']*'\])?$",
     re.M,
 )
 

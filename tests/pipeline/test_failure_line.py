@@ -1,0 +1,34 @@
+"""The one line a failed build prints, found in what the runner raised: in-process, a step's own
+exception; from a worker process, the exception's last line inside Beam's wrapped text."""
+
+from __future__ import annotations
+
+from pipeline.runner import failure_line
+from pipeline.spill import DamagedChunkError
+
+WORKER_TEXT = """Error processing instruction 7. Original traceback is
+Traceback (most recent call last):
+  File "apache_beam/runners/common.py", line 1501, in process
+  File "/work/pipeline/spill.py", line 210, in read_units
+    raise DamagedChunkError(path, what)
+{line} [while running 'CreateInstances/Bucket']
+"""
+
+
+def test_a_damaged_chunk_in_process_is_its_own_line():
+    e = DamagedChunkError("/o/shards/.building/tmp/u-3.arrow", "record batch 2 at byte 96")
+    wrapped = RuntimeError("the runner failed")
+    wrapped.__cause__ = e
+    assert failure_line(wrapped) == str(e)
+    assert "\n" not in failure_line(wrapped)
+
+
+def test_a_damaged_chunk_in_a_worker_is_found_in_beams_text():
+    e = DamagedChunkError("/o/shards/.building/tmp/u-3.arrow", "record batch 2 at byte 96")
+    text = WORKER_TEXT.format(line=f"pipeline.spill.DamagedChunkError: {e}")
+    assert failure_line(RuntimeError(text)) == str(e)
+
+
+def test_an_unknown_failure_says_to_run_with_verbose():
+    line = failure_line(RuntimeError(WORKER_TEXT.format(line="KeyError: 'x'")))
+    assert line.startswith("the build failed: ") and "--verbose" in line
