@@ -42,6 +42,7 @@ def _pretrain_parser(sub) -> None:
         "--model", default="tiny", choices=list(PRESETS), help="size preset (default: tiny)"
     )
     _optimizer_flags(p)
+    _recipe_flags(p)
     _runtime_flags(p)
     _start_flags(p)
     _shard_cache_flags(p)
@@ -96,16 +97,9 @@ def _optimizer_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _runtime_flags(p: argparse.ArgumentParser) -> None:
-    """Pre-training: device and precision, data order, logging, checkpoints, evaluation."""
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
-    p.add_argument(
-        "--precision",
-        default="auto",
-        choices=["auto", "bf16", "fp32"],
-        help="auto: bf16 autocast on CUDA, fp32 on CPU",
-    )
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+def _recipe_flags(p: argparse.ArgumentParser) -> None:
+    """Pre-training: the recipe's knobs (masking, NSP, attention dropout, packing), recorded in
+    the run and refused on a resume that changes them."""
     p.add_argument(
         "--remask",
         action="store_true",
@@ -137,6 +131,18 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
         help="pack whole rows into sequences of the shards' max_seq_length (no padding); "
         "--batch-size then counts packed sequences",
     )
+
+
+def _runtime_flags(p: argparse.ArgumentParser) -> None:
+    """Pre-training: device and precision, data order, logging, checkpoints, evaluation."""
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "bf16", "fp32"],
+        help="auto: bf16 autocast on CUDA, fp32 on CPU",
+    )
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument(
         "--shuffle-window",
         type=int,
