@@ -7,15 +7,7 @@ import shutil
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLE = os.path.join(ROOT, "sample")
-SAMPLE_INPUT = f"books:{SAMPLE}/books,text:{SAMPLE}/text"
-
-
-def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:
-    from pipeline.cli import main
-
-    return main(["build", "--input", inputs, "--out", out, "--workers", "1", *extra])
+from tests.helpers import ROOT, SAMPLE, SAMPLE_INPUT, build_shards  # noqa: F401 (re-exported)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
 
 import numpy as np
@@ -15,20 +14,13 @@ from pipeline.instances import num_to_predict
 from schemas.config import INSTANCE_KEYS
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns
-from tests.conftest import SAMPLE, SAMPLE_INPUT, build_shards
+from tests.helpers import SAMPLE, SAMPLE_INPUT, build_shards, file_digests
 from tests.pipeline.test_tokenize import google_layout
 
 
 def rows(out: str) -> list[ShardColumns]:
     s = ShardSet.open(out)
     return [ShardColumns.from_table(s.table(i)) for i in range(len(s))]
-
-
-def file_digests(out: str) -> dict[str, str]:
-    return {
-        os.path.relpath(p, out): hashlib.sha256(open(p, "rb").read()).hexdigest()
-        for p in sorted(glob.glob(f"{out}/shards/*.arrow")) + [f"{out}/vocab.txt"]
-    }
 
 
 def test_sample_shards_read_back_and_conserve_counts(sample_shards):

@@ -27,8 +27,7 @@ from pipeline.spill import (
     write_sentences,
     write_units,
 )
-from tests.conftest import build_shards
-from tests.pipeline.test_build import file_digests
+from tests.helpers import build_shards, file_digests
 
 ARGS = ("--num-shards", "4")  # the settings of `sample_shards`
 

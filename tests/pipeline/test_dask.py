@@ -23,8 +23,7 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
 from bench.dask_bench import dask_cluster  # noqa: E402
 from pipeline.dask_runner import DaskRunner  # noqa: E402
 from pipeline.runner import DASK_RUNNER, pipeline_options  # noqa: E402
-from tests.conftest import SAMPLE, build_shards  # noqa: E402
-from tests.pipeline.test_build import file_digests  # noqa: E402
+from tests.helpers import SAMPLE, build_shards, file_digests  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

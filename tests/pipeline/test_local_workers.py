@@ -11,8 +11,7 @@ import threading
 import pytest
 
 from pipeline.local_workers import fork_is_safe
-from tests.conftest import ROOT, SAMPLE_INPUT, build_shards
-from tests.pipeline.test_build import file_digests
+from tests.helpers import ROOT, SAMPLE_INPUT, build_shards, file_digests
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
@@ -29,10 +28,18 @@ def run_python(code: str) -> subprocess.CompletedProcess:
     return done
 
 
-@pytest.mark.parametrize("forked", [2, 1], ids=["both-forked", "one-started-by-beam"])
-def test_two_workers_build_the_shards_of_one_worker(tmp_path, forked):
-    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+@pytest.fixture(scope="module")
+def one_worker(tmp_path_factory) -> dict[str, str]:
+    """The digests of a 1-worker build of 3 shards, which both parameters compare against."""
+    one = str(tmp_path_factory.mktemp("one") / "out")
     assert build_shards(one, "--num-shards", "3") == 0
+    return file_digests(one)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("forked", [2, 1], ids=["both-forked", "one-started-by-beam"])
+def test_two_workers_build_the_shards_of_one_worker(one_worker, tmp_path, forked):
+    two = str(tmp_path / "two")
     done = run_python(
         f"""
         import os
@@ -62,7 +69,7 @@ def test_two_workers_build_the_shards_of_one_worker(tmp_path, forked):
     expected = [2, 1] if forked == 2 else [1, 0]  # children still waiting at each start
     assert f"handed {expected}" in done.stdout
     assert "no child left" in done.stdout
-    assert file_digests(two) == file_digests(one)
+    assert file_digests(two) == one_worker
 
 
 def test_unused_children_end_when_the_pool_closes():

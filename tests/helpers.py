@@ -1,0 +1,27 @@
+"""Helpers shared by several test files: the sample corpus, a build of it, and the digests that
+say two shard sets hold the same bytes. Fixtures live in conftest.py; test files import from
+here, never from each other."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(ROOT, "sample")
+SAMPLE_INPUT = f"books:{SAMPLE}/books,text:{SAMPLE}/text"
+
+
+def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:
+    from pipeline.cli import main
+
+    return main(["build", "--input", inputs, "--out", out, "--workers", "1", *extra])
+
+
+def file_digests(out: str) -> dict[str, str]:
+    """sha256 of each shard and of vocab.txt, by path relative to `out`."""
+    return {
+        os.path.relpath(p, out): hashlib.sha256(open(p, "rb").read()).hexdigest()
+        for p in sorted(glob.glob(f"{out}/shards/*.arrow")) + [f"{out}/vocab.txt"]
+    }
