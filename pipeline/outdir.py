@@ -251,9 +251,9 @@ def stale(holder: str) -> bool:
 
 
 # Disk a local build needs, per byte of input text, at its peak: the chunk files of documents,
-# sentences and tokenized passes beside the finished shards (measured on prose in the reference
-# format at seq 128, dupe 5: 8.2x; the shards themselves are 3.6x). Compressed input counts
-# as COMPRESSED_TEXT times its stored size.
+# sentences and tokenized passes beside the finished shards, set just above the peak measured on
+# prose in the reference format at seq 128, dupe 5 (docs/benchmarks.md, "Scale on one machine").
+# Compressed input counts as COMPRESSED_TEXT times its stored size.
 DISK_PER_TEXT_BYTE = 8.5
 COMPRESSED_TEXT = 4
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd", ".lz4")

@@ -117,8 +117,9 @@ def line(s: Snapshot, total_bytes: int, seconds: float, vocab=(0.0, 0.0)) -> str
 # Shares of a build's time per stage but the vocab's, from the profile of a local build of prose
 # (they only shape the ETA; the figures shown are counts).
 WEIGHTS = {"read": 0.1, "split": 0.3, "tokenize": 0.3, "instances": 0.3}
-# Training the vocab takes the time of its sample, whatever the corpus: 70 us a sentence (6 s for
-# the 86,321 of the kernel-docs text, 108 bytes each, on 1 CPU; so 70 s for 1M).
+# Training the vocab takes the time of its sample, whatever the corpus: a rate per sentence of
+# about 108 bytes, measured on the kernel-docs text (docs/benchmarks.md, "The vocab stage and its
+# ETA").
 VOCAB_SECONDS_PER_SENTENCE = 70e-6
 BYTES_PER_SENTENCE = 108
 

@@ -22,8 +22,8 @@ from schemas.export.rows import SEQ_FEATURES, Padded
 
 SUFFIX = ".hdf5"
 # DeepLearningExamples writes gzip at h5py's default level (4) without HDF5's byte shuffle; with
-# the shuffle, level 1 writes files 2.4x faster and still smaller (measured on kernel-docs shards:
-# 0.20 vs 0.49 CPU-s, 6.0 vs 6.9 MB). Both are HDF5's built-in filters: every h5py reads them.
+# the shuffle, level 1 writes files faster and still smaller (measured on kernel-docs shards:
+# docs/benchmarks.md, "Export"). Both are HDF5's built-in filters: every h5py reads them.
 GZIP_LEVEL = 1
 # name -> dtype, as DeepLearningExamples writes them; True when the dataset is 2-D.
 DATASETS = {
