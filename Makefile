@@ -47,8 +47,8 @@ SHARD_FLAGS := --input '$(INPUT)' --format $(FORMAT) --out '$(OUT)' --max-seq-le
 	$(if $(filter DataflowRunner,$(RUNNER)),--project $(PROJECT) --region $(REGION) \
 	  --temp_location '$(TEMP)' --setup_file ./setup.py)
 
-.PHONY: venv shards vocab validate inspect export-shards pretrain finetune export test lint bench \
-	corpora clean
+.PHONY: venv shards vocab validate inspect export-shards pretrain finetune export test test-fast lint \
+	bench corpora clean
 
 venv: $(STAMP)
 
@@ -102,6 +102,10 @@ export: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest tests $(ARGS)
+
+# For local iteration: everything but the tests marked `slow`. `make test` runs them all.
+test-fast: $(STAMP)
+	$(PY) -m pytest tests -m 'not slow' $(ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check schemas pipeline model tests bench

@@ -82,6 +82,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_walkthrough_end_to_end_on_the_sample(tmp_path, one_thread, capsys, monkeypatch):
     from model.cli import main as model_main
     from schemas.cli import main as schemas_main

@@ -7,11 +7,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from bench.gpu_bench import GPU_CASES, RESULT_NAME, flops_per_step, table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_cpu_fallback_writes_sane_json(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}

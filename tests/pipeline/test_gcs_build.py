@@ -93,6 +93,7 @@ def test_gcs_build_reads_little_and_asks_little(one_worker):
     assert stats["requests"] < 100, stats
 
 
+@pytest.mark.slow
 def test_two_workers_rebuild_another_seed_into_a_used_out(gcs_emulator, gcs_input, local_set):
     """A set built with another seed, then 2 workers with the default one and --overwrite:
     the default set's bytes, nothing of the first build left."""
@@ -137,6 +138,7 @@ def start_build(out: str, inputs: str, gcs) -> subprocess.Popen:
     return child
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill(gcs_emulator, gcs_input, local_set):
     """Killed mid-build: no manifest, its lock left behind (this machine, process gone: taken
     over); `--resume` ends with the uninterrupted build's bytes and an empty build area."""

@@ -74,6 +74,7 @@ def test_portable_build_is_the_local_build(portable, sample_shards, tmp_path):
     assert shard_set(out) == shard_set(sample_shards)
 
 
+@pytest.mark.slow
 def test_portable_build_from_and_into_gcs(portable, sample_shards, gcs_emulator):
     gcs_emulator.create_bucket("portable")
     upload_tree(SAMPLE, "gs://portable/sample")

@@ -40,6 +40,7 @@ def scratch_root(tmp_path, monkeypatch) -> str:
     return str(root)
 
 
+@pytest.mark.slow
 def test_gs_source_and_gs_target_give_the_local_bytes(
     synthetic_shards, gcs_bucket, gcs_emulator, tmp_path, scratch_root
 ):
