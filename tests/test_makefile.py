@@ -147,6 +147,13 @@ def test_finetune_passes_device():
     assert "--device cuda" in r.stdout
 
 
+def test_test_fast_skips_the_slow_tests_and_test_runs_them_all():
+    fast, full = make("test-fast", "ARGS=-x"), make("test", "ARGS=-x")
+    assert fast.returncode == 0 == full.returncode, fast.stderr + full.stderr
+    assert "-m pytest tests -m 'not slow' -x" in fast.stdout
+    assert "-m pytest tests -x" in full.stdout and "not slow" not in full.stdout
+
+
 def test_benchmarks_keep_data_as_their_directory():
     """DATA's default for make finetune (the sample) is not the benchmarks' download folder."""
     r = make("bench")
