@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "sample")
 SAMPLE_INPUT = f"books:{SAMPLE}/books,text:{SAMPLE}/text"
+BUILD_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:
@@ -25,3 +27,20 @@ def file_digests(out: str) -> dict[str, str]:
         os.path.relpath(p, out): hashlib.sha256(open(p, "rb").read()).hexdigest()
         for p in sorted(glob.glob(f"{out}/shards/*.arrow")) + [f"{out}/vocab.txt"]
     }
+
+
+def read(path: str) -> bytes:
+    """A local or gs:// file's bytes."""
+    from pipeline.fsio import read_bytes
+
+    return read_bytes(path)
+
+
+def shard_set(out: str) -> dict:
+    """What decides a set's bytes, local or on gs://: its shards, vocab and tokenizer files, and
+    the manifest without its `created` note (time, host, OUT)."""
+    manifest = json.loads(read(f"{out}/manifest.json"))
+    manifest.pop("created")
+    files = {e["path"]: read(f"{out}/{e['path']}") for e in manifest["shards"]}
+    files.update({name: read(f"{out}/{name}") for name in BUILD_FILES})
+    return {"manifest": manifest, **files}

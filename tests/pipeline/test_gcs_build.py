@@ -5,7 +5,6 @@ as on a local disk, and what a build costs the store."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,37 +13,11 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLE, build_shards
+from tests.gcs_emulator import upload_tree
+from tests.helpers import BUILD_FILES, ROOT, SAMPLE, build_shards, read, shard_set
 
 pytest.importorskip("gcp_storage_emulator")
 
-BUILD_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-
-
-def upload_tree(local: str, url: str) -> None:
-    from pipeline.fsio import write_bytes
-
-    for folder, _, names in os.walk(local):
-        for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as f:
-                write_bytes(f"{url}/{os.path.relpath(path, local)}", f.read())
-
-
-def read(path: str) -> bytes:
-    from pipeline.fsio import read_bytes
-
-    return read_bytes(path)
-
-
-def shard_set(out: str) -> dict:
-    """What decides a set's bytes: its shards, vocab and tokenizer files, and the manifest
-    without its `created` note (time, host, OUT)."""
-    manifest = json.loads(read(f"{out}/manifest.json"))
-    manifest.pop("created")
-    files = {e["path"]: read(f"{out}/{e['path']}") for e in manifest["shards"]}
-    files.update({name: read(f"{out}/{name}") for name in BUILD_FILES})
-    return {"manifest": manifest, **files}
 
 
 def bucket_objects(gcs, out: str) -> list[str]:
@@ -120,7 +93,7 @@ def test_dedup_on_gcs_is_the_local_dedup(gcs_emulator, gcs_input, tmp_path):
 def start_build(out: str, inputs: str, gcs) -> subprocess.Popen:
     """A build into `out` in a process of its own, returned once it has split a chunk."""
     code = (
-        "import sys; from tests.conftest import build_shards; "
+        "import sys; from tests.helpers import build_shards; "
         f"sys.exit(build_shards({out!r}, '--num-shards', '4', inputs={inputs!r}))"
     )
     child = subprocess.Popen(

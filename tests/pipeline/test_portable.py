@@ -11,9 +11,8 @@ import sys
 
 import pytest
 
-from tests.conftest import SAMPLE, SAMPLE_INPUT
-from tests.gcs_emulator import _wait_for, free_port
-from tests.pipeline.test_gcs_build import shard_set, upload_tree
+from tests.gcs_emulator import _wait_for, free_port, upload_tree
+from tests.helpers import SAMPLE, SAMPLE_INPUT, shard_set
 
 pytest.importorskip("gcp_storage_emulator")
 
