@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.helpers import ROOT, SAMPLE, SAMPLE_INPUT, build_shards  # noqa: F401 (re-exported)
+from tests.helpers import build_shards
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLE_INPUT, build_shards
+from tests.helpers import ROOT, SAMPLE_INPUT, build_shards
 
 README = os.path.join(ROOT, "README.md")
 SAMPLE_TASKS = {"sst2": "accuracy", "ner": "f1", "squad": "f1"}

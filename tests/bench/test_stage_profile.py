@@ -11,7 +11,7 @@ import pyarrow as pa
 from bench.stage_profile import STAGES, Clock, render, stage_seconds, text_files
 from pipeline.config import VocabConfig
 from pipeline.tokenize import train_vocab
-from tests.conftest import SAMPLE
+from tests.helpers import SAMPLE
 
 
 def test_clock_sums_each_stage():

@@ -14,7 +14,7 @@ from model.cli import main
 from model.run_dir import load_checkpoint
 from model.run_lock import LOCK_NAME, RunLock
 from model.run_shards import KEY, check_shard_set, manifest_sha256
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 TINY = ["--steps", "2", "--batch-size", "8", "--eval-batches", "1", "--ckpt-every", "2"]
 

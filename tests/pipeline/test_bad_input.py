@@ -28,7 +28,7 @@ from pipeline.sources.text import read_text
 from pipeline.sources.wikipedia.reader import read_wikipedia
 from pipeline.sources.wikipedia.split import PageSplitter
 from schemas.reader import ShardSet
-from tests.conftest import build_shards
+from tests.helpers import build_shards
 from tests.pipeline.test_wikipedia import export, page_xml
 from tests.pipeline.wikidata import MARKUP_RESIDUE, TABLE_MARKUP, gensim_file
 

@@ -93,7 +93,7 @@ def test_a_wrong_format_is_one_line_saying_what_to_do(tmp_path):
 
 def test_num_shards_far_above_the_corpus_is_capped_and_said(tmp_path, capsys):
     from schemas.reader import ShardSet
-    from tests.conftest import build_shards
+    from tests.helpers import build_shards
 
     out = str(tmp_path / "out")
     assert build_shards(out, "--num-shards", "1000", inputs=f"text:{TEXT}") == 0

@@ -89,7 +89,7 @@ def test_a_repeated_jsonl_id_is_refused_naming_both_lines():
 
 
 def test_one_id_in_two_jsonl_files_stops_the_build(tmp_path):
-    from tests.conftest import build_shards
+    from tests.helpers import build_shards
 
     (tmp_path / "in").mkdir()
     for name, text in (("a.jsonl", "First copy. It has words."), ("b.jsonl", "Second one. Other.")):

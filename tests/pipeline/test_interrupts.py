@@ -17,7 +17,7 @@ from pipeline.cli import NO_SPACE, disk_full_said
 from pipeline.outdir import OutputError, OutputLock, check_free_space, disk_figure
 from schemas.manifest import read_manifest
 from schemas.validate.run import validate
-from tests.conftest import ROOT, SAMPLE_INPUT
+from tests.helpers import ROOT, SAMPLE_INPUT
 
 BUILD = [sys.executable, "-m", "pipeline.cli", "build", "--input", SAMPLE_INPUT]
 BUILD += ["--num-shards", "4", "--progress-seconds", "0"]

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.outdir import OutputLock
-from tests.conftest import build_shards
+from tests.helpers import build_shards
 
 TEXT = "text:" + os.path.join(os.path.dirname(__file__), "..", "..", "sample", "text")
 

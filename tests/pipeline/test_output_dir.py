@@ -11,7 +11,7 @@ from pipeline.tokenize import wordpiece_tokenizer
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns
 from schemas.validate.run import validate
-from tests.conftest import build_shards
+from tests.helpers import build_shards
 
 TEXT = "text:" + os.path.join(os.path.dirname(__file__), "..", "..", "sample", "text")
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from pipeline.progress import Snapshot, clock, line, vocab_seconds_expected, write_marker
-from tests.conftest import ROOT, SAMPLE_INPUT
+from tests.helpers import ROOT, SAMPLE_INPUT
 
 PROGRESS = re.compile(
     r"^\[\d+:\d\d\] (read|split|vocab|tokenize|instances) *, "

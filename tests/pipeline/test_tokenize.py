@@ -14,7 +14,7 @@ from pipeline.config import VocabConfig
 from pipeline.sentences import split_paragraphs
 from pipeline.tokenize import encode_documents, train_vocab
 from schemas.vocab import SPECIAL_TOKENS, Vocab
-from tests.conftest import SAMPLE
+from tests.helpers import SAMPLE
 
 
 def sample_sentences() -> list[str]:

@@ -360,7 +360,7 @@ def test_beam_reads_a_multistream_dump_in_spans_like_the_whole_file(tmp_path, mo
 def test_shards_built_from_a_real_dump_hold_no_markup(tmp_path) -> None:
     from schemas.reader import ShardSet
     from schemas.shard import ShardColumns
-    from tests.conftest import build_shards
+    from tests.helpers import build_shards
 
     (tmp_path / "wiki").mkdir()
     (tmp_path / "wiki" / TABLE_MARKUP).write_bytes(bz2.compress(gensim_xml(TABLE_MARKUP)))

@@ -17,7 +17,7 @@ from schemas.row_batch import RowBatch, mask_spread
 from schemas.shard import ShardColumns
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 from schemas.validate.run import validate
-from tests.conftest import build_shards
+from tests.helpers import build_shards
 from tests.schemas.shard_surgery import copy_set, rewrite_shard
 from tests.schemas.test_schemas_validate import make_columns, rules, sound_rows
 
