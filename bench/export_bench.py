@@ -116,6 +116,44 @@ def tf_parity(data: str, out: str, dest: str, work: str) -> dict:
     return _row("tfrecord read by run_pretraining.input_fn", rows, "rows", note)
 
 
+def format_rows(
+    fmt: str, out: str, dest: str, build_cpu: float, set_bytes: int, largest: int
+) -> list[dict]:
+    """One format's export of the set in `out` into `dest`: its CPU, speed, share of the build's
+    CPU and peak memory."""
+    if os.path.exists(dest):
+        shutil.rmtree(dest)
+    m = export(out, dest, fmt)
+    with open(os.path.join(dest, "export.json")) as f:
+        summary = json.load(f)
+    written = sum(e["bytes"] for e in summary["files"])
+    share = m.cpu / build_cpu
+    verdict = "meets" if share <= TARGET_SHARE else "MISSES"
+    return [
+        _row(
+            f"{fmt} export",
+            m.cpu,
+            "CPU-s",
+            f"{len(summary['files'])} files, {written / 1e6:.1f} MB written; "
+            f"{m.wall:.1f} s wall",
+        ),
+        _row(f"{fmt} export speed", set_bytes / 1e6 / m.cpu, "MB/s/core", "shard bytes"),
+        _row(
+            f"{fmt} export / build",
+            100 * share,
+            "% CPU",
+            f"{verdict} the target of at most {100 * TARGET_SHARE:.0f}%",
+        ),
+        _row(
+            f"{fmt} export peak memory",
+            m.peak / 1e6,
+            "MB",
+            f"largest shard {largest / 1e6:.1f} MB (the process, Python and numpy "
+            "included)",
+        ),
+    ]
+
+
 def run(data: str = "data", keep: str | None = None) -> list[dict]:
     inputs, what = source_inputs(data)
     work = keep or tempfile.mkdtemp(prefix="export-bench-")
@@ -149,38 +187,7 @@ def run(data: str = "data", keep: str | None = None) -> list[dict]:
             )
         )
         for fmt in FORMATS:
-            dest = os.path.join(work, fmt)
-            if os.path.exists(dest):
-                shutil.rmtree(dest)
-            m = export(out, dest, fmt)
-            with open(os.path.join(dest, "export.json")) as f:
-                summary = json.load(f)
-            written = sum(e["bytes"] for e in summary["files"])
-            share = m.cpu / built.cpu
-            verdict = "meets" if share <= TARGET_SHARE else "MISSES"
-            rows += [
-                _row(
-                    f"{fmt} export",
-                    m.cpu,
-                    "CPU-s",
-                    f"{len(summary['files'])} files, {written / 1e6:.1f} MB written; "
-                    f"{m.wall:.1f} s wall",
-                ),
-                _row(f"{fmt} export speed", set_bytes / 1e6 / m.cpu, "MB/s/core", "shard bytes"),
-                _row(
-                    f"{fmt} export / build",
-                    100 * share,
-                    "% CPU",
-                    f"{verdict} the target of at most {100 * TARGET_SHARE:.0f}%",
-                ),
-                _row(
-                    f"{fmt} export peak memory",
-                    m.peak / 1e6,
-                    "MB",
-                    f"largest shard {largest / 1e6:.1f} MB (the process, Python and numpy "
-                    "included)",
-                ),
-            ]
+            rows += format_rows(fmt, out, os.path.join(work, fmt), built.cpu, set_bytes, largest)
         rows.append(tf_parity(data, out, os.path.join(work, "tfrecord"), work))
         return rows
     finally:
