@@ -31,7 +31,7 @@ from pipeline.arguments import (
 )
 from pipeline.config import InstanceConfig, VocabConfig, default_max_predictions
 from pipeline.options import at_least
-from pipeline.read_chunks import InputSpec, expand_pattern
+from pipeline.read_chunks import InputSpec, expand_pattern, one_listing
 from pipeline.sources.readers import READERS
 
 
@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         rest = [*rest, f"--dask_client_address={args.dask_address}"]
     runner = {"build": run_build, "vocab": run_vocab, "punkt": run_punkt}[args.command]
     try:
-        with interrupts_unwind():
+        with interrupts_unwind(), one_listing():
             return runner(args, rest)
     except KeyboardInterrupt as e:  # Interrupted, or a Ctrl-C before the handlers were set
         if args.verbose:

@@ -225,3 +225,24 @@ def test_bad_punkt_file_is_refused_before_the_run(tmp_path):
     bad.write_text("{}", encoding="utf-8")
     with pytest.raises(SystemExit, match="not Punkt parameters"):
         build_shards(str(tmp_path / "o"), "--punkt", str(bad))
+
+
+def test_a_build_lists_each_input_pattern_once(sample_shards, tmp_path, monkeypatch):
+    """The input checks, disk check, resume record, progress total and the graph's listing and
+    sizes steps share one listing per pattern (each listing of a large corpus costs CPU in the
+    driver before the first stage); sizes come from it, not from a stat per file."""
+    import pipeline.read_chunks as read_chunks
+    from pipeline import fsio
+
+    listings, sizes = [], []
+    list_files, size = read_chunks.list_files, fsio.size
+    monkeypatch.setattr(
+        read_chunks, "list_files", lambda spec: listings.append(spec) or list_files(spec)
+    )
+    monkeypatch.setattr(fsio, "size", lambda path: sizes.append(path) or size(path))
+    out = str(tmp_path / "out")
+    assert build_shards(out, "--num-shards", "4", "--progress-seconds", "1") == 0
+    assert sorted(s.pattern for s in listings) == [f"{SAMPLE}/books", f"{SAMPLE}/text"]
+    assert sizes == []
+    assert read_chunks._LISTINGS is None and not read_chunks._SIZES  # nothing kept after it
+    assert file_digests(out) == file_digests(sample_shards)
