@@ -60,10 +60,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 shards: $(STAMP)
-	$(PY) -m pipeline.cli build $(SHARD_FLAGS) $(ARGS)
+	$(PY) -m pipeline build $(SHARD_FLAGS) $(ARGS)
 
 vocab: $(STAMP)
-	$(PY) -m pipeline.cli vocab --input '$(INPUT)' --format $(FORMAT) --out '$(OUT)' --seed $(SEED) \
+	$(PY) -m pipeline vocab --input '$(INPUT)' --format $(FORMAT) --out '$(OUT)' --seed $(SEED) \
 		--workers $(WORKERS) --runner $(RUNNER) $(ARGS)
 
 validate: $(STAMP)

@@ -62,7 +62,7 @@ def write_books(documents: Sequence[Document], out: Path) -> dict[str, int]:
 
 def write_text(documents: Sequence[Document], out: Path, part_mb: float) -> dict[str, int]:
     """The reference format: a sentence a line, a blank line between documents, in parts."""
-    from pipeline.sentences import split_paragraphs
+    from pipeline.core.sentences import split_paragraphs
 
     out.mkdir(parents=True, exist_ok=True)
     parts, sentences, written, chunk, chunk_bytes = 0, 0, 0, [], 0

@@ -113,7 +113,7 @@ def digests(out: Path) -> dict[str, str]:
 
 
 def build_cmd(inputs: str, out: Path, workers: int, vocab: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--input", inputs, "--out", str(out)]
+    cmd = [sys.executable, "-m", "pipeline", "build", "--input", inputs, "--out", str(out)]
     cmd += ["--workers", str(workers), "--overwrite", "--progress-seconds", "0"]
     return cmd + (["--vocab", vocab] if vocab else [])
 

@@ -49,7 +49,7 @@ def source_inputs(data: str) -> tuple[str, str]:
 
 
 def build(inputs: str, out: str):
-    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--input", inputs, "--out", out]
+    cmd = [sys.executable, "-m", "pipeline", "build", "--input", inputs, "--out", out]
     cmd += ["--workers", "1", "--max-seq-length", "128", "--dupe-factor", "5", "--num-shards", "8"]
     return run_measured(cmd, {**os.environ, "RAYON_NUM_THREADS": "1"})
 

@@ -58,7 +58,7 @@ def kind_of(method: str, path: str) -> str:
 
 def upload(local: str, url: str) -> tuple[int, int]:
     """Every file under `local` to `url`/...; (files, bytes)."""
-    from pipeline.fsio import write_bytes
+    from pipeline.files.fsio import write_bytes
 
     files = size = 0
     for folder, _, names in os.walk(local):
@@ -72,8 +72,8 @@ def upload(local: str, url: str) -> tuple[int, int]:
 
 
 def measure(gcs, name: str, inputs: str, out: str, args: list[str], text_bytes: int) -> dict:
-    from pipeline.cli import main
-    from pipeline.fsio import read_text
+    from pipeline.files.fsio import read_text
+    from pipeline.shell.cli import main
 
     gcs.reset_stats()
     cpu = resource.getrusage(resource.RUSAGE_SELF)

@@ -201,7 +201,7 @@ def real_inputs() -> list[tuple[str, str]]:
 
 def real_shards(directory: str, seq: int, inputs: str, name: str) -> str:
     """Shards the pipeline builds from `inputs` at `seq` (dupe factor 1, 4 shards)."""
-    from pipeline.cli import main as build
+    from pipeline.shell.cli import main as build
 
     out = os.path.join(directory, f"real-{seq}-{name.split()[0].lower()}")
     args = ["build", "--input", inputs, "--out", out, "--workers", "1", "--num-shards", "4"]

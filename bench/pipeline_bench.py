@@ -19,7 +19,7 @@ sides use, seq 128, dupe 5, masked LM 0.15, 20 predictions:
 Rates are MB of input text per CPU-second (user + sys of the whole process tree, children
 included: the machine is shared, so wall time is noisy; wall is reported too). The ratio to the
 reference and the share of the floor are quotients of those rates, all from this one run.
-Then the books layout: Punkt alone against the fast route (`pipeline.punkt_fast`), the
+Then the books layout: Punkt alone against the fast route (`pipeline.core.punkt_fast`), the
 split + tokenizer floor, and builds with each worker count on `--books-mb` MB. (Memory at
 scale: `bench/scale_bench.py`.)
 
@@ -152,7 +152,7 @@ def scaling_rows(corpus: str, walls: dict[int, float], pair: list[float], size: 
 
 def split_rates(dirs: list[str]) -> tuple[float, float, int]:
     """MB per CPU-second of NLTK's `PunktSentenceTokenizer.tokenize` and of the fast route
-    (`pipeline.punkt_fast`, its caches empty at the start) on the paragraphs of the first copy
+    (`pipeline.core.punkt_fast`, its caches empty at the start) on the paragraphs of the first copy
     alone (distinct text: no decision is remembered from another copy), one process, with the
     collector set as the build's steps set it; and the bytes. Both give the same sentences
     (checked here too)."""
@@ -160,9 +160,9 @@ def split_rates(dirs: list[str]) -> tuple[float, float, int]:
     import time
 
     from bench.pipeline_inputs import read_text
-    from pipeline.punkt_fast import FastPunkt
-    from pipeline.sentences import english_tokenizer
-    from pipeline.stage import fewer_collections
+    from pipeline.core.punkt_fast import FastPunkt
+    from pipeline.core.sentences import english_tokenizer
+    from pipeline.stages.base import fewer_collections
 
     texts = read_text(dirs[:1])
     size = sum(len(t.encode()) for t in texts)

@@ -24,7 +24,7 @@ SEED = 12345
 
 def tokenizer_floor(vocab_path: str, paths: list[str], size: int) -> float:
     """MB per CPU-second of encode_batch_fast alone on text-layout lines, one thread."""
-    from pipeline.tokenize import bert_tokenizer
+    from pipeline.core.tokenize import bert_tokenizer
     from schemas.vocab import Vocab
 
     lines = [ln for text in read_text(paths) for ln in text.splitlines() if ln.strip()]
@@ -37,8 +37,8 @@ def tokenizer_floor(vocab_path: str, paths: list[str], size: int) -> float:
 
 def raw_floor(vocab_path: str, dirs: list[str], size: int) -> float:
     """MB per CPU-second of Punkt splitting plus tokenization on the books layout, one thread."""
-    from pipeline.sentences import split_paragraphs
-    from pipeline.tokenize import bert_tokenizer
+    from pipeline.core.sentences import split_paragraphs
+    from pipeline.core.tokenize import bert_tokenizer
     from schemas.vocab import Vocab
 
     tok = bert_tokenizer(Vocab.load(vocab_path), True)
@@ -67,7 +67,7 @@ def rooted(path: str) -> str:
 def build(
     fmt: str, inputs: list[str], out: str, vocab: str, workers: int, seed: int = SEED
 ) -> tuple[Measured, dict]:
-    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--format", fmt, "--out", out]
+    cmd = [sys.executable, "-m", "pipeline", "build", "--format", fmt, "--out", out]
     cmd += ["--vocab", vocab, "--workers", str(workers), "--seed", str(seed)]
     patterns = ",".join(rooted(p) for p in inputs)
     cmd += ["--max-seq-length", "128", "--dupe-factor", "5", "--input", patterns]
@@ -77,7 +77,7 @@ def build(
 
 
 def train_vocab(inputs: list[str], out: str) -> tuple[str, float]:
-    cmd = [sys.executable, "-m", "pipeline.cli", "vocab", "--format", "text", "--out", out]
+    cmd = [sys.executable, "-m", "pipeline", "vocab", "--format", "text", "--out", out]
     measured = run_measured(cmd + ["--input", ",".join(inputs)])
     return f"{out}/vocab.txt", measured.wall
 

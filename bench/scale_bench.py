@@ -52,7 +52,7 @@ def measure(cmd: list[str], building: Path) -> Measured:
 
 def run_one(text: Path, out: Path, workers: int, vocab: str | None, bucket_tokens: int) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--input", f"text:{text}"]
+    cmd = [sys.executable, "-m", "pipeline", "build", "--input", f"text:{text}"]
     cmd += ["--out", str(out), "--workers", str(workers), "--max-seq-length", "128"]
     cmd += ["--dupe-factor", "5", "--overwrite", "--bucket-tokens", str(bucket_tokens)]
     if vocab:

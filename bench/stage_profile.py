@@ -10,7 +10,7 @@ shards. "Chunk files" is the Arrow files the stages hand each other (write and r
 What the whole build spends beyond the sum is Beam's own part: its start-up, its records and
 the runner's bookkeeping. Each stage is timed in CPU seconds of this process
 (`time.process_time`), with the tokenizer's thread pool held to one thread and the garbage
-collector set as the build's steps set it (`pipeline.stage.fewer_collections`).
+collector set as the build's steps set it (`pipeline.stages.base.fewer_collections`).
 """
 
 from __future__ import annotations
@@ -71,9 +71,14 @@ def text_files(root: str, mb: float) -> tuple[list[str], int]:
 
 def read_and_split(files: list[str], tmp: str, clock: Clock):
     """Files -> documents (chunk file) -> (id, source, sentences) (chunk file)."""
+    from pipeline.files.chunks import (
+        read_documents,
+        read_sentences,
+        write_documents,
+        write_sentences,
+    )
     from pipeline.sources.documents import Tally
     from pipeline.sources.text import read_text
-    from pipeline.spill import read_documents, read_sentences, write_documents, write_sentences
 
     root = os.path.commonpath([os.path.dirname(f) for f in files])
     with clock("read"):
@@ -93,10 +98,10 @@ def read_and_split(files: list[str], tmp: str, clock: Clock):
 
 def tokenize_to_units(sentences, vocab, cfg, tmp: str, clock: Clock):
     """Sentences -> tokenized documents -> the units chunk file (every dupe pass, hashed)."""
-    from pipeline.buckets import unit_passes
-    from pipeline.spill import write_units
-    from pipeline.tokenize import encode_documents
-    from pipeline.transforms import ENCODE_BATCH_SENTENCES, sentence_batches
+    from pipeline.core.buckets import unit_passes
+    from pipeline.core.tokenize import encode_documents
+    from pipeline.files.chunks import write_units
+    from pipeline.stages.tokenize import ENCODE_BATCH_SENTENCES, sentence_batches
 
     with clock("tokenize"):
         docs = []
@@ -110,11 +115,11 @@ def tokenize_to_units(sentences, vocab, cfg, tmp: str, clock: Clock):
 
 def build_buckets(chunk, totals, vocab, cfg, tmp: str, clock: Clock) -> int:
     """The units chunk -> one shard per bucket, as the build cuts them; returns the buckets."""
-    from pipeline.buckets import bucket_columns, plan_bucket
-    from pipeline.shards import write_bucket_shard
-    from pipeline.spill import hash_range, read_units
-    from pipeline.tokenize import token_spec
-    from pipeline.transforms import num_buckets
+    from pipeline.core.buckets import bucket_columns, plan_bucket
+    from pipeline.core.tokenize import token_spec
+    from pipeline.files.chunks import hash_range, read_units
+    from pipeline.stages.instances import num_buckets
+    from pipeline.stages.shards import write_bucket_shard
 
     buckets = num_buckets(totals, cfg, 0, 1_000_000)
     spec = token_spec(vocab)
@@ -135,8 +140,8 @@ def build_buckets(chunk, totals, vocab, cfg, tmp: str, clock: Clock) -> int:
 
 def stage_seconds(files: list[str], vocab_path: str, tmp: str) -> dict[str, float]:
     """CPU seconds per stage for one pass of the build's functions over `files`."""
-    from pipeline.config import InstanceConfig
-    from pipeline.stage import fewer_collections
+    from pipeline.core.config import InstanceConfig
+    from pipeline.stages.base import fewer_collections
     from schemas.vocab import Vocab
 
     fewer_collections()  # the collector setting every step of the build runs with
@@ -159,7 +164,7 @@ def rooted(path: str, root: str) -> str:
 def whole_build(files: list[str], vocab: str, out: str) -> float:
     """CPU seconds of the process tree of a 1-worker build of `files` (reference format)."""
     root = os.path.commonpath([os.path.dirname(f) for f in files])
-    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--format", "text", "--out", out]
+    cmd = [sys.executable, "-m", "pipeline", "build", "--format", "text", "--out", out]
     cmd += ["--vocab", vocab, "--workers", "1", "--seed", str(SEED), "--dupe-factor", "5"]
     cmd += ["--max-seq-length", "128", "--input", ",".join(rooted(f, root) for f in files)]
     return run_measured(cmd, {**os.environ, "RAYON_NUM_THREADS": "1"}).cpu

@@ -161,8 +161,8 @@ def build_rows(compressed: bytes, copies: int, workers: int) -> list[dict]:
 
 def split_tokenize_floor(xml: bytes, vocab: str) -> float:
     """CPU seconds of Punkt and the tokenizer alone on the articles' rendered paragraphs."""
-    from pipeline.sentences import split_paragraphs
-    from pipeline.tokenize import bert_tokenizer
+    from pipeline.core.sentences import split_paragraphs
+    from pipeline.core.tokenize import bert_tokenizer
     from schemas.vocab import Vocab
 
     docs = list(read_wikipedia(io.BytesIO(xml), "bench", Tally()))
@@ -173,8 +173,8 @@ def split_tokenize_floor(xml: bytes, vocab: str) -> float:
             tok.encode_batch_fast(split_paragraphs(list(d.paragraphs)), add_special_tokens=False)
 
     # A 1-worker build ran its steps in this process, which raised the collector's threshold
-    # (`pipeline.stage.fewer_collections`); the floor is Punkt and the tokenizer as Python runs
-    # them by default.
+    # (`pipeline.stages.base.fewer_collections`); the floor is Punkt and the tokenizer as Python
+    # runs them by default.
     saved = gc.get_threshold()
     gc.set_threshold(*PYTHON_GC_THRESHOLD)
     try:
@@ -185,7 +185,7 @@ def split_tokenize_floor(xml: bytes, vocab: str) -> float:
 
 def _build(inputs: str, out: str, workers: int, extra: list[str]) -> tuple[float, float, dict]:
     """Wall and CPU seconds (this process and its worker processes) of one build."""
-    from pipeline.cli import main as cli
+    from pipeline.shell.cli import main as cli
 
     args = ["build", "--input", inputs, "--out", out, "--workers", str(workers), *extra]
     who = (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)

@@ -9,19 +9,24 @@ from dataclasses import asdict, dataclass, field
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.config import InstanceConfig, VocabConfig
-from pipeline.counting import SumCounts
-from pipeline.dedup import DedupConfig, DeduplicateChunks
-from pipeline.fsio import building_dir, read_bytes, remove, remove_tree, write_text
-from pipeline.progress import VOCAB_MARKER, write_marker
-from pipeline.read_chunks import InputSpec, ReadChunks
-from pipeline.shards import Publish
-from pipeline.transforms import (
-    CreateInstances,
-    SplitSentences,
-    TokenizeDocuments,
-    TrainVocab,
+from pipeline.core.config import InstanceConfig, VocabConfig
+from pipeline.files.fsio import (
+    VOCAB_MARKER,
+    building_dir,
+    read_bytes,
+    remove,
+    remove_tree,
+    write_marker,
+    write_text,
 )
+from pipeline.stages.counting import SumCounts
+from pipeline.stages.dedup import DedupConfig, DeduplicateChunks
+from pipeline.stages.instances import CreateInstances
+from pipeline.stages.read import InputSpec, ReadChunks
+from pipeline.stages.shards import Publish
+from pipeline.stages.split import SplitSentences
+from pipeline.stages.tokenize import TokenizeDocuments
+from pipeline.stages.vocab import TrainVocab
 from schemas.manifest import MANIFEST_NAME
 from schemas.vocab import Vocab
 
@@ -101,7 +106,7 @@ def note_vocab(vocab: Vocab, tmp: str) -> str:
 def build(p: beam.Pipeline, cfg: BuildConfig):
     """Add the build to pipeline `p`; returns the PCollection holding the published row count.
 
-    Only small records cross the stages (see `pipeline.spill`): the corpus itself goes from
+    Only small records cross the stages (see `pipeline.files.chunks`): the corpus itself goes from
     file to file, so memory follows the chunk and the bucket, not the corpus."""
     tmp = temp_area(cfg.out)
     read = p | "ReadDocuments" >> ReadChunks(
@@ -143,7 +148,7 @@ RESUME_RECORD = "build.json"
 def resume_record(cfg: BuildConfig) -> dict:
     """All that decides the shards' bytes: the config (seed included), every input file's path,
     size and modification time, and the given vocab's digest. A resume must match it."""
-    from pipeline.read_chunks import listed
+    from pipeline.stages.read import listed
 
     files = [
         [spec.format, m.path, m.size_in_bytes, m.last_updated_in_seconds]

@@ -11,7 +11,7 @@ Everything listens on 127.0.0.1 and nothing can leave the machine:
   that proxy, and the metadata server is pointed at a closed local port.
 
 Both servers run as child processes, not threads: a build forks its workers only from a process
-with no other Python thread (`pipeline/local_workers.py`).
+with no other Python thread (`pipeline/runners/local_workers.py`).
 
     with GcsEmulator() as gcs:
         os.environ.update(gcs.env)

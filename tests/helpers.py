@@ -16,7 +16,7 @@ BUILD_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_
 
 
 def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:
-    from pipeline.cli import main
+    from pipeline.shell.cli import main
 
     return main(["build", "--input", inputs, "--out", out, "--workers", "1", *extra])
 
@@ -31,7 +31,7 @@ def file_digests(out: str) -> dict[str, str]:
 
 def read(path: str) -> bytes:
     """A local or gs:// file's bytes."""
-    from pipeline.fsio import read_bytes
+    from pipeline.files.fsio import read_bytes
 
     return read_bytes(path)
 

@@ -105,7 +105,7 @@ def test_pretrain_without_a_manifest_stops_and_builds_nothing(tmp_path):
     assert r.returncode != 0
     assert "no shard set" in r.stderr and "make shards INPUT=" in r.stderr, r.stderr
     assert f"OUT='{out}'" in r.stderr
-    assert "pipeline.cli build" not in r.stdout + r.stderr
+    assert "pipeline.shell.cli build" not in r.stdout + r.stderr
     assert not out.exists()
 
 
@@ -120,7 +120,7 @@ def test_pretrain_with_other_input_does_not_build_into_the_default_out():
     """The default OUT with the user's INPUT is not the sample: no build on the way either."""
     r = make("pretrain", "INPUT=text:mine/*.txt")
     assert r.returncode == 0, r.stderr
-    assert "|| make shards" not in r.stdout and "pipeline.cli build" not in r.stdout
+    assert "|| make shards" not in r.stdout and "pipeline.shell.cli build" not in r.stdout
     assert "no shard set" in r.stdout  # the dry run prints the refusal's recipe line
 
 
@@ -191,7 +191,7 @@ def cli_defaults() -> dict[str, object]:
     import argparse
 
     from model.cli import build_parser
-    from pipeline.arguments import add_input_args, add_instance_args
+    from pipeline.shell.arguments import add_input_args, add_instance_args
 
     build = argparse.ArgumentParser()
     add_input_args(build)

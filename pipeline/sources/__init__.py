@@ -9,5 +9,5 @@
   one dump with many workers).
 - `readers`: the formats by name (`READERS`) and `read_input`, which reads one planned item.
 
-The Beam transforms that read input files into chunk files are `pipeline.read_chunks`.
+The Beam transforms that read input files into chunk files are `pipeline.stages.read`.
 """

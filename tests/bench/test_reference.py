@@ -421,7 +421,7 @@ def test_rooted_inputs_keep_the_copy_in_document_ids(tmp_path):
         f"{tmp_path}/[c]opy-003/part-00000.txt"
     )
     assert rooted(f"{tmp_path}/copy-003") == f"{tmp_path}/[c]opy-003/**"
-    from pipeline.read_chunks import InputSpec, expand_pattern
+    from pipeline.stages.read import InputSpec, expand_pattern
 
     found = expand_pattern(InputSpec("text", rooted(f"{tmp_path}/copy-003")))
     assert [rel for _, _, rel in found] == ["copy-003/part-00000.txt"]

@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 
 from bench.stage_profile import STAGES, Clock, render, stage_seconds, text_files
-from pipeline.config import VocabConfig
-from pipeline.tokenize import train_vocab
+from pipeline.core.config import VocabConfig
+from pipeline.core.tokenize import train_vocab
 from tests.helpers import SAMPLE
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from tokenizers import BertWordPieceTokenizer
 
-from pipeline.config import InstanceConfig
-from pipeline.instances import num_to_predict
+from pipeline.core.config import InstanceConfig
+from pipeline.core.instances import num_to_predict
 from schemas.config import INSTANCE_KEYS
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns
@@ -161,7 +161,7 @@ def test_nothing_usable_exits_nonzero_with_counts(tmp_path, capsys):
 
 
 def test_vocab_command_writes_the_same_vocab_as_build(sample_shards, tmp_path):
-    from pipeline.cli import main
+    from pipeline.shell.cli import main
 
     out = str(tmp_path / "vocab")
     assert main(["vocab", "--input", SAMPLE_INPUT, "--out", out, "--workers", "1"]) == 0
@@ -199,8 +199,8 @@ def test_a_failed_rebuild_leaves_no_directory_that_validates(copy_shards, tmp_pa
 
 
 def test_punkt_parameters_trained_on_the_corpus_drive_the_build(tmp_path):
-    from pipeline.cli import main
-    from pipeline.sentences import params_from_json, sentence_tokenizer, split_paragraphs
+    from pipeline.core.sentences import params_from_json, sentence_tokenizer, split_paragraphs
+    from pipeline.shell.cli import main
 
     out = str(tmp_path / "punkt")
     books = f"books:{SAMPLE}/books"
@@ -231,18 +231,18 @@ def test_a_build_lists_each_input_pattern_once(sample_shards, tmp_path, monkeypa
     """The input checks, disk check, resume record, progress total and the graph's listing and
     sizes steps share one listing per pattern (each listing of a large corpus costs CPU in the
     driver before the first stage); sizes come from it, not from a stat per file."""
-    import pipeline.read_chunks as read_chunks
-    from pipeline import fsio
+    import pipeline.stages.read as read
+    from pipeline.files import fsio
 
     listings, sizes = [], []
-    list_files, size = read_chunks.list_files, fsio.size
+    list_files, size = read.list_files, fsio.size
     monkeypatch.setattr(
-        read_chunks, "list_files", lambda spec: listings.append(spec) or list_files(spec)
+        read, "list_files", lambda spec: listings.append(spec) or list_files(spec)
     )
     monkeypatch.setattr(fsio, "size", lambda path: sizes.append(path) or size(path))
     out = str(tmp_path / "out")
     assert build_shards(out, "--num-shards", "4", "--progress-seconds", "1") == 0
     assert sorted(s.pattern for s in listings) == [f"{SAMPLE}/books", f"{SAMPLE}/text"]
     assert sizes == []
-    assert read_chunks._LISTINGS is None and not read_chunks._SIZES  # nothing kept after it
+    assert read._LISTINGS is None and not read._SIZES  # nothing kept after it
     assert file_digests(out) == file_digests(sample_shards)

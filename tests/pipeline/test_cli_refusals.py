@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.options import unknown_args
+from pipeline.runners.options import unknown_args
+from pipeline.shell.cli import main
 
 TEXT = os.path.join(os.path.dirname(__file__), "..", "..", "sample", "text")
 
@@ -45,7 +45,7 @@ def test_beam_options_pass():
 def _parser():
     import argparse
 
-    from pipeline.arguments import add_input_args, add_instance_args
+    from pipeline.shell.arguments import add_input_args, add_instance_args
 
     ap = argparse.ArgumentParser()
     add_input_args(ap)

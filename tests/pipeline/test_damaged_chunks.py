@@ -14,9 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.instances import TokenizedDoc
-from pipeline.sources.documents import Document
-from pipeline.spill import (
+from pipeline.core.instances import TokenizedDoc
+from pipeline.files.chunks import (
     DamagedChunkError,
     finished,
     hash_range,
@@ -27,6 +26,7 @@ from pipeline.spill import (
     write_sentences,
     write_units,
 )
+from pipeline.sources.documents import Document
 from tests.helpers import build_shards, file_digests
 
 ARGS = ("--num-shards", "4")  # the settings of `sample_shards`
@@ -157,7 +157,7 @@ def test_a_changed_count_in_a_record_is_found(tmp_path):
 
 def test_a_damaged_units_file_on_gcs_is_named_and_removed(gcs_emulator, gcs_bucket):
     """On gs:// a bucket reads only its slices, each checked against the CRC-32 in the index."""
-    from pipeline.fsio import blob, exists
+    from pipeline.files.fsio import blob, exists
 
     path = f"gs://{gcs_bucket}/tmp/units/u.arrow"
     chunk = write_units(path, some_units(4000))

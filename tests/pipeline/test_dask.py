@@ -1,6 +1,6 @@
 """The build on a Dask cluster of separate processes (a `dask scheduler` and two `dask worker`s
 on localhost, over TCP) writes the local runner's bytes; and the Dask runner's defects that
-`pipeline.dask_runner` works around stay worked around."""
+`pipeline.runners.dask_runner` works around stay worked around."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
 )
 
 from bench.dask_bench import dask_cluster  # noqa: E402
-from pipeline.dask_runner import DaskRunner  # noqa: E402
-from pipeline.runner import DASK_RUNNER, pipeline_options  # noqa: E402
+from pipeline.runners.dask_runner import DaskRunner  # noqa: E402
+from pipeline.runners.run import DASK_RUNNER, pipeline_options  # noqa: E402
 from tests.helpers import SAMPLE, build_shards, file_digests  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.build import BuildConfig, build
-from pipeline.dedup import DedupConfig
-from pipeline.read_chunks import InputSpec
-from pipeline.runner import make_pipeline, pipeline_options
+from pipeline.runners.run import make_pipeline, pipeline_options
+from pipeline.stages.dedup import DedupConfig
+from pipeline.stages.read import InputSpec
 
 pytest.importorskip(
     "apache_beam.runners.dataflow.internal.apiclient",

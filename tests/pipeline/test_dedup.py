@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.counting import SumCounts
-from pipeline.dedup import (
+from pipeline.runners.run import make_pipeline, pipeline_options
+from pipeline.sources.documents import Document
+from pipeline.stages.counting import SumCounts
+from pipeline.stages.dedup import (
     DedupConfig,
     Deduplicate,
     KeepSmallestId,
@@ -19,8 +21,6 @@ from pipeline.dedup import (
     paragraph_refs,
     remove_paragraphs,
 )
-from pipeline.runner import make_pipeline, pipeline_options
-from pipeline.sources.documents import Document
 
 LICENCE = "This ebook is licensed for your personal enjoyment only and may not be re-sold."
 BLURB = "Jane Example lives by the sea with two cats and writes stories about lighthouses."

@@ -3,13 +3,13 @@ exception; from a worker process, the exception's last line inside Beam's wrappe
 
 from __future__ import annotations
 
-from pipeline.runner import failure_line
-from pipeline.spill import DamagedChunkError
+from pipeline.files.chunks import DamagedChunkError
+from pipeline.runners.run import failure_line
 
 WORKER_TEXT = """Error processing instruction 7. Original traceback is
 Traceback (most recent call last):
   File "apache_beam/runners/common.py", line 1501, in process
-  File "/work/pipeline/spill.py", line 210, in read_units
+  File "/work/pipeline/files/chunks.py", line 210, in read_units
     raise DamagedChunkError(path, what)
 {line} [while running 'CreateInstances/Bucket']
 """
@@ -25,7 +25,7 @@ def test_a_damaged_chunk_in_process_is_its_own_line():
 
 def test_a_damaged_chunk_in_a_worker_is_found_in_beams_text():
     e = DamagedChunkError("/o/shards/.building/tmp/u-3.arrow", "record batch 2 at byte 96")
-    text = WORKER_TEXT.format(line=f"pipeline.spill.DamagedChunkError: {e}")
+    text = WORKER_TEXT.format(line=f"pipeline.files.chunks.DamagedChunkError: {e}")
     assert failure_line(RuntimeError(text)) == str(e)
 
 

@@ -75,7 +75,7 @@ def test_two_workers_rebuild_another_seed_into_a_used_out(gcs_emulator, gcs_inpu
     assert build_shards(out, "--num-shards", "4", "--seed", "7", inputs=gcs_input) == 0
     assert shard_set(out) != local_set
     args = ("--num-shards", "4", "--workers", "2", "--overwrite")
-    from pipeline.cli import main
+    from pipeline.shell.cli import main
 
     assert main(["build", "--input", gcs_input, "--out", out, *args]) == 0
     assert shard_set(out) == local_set
@@ -144,7 +144,7 @@ def test_sigterm_releases_the_lock_object(gcs_emulator, gcs_input):
 
 def test_a_second_build_into_one_out_is_refused(gcs_emulator, gcs_bucket, capsys):
     """The lock of a build running elsewhere: refused at once, naming it; nothing written."""
-    from pipeline.fsio import write_text
+    from pipeline.files.fsio import write_text
 
     out = f"gs://{gcs_bucket}/out"
     write_text(f"{out}/.bert-shards.lock", "build pid 4242 on another-host since 2026-12-01")
@@ -156,7 +156,7 @@ def test_a_second_build_into_one_out_is_refused(gcs_emulator, gcs_bucket, capsys
 
 
 def test_foreign_objects_in_out_are_refused(gcs_emulator, gcs_bucket):
-    from pipeline.fsio import write_text
+    from pipeline.files.fsio import write_text
 
     out = f"gs://{gcs_bucket}/out"
     write_text(f"{out}/notes.txt", "mine")
@@ -180,7 +180,7 @@ def test_foreign_objects_in_out_are_refused(gcs_emulator, gcs_bucket):
     ],
 )
 def test_inputs_name_the_same_files_as_on_a_local_disk(gcs_input, pattern):
-    from pipeline.read_chunks import InputSpec, expand_pattern
+    from pipeline.stages.read import InputSpec, expand_pattern
 
     local = expand_pattern(InputSpec("books", f"{SAMPLE}/{pattern}"))
     remote = expand_pattern(InputSpec("books", f"gs://corpus/sample/{pattern}"))
@@ -195,8 +195,8 @@ def test_a_bucket_reads_only_its_slices(gcs_emulator, gcs_bucket, tmp_path):
     their bytes), a small part of the file; the units are the mapped local file's."""
     import numpy as np
 
-    from pipeline.instances import TokenizedDoc
-    from pipeline.spill import finished, hash_range, read_units, write_units
+    from pipeline.core.instances import TokenizedDoc
+    from pipeline.files.chunks import finished, hash_range, read_units, write_units
 
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 999, (2000, 300)).astype(np.uint16)
@@ -226,7 +226,7 @@ def test_a_bucket_reads_only_its_slices(gcs_emulator, gcs_bucket, tmp_path):
 
 def test_vocab_on_gcs_is_the_build_vocab(gcs_emulator, gcs_input, sample_shards):
     """`bert-shards vocab` into gs://: the vocab the build trained; no temporary area left."""
-    from pipeline.cli import main
+    from pipeline.shell.cli import main
 
     gcs_emulator.create_bucket("vocab")
     assert main(["vocab", "--input", gcs_input, "--out", "gs://vocab/v", "--workers", "1"]) == 0
@@ -239,8 +239,8 @@ def test_a_lock_of_this_machine_is_taken_over_only_when_its_process_is_gone(gcs_
     """As a local flock: a live holder on this machine refuses; a dead one's lock is taken."""
     import platform
 
-    from pipeline.fsio import exists, read_text, write_text
-    from pipeline.outdir import OutputError, OutputLock
+    from pipeline.files.fsio import exists, read_text, write_text
+    from pipeline.shell.outdir import OutputError, OutputLock
 
     out = f"gs://{gcs_bucket}/out"
     lock = f"{out}/.bert-shards.lock"

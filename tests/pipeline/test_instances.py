@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.config import InstanceConfig, default_max_predictions
-from pipeline.instances import (
+from pipeline.core.config import InstanceConfig, default_max_predictions
+from pipeline.core.instances import (
     Rows,
     TokenizedDoc,
     TokenSpec,

@@ -13,13 +13,13 @@ import time
 
 import pytest
 
-from pipeline.cli import NO_SPACE, disk_full_said
-from pipeline.outdir import OutputError, OutputLock, check_free_space, disk_figure
+from pipeline.shell.cli import NO_SPACE, disk_full_said
+from pipeline.shell.outdir import OutputError, OutputLock, check_free_space, disk_figure
 from schemas.manifest import read_manifest
 from schemas.validate.run import validate
 from tests.helpers import ROOT, SAMPLE_INPUT
 
-BUILD = [sys.executable, "-m", "pipeline.cli", "build", "--input", SAMPLE_INPUT]
+BUILD = [sys.executable, "-m", "pipeline", "build", "--input", SAMPLE_INPUT]
 BUILD += ["--num-shards", "4", "--progress-seconds", "0"]
 INTERRUPTED = "interrupted; run the same command with --resume to continue\n"
 
@@ -168,7 +168,7 @@ def test_the_disk_check_with_30_mb_free_says_mb(tmp_path, monkeypatch):
 def test_the_handlers_are_restored_and_threads_keep_theirs():
     import threading
 
-    from pipeline.cli import interrupts_unwind
+    from pipeline.shell.cli import interrupts_unwind
 
     before = signal.getsignal(signal.SIGTERM)
     with interrupts_unwind():

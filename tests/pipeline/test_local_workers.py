@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from pipeline.local_workers import fork_is_safe
+from pipeline.runners.local_workers import fork_is_safe
 from tests.helpers import ROOT, SAMPLE_INPUT, build_shards, file_digests
 
 
@@ -43,8 +43,8 @@ def test_two_workers_build_the_shards_of_one_worker(one_worker, tmp_path, forked
     done = run_python(
         f"""
         import os
-        from pipeline import local_workers
-        from pipeline.cli import main
+        from pipeline.runners import local_workers
+        from pipeline.shell.cli import main
 
         init = local_workers.ForkedWorkers.__init__
         def fewer(self, count):  # fewer children than workers: Beam's way for the rest
@@ -76,7 +76,7 @@ def test_unused_children_end_when_the_pool_closes():
     done = run_python(
         """
         import os
-        from pipeline.local_workers import ForkedWorkers
+        from pipeline.runners.local_workers import ForkedWorkers
 
         pool = ForkedWorkers(3)
         pids = [pid for pid, _ in pool.waiting]
@@ -96,7 +96,7 @@ def test_a_child_does_not_keep_out_locked(tmp_path):
     done = run_python(
         f"""
         import os, time
-        from pipeline.outdir import OutputLock
+        from pipeline.shell.outdir import OutputLock
 
         os.makedirs({out!r})
         read, write = os.pipe()
@@ -131,8 +131,8 @@ def test_a_process_that_ran_a_graph_forks_no_workers():
     done = run_python(
         """
         import apache_beam as beam
-        from pipeline.local_workers import fork_is_safe
-        from pipeline.runner import make_pipeline, pipeline_options
+        from pipeline.runners.local_workers import fork_is_safe
+        from pipeline.runners.run import make_pipeline, pipeline_options
 
         print("before", fork_is_safe())
         with make_pipeline(pipeline_options([], "DirectRunner", 2)) as p:

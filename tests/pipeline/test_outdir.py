@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.outdir import OutputLock
+from pipeline.shell.cli import main
+from pipeline.shell.outdir import OutputLock
 from tests.helpers import build_shards
 
 TEXT = "text:" + os.path.join(os.path.dirname(__file__), "..", "..", "sample", "text")
@@ -86,7 +86,7 @@ def test_a_build_is_refused_when_the_disk_lacks_its_estimate(tmp_path, monkeypat
     import shutil as shutil_module
     from collections import namedtuple
 
-    import pipeline.outdir as outdir
+    import pipeline.shell.outdir as outdir
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil_module, "disk_usage", lambda _: usage(10**9, 10**9 - 1000, 1000))
@@ -104,6 +104,6 @@ def test_a_build_is_refused_when_the_disk_lacks_its_estimate(tmp_path, monkeypat
 
 
 def test_the_disk_estimate_counts_compressed_input_as_more_text():
-    from pipeline.outdir import COMPRESSED_TEXT, text_bytes
+    from pipeline.shell.outdir import COMPRESSED_TEXT, text_bytes
 
     assert text_bytes([("a.txt", 10), ("b.xml.bz2", 10)]) == 10 + 10 * COMPRESSED_TEXT

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pipeline.tokenize import wordpiece_tokenizer
+from pipeline.core.tokenize import wordpiece_tokenizer
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns
 from schemas.validate.run import validate

@@ -62,7 +62,7 @@ def portable(gcs_emulator, tmp_path_factory):
 
 
 def build(inputs: str, out: str, runner_args: list[str]) -> int:
-    from pipeline.cli import main
+    from pipeline.shell.cli import main
 
     return main(["build", "--input", inputs, "--out", out, "--num-shards", "4", *runner_args])
 

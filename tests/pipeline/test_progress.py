@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from pipeline.progress import Snapshot, clock, line, vocab_seconds_expected, write_marker
+from pipeline.files.fsio import write_marker
+from pipeline.shell.progress import Snapshot, clock, line, vocab_seconds_expected
 from tests.helpers import ROOT, SAMPLE_INPUT
 
 PROGRESS = re.compile(
@@ -20,7 +21,7 @@ WORKER_NOISE = ("semi_persistent_directory", "Discarding unparseable args", "Tra
 
 
 def build(out, *extra, inputs=SAMPLE_INPUT) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--input", inputs, "--out", str(out)]
+    cmd = [sys.executable, "-m", "pipeline", "build", "--input", inputs, "--out", str(out)]
     return subprocess.run(
         cmd + ["--workers", "2", *extra], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
@@ -50,7 +51,7 @@ def test_a_failure_on_two_workers_is_one_line(tmp_path):
 def test_a_failure_of_vocab_on_two_workers_is_one_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "Fine words here."}\n{not json\n')
-    cmd = [sys.executable, "-m", "pipeline.cli", "vocab", "--format", "jsonl", "--input", str(bad)]
+    cmd = [sys.executable, "-m", "pipeline", "vocab", "--format", "jsonl", "--input", str(bad)]
     done = subprocess.run(
         cmd + ["--out", str(tmp_path / "o"), "--workers", "2"],
         cwd=ROOT,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.punkt_fast import FastPunkt, splitter
-from pipeline.sentences import english_tokenizer, split_paragraphs, train_parameters
+from pipeline.core.punkt_fast import FastPunkt, splitter
+from pipeline.core.sentences import english_tokenizer, split_paragraphs, train_parameters
 from pipeline.sources.books import read_book
 from pipeline.sources.documents import Tally
 from tests.pipeline.wikidata import ARTICLES, TABLE_MARKUP, gensim_xml

@@ -18,7 +18,7 @@ ARGS = ["--num-shards", "4", "--workers", "2", "--progress-seconds", "0"]
 
 
 def start(out: str, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "pipeline.cli", "build", "--input", SAMPLE_INPUT, "--out", out]
+    cmd = [sys.executable, "-m", "pipeline", "build", "--input", SAMPLE_INPUT, "--out", out]
     return subprocess.Popen(
         cmd + ARGS + list(extra),
         cwd=ROOT,

@@ -8,7 +8,7 @@ from apache_beam.runners.portability import prism_runner
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.runner import make_pipeline, pipeline_options
+from pipeline.runners.run import make_pipeline, pipeline_options
 
 
 def test_local_runs_use_multi_processing_on_every_core(monkeypatch):
@@ -35,7 +35,7 @@ def test_a_graph_refused_while_built_leaves_no_temporary_folder(monkeypatch, tmp
 
     import pytest
 
-    from pipeline.runner import run_pipeline
+    from pipeline.runners.run import run_pipeline
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from tokenizers import BertWordPieceTokenizer
 
-from pipeline.config import VocabConfig
-from pipeline.sentences import split_paragraphs
-from pipeline.tokenize import encode_documents, train_vocab
+from pipeline.core.config import VocabConfig
+from pipeline.core.sentences import split_paragraphs
+from pipeline.core.tokenize import encode_documents, train_vocab
 from schemas.vocab import SPECIAL_TOKENS, Vocab
 from tests.helpers import SAMPLE
 

@@ -10,14 +10,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.buckets import build_bucket
-from pipeline.config import InstanceConfig, VocabConfig
-from pipeline.counting import merge_counts
-from pipeline.instances import TokenizedDoc
-from pipeline.keys import stable_hash
-from pipeline.read_chunks import InputSpec, ReadChunks
-from pipeline.sources.documents import Document
-from pipeline.spill import (
+from pipeline.core.buckets import build_bucket
+from pipeline.core.config import InstanceConfig, VocabConfig
+from pipeline.core.instances import TokenizedDoc
+from pipeline.core.keys import stable_hash
+from pipeline.core.tokenize import token_spec
+from pipeline.files.chunks import (
     Chunk,
     hash_range,
     read_documents,
@@ -27,16 +25,13 @@ from pipeline.spill import (
     write_sentences,
     write_units,
 )
-from pipeline.tokenize import token_spec
-from pipeline.transforms import (
-    BuildBucket,
-    CreateInstances,
-    SplitChunk,
-    SplitSentences,
-    TokenizeChunk,
-    TokenizeDocuments,
-    TrainVocab,
-)
+from pipeline.sources.documents import Document
+from pipeline.stages.counting import merge_counts
+from pipeline.stages.instances import BuildBucket, CreateInstances
+from pipeline.stages.read import InputSpec, ReadChunks
+from pipeline.stages.split import SplitChunk, SplitSentences
+from pipeline.stages.tokenize import TokenizeChunk, TokenizeDocuments
+from pipeline.stages.vocab import TrainVocab
 from schemas.shard import ShardColumns, read_shard
 from schemas.vocab import Vocab
 
@@ -203,8 +198,8 @@ def test_dofns_pickle_round_trip():
 
 
 def test_small_files_are_read_together_up_to_the_chunk_size():
-    from pipeline.read_chunks import pack_reads
     from pipeline.sources.wikipedia.spans import Span
+    from pipeline.stages.read import pack_reads
 
     def item(path, span=None):
         return ("text", path, path, span)
@@ -226,7 +221,7 @@ def test_small_files_are_read_together_up_to_the_chunk_size():
 def test_a_step_collects_garbage_less_often_and_never_more() -> None:
     import gc
 
-    from pipeline.stage import YOUNG_COLLECTION_EVERY, Step
+    from pipeline.stages.base import YOUNG_COLLECTION_EVERY, Step
 
     saved = gc.get_threshold()
     try:

@@ -331,11 +331,11 @@ def test_beam_reads_a_multistream_dump_in_spans_like_the_whole_file(tmp_path, mo
     from apache_beam.testing.util import assert_that, equal_to
 
     import pipeline.sources.wikipedia.spans as wiki_spans
-    from pipeline.counting import SumCounts
-    from pipeline.read_chunks import InputSpec, ReadChunks, plan_reads
-    from pipeline.runner import make_pipeline, pipeline_options
+    from pipeline.files.chunks import read_documents
+    from pipeline.runners.run import make_pipeline, pipeline_options
     from pipeline.sources.wikipedia.reader import rendered
-    from pipeline.spill import read_documents
+    from pipeline.stages.counting import SumCounts
+    from pipeline.stages.read import InputSpec, ReadChunks, plan_reads
 
     xml = gensim_xml(TABLE_MARKUP)
     dump, index = multistream(xml, pages_per_stream=1)

@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from pipeline.tokenize import bert_tokenizer, encode_documents, sentence_pieces
-from pipeline.word_cache import WordCache, by_cache
+from pipeline.core.tokenize import bert_tokenizer, encode_documents, sentence_pieces
+from pipeline.core.word_cache import WordCache, by_cache
 from schemas.vocab import SPECIAL_TOKENS, Vocab
 
 WORDS = ["the", "The", "THE", "kernel", "Kernel's", "x86_64", "3.14", "don't", "co-op", "a" * 120]

@@ -113,7 +113,7 @@ def test_overwrite_replaces_only_what_an_export_writes(synthetic_shards, sample_
 
 
 def test_bert_schemas_and_bert_shards_export(synthetic_shards, tmp_path, capsys):
-    from pipeline.cli import main as shards_main
+    from pipeline.shell.cli import main as shards_main
     from schemas.cli import main as schemas_main
 
     dest = str(tmp_path / "d")

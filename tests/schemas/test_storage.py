@@ -135,7 +135,7 @@ def test_inspect_on_gs_prints_what_it_prints_locally(gs_set, sample_shards, caps
     local = capsys.readouterr().out
     assert schemas_main(["inspect", gs_set, "--n", "2", "--shard", "1"]) == 0
     assert capsys.readouterr().out == local
-    from pipeline.cli import main as shards_main  # `bert-shards inspect` forwards to it
+    from pipeline.shell.cli import main as shards_main  # `bert-shards inspect` forwards to it
 
     assert shards_main(["validate", gs_set]) == 0
     assert "pass" in capsys.readouterr().out

@@ -1,5 +1,5 @@
 """One bucket of the build, as plain functions: its units -> planned pairs -> shuffled,
-assembled and masked rows (`BuildBucket` in `pipeline.transforms` runs them per bucket).
+assembled and masked rows (`BuildBucket` in `pipeline.stages.instances` runs them per bucket).
 
 Units are sorted by (pass, document id) and each is planned with its own generator (seed, pass,
 document id); the pairs are shuffled and the bucket masked with generators of (seed, bucket), so
@@ -11,16 +11,16 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
 
-from pipeline.config import InstanceConfig
-from pipeline.instances import (
+from pipeline.core.config import InstanceConfig
+from pipeline.core.instances import (
     A_UNIT,
     FORCED,
     FORCED_ACTUAL,
     FORCED_RANDOM,
     RANDOM_NEXT,
     SHORT,
+    Rows,
     TokenizedDoc,
     assemble_rows,
     mask_rows,
@@ -28,11 +28,9 @@ from pipeline.instances import (
     plan_document,
     unit_tables,
 )
-from pipeline.keys import generator, scalar_generator, stable_hash
-from pipeline.progress import read_marker
-from pipeline.shards import rows_to_columns
+from pipeline.core.keys import generator, scalar_generator, stable_hash
 from pipeline.sources.documents import BadInputError
-from pipeline.spill import Chunk, read_units
+from schemas.shard import ShardColumns
 
 
 def unit_passes(docs, cfg: InstanceConfig) -> list[tuple[int, int, TokenizedDoc]]:
@@ -71,18 +69,6 @@ def refuse_repeated_ids(units) -> None:
     for (p, a), (q, b) in itertools.pairwise(units):
         if p == q and a.id == b.id:
             raise RepeatedIdError.of(a.id)
-
-
-def input_files_holding(doc_id: str, chunks: list[Chunk], lo: int, hi: int, tmp: str) -> str:
-    """Where a repeated id was read: the input files of the chunks whose units hold it (a chunk
-    records its input files in its read marker; small files share a chunk)."""
-    files: list[str] = []
-    for chunk in chunks:
-        if any(doc.id == doc_id for _, doc in read_units(chunk, lo, hi)):
-            key = chunk.path.rsplit("/", 1)[-1].rsplit("-", 1)[0]  # see ChunkWriter.write
-            marker = read_marker(FileSystems.join(tmp, "items", key + ".json"))
-            files += [f for f in marker.get("inputs", []) if f not in files]
-    return "read from " + ", ".join(files) if files else "input files unknown"
 
 
 def plan_bucket(units, cfg: InstanceConfig) -> tuple[list[TokenizedDoc], np.ndarray]:
@@ -137,3 +123,15 @@ def instances_per_source(docs: list[TokenizedDoc], pairs: np.ndarray) -> dict[st
     _, first = np.unique(per_pair, return_index=True)
     seen = np.unique(per_pair)[np.argsort(first)]
     return {names[k]: int(counts[k]) for k in seen.tolist()}
+
+
+def rows_to_columns(rows: Rows, is_random_next: np.ndarray) -> ShardColumns:
+    return ShardColumns(
+        input_ids=rows.ids,
+        input_offsets=rows.offsets,
+        segment_b_start=rows.segment_b_start,
+        masked_positions=rows.masked_positions.astype(np.uint16),
+        masked_labels=rows.masked_labels,
+        masked_offsets=rows.masked_offsets,
+        is_random_next=is_random_next.astype(bool, copy=False),
+    )

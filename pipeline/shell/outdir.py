@@ -20,8 +20,8 @@ import re
 import shutil
 import time
 
-from pipeline import fsio
-from pipeline.fsio import BUILDING_DIR
+from pipeline.files import fsio
+from pipeline.files.fsio import BUILDING_DIR
 from schemas.manifest import MANIFEST_NAME, SHARD_NAME_PATTERN, SHARDS_DIR
 from schemas.shard import SCHEMA_NAME
 

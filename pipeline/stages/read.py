@@ -2,7 +2,7 @@
 
 Files are listed when the pipeline runs and read one per worker call (compressed files are
 decompressed by extension, and a truncated one is an error). A reader's documents go to chunk
-files of bounded size (`pipeline.spill`), and only the small `Chunk` records go on, so the
+files of bounded size (`pipeline.files.chunks`), and only the small `Chunk` records go on, so the
 stages after reading spread over workers without the corpus passing through the runner.
 Wikipedia dumps with a multistream index, and large uncompressed exports, are cut into spans
 read in parallel (`pipeline.sources.wikipedia.spans`); Wikipedia pages are rendered in the next
@@ -20,16 +20,16 @@ import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import fsio
-from pipeline.counting import SEP
-from pipeline.keys import stable_hash
-from pipeline.progress import read_marker, write_marker
+from pipeline.core.keys import stable_hash
+from pipeline.files import fsio
+from pipeline.files.chunks import Chunk, intact, write_documents
+from pipeline.files.fsio import read_marker, write_marker
 from pipeline.sources.documents import BadInputError, Document, Tally
 from pipeline.sources.readers import READERS, read_input
 from pipeline.sources.wikipedia.pages import WikiPage
 from pipeline.sources.wikipedia.spans import is_index, plan_wikipedia
-from pipeline.spill import Chunk, intact, write_documents
-from pipeline.stage import Stage, Step
+from pipeline.stages.base import Stage, Step
+from pipeline.stages.counting import SEP
 
 GLOB_CHARS = fsio.GLOB_CHARS
 

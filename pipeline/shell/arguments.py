@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.options import at_least
+from pipeline.runners.options import at_least
 from pipeline.sources.readers import READERS
 
 

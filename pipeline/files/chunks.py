@@ -44,8 +44,8 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 import pyarrow as pa
 
-from pipeline.fsio import atomic_create, is_local, read_bytes, remove, write_bytes
-from pipeline.instances import TokenizedDoc
+from pipeline.core.instances import TokenizedDoc
+from pipeline.files.fsio import atomic_create, is_local, read_bytes, remove, write_bytes
 from pipeline.sources.documents import Document
 from pipeline.sources.wikipedia.pages import WikiPage
 

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pipeline.config import InstanceConfig
+from pipeline.core.config import InstanceConfig
 from schemas import masking
 from schemas.masking import TokenSpec
 from schemas.shard import segment_gather

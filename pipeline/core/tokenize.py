@@ -2,7 +2,7 @@
 
 Encoding gives exactly the ids of `tokenizers.BertWordPieceTokenizer` built from the same
 `vocab.txt` (any BERT tokenizer loaded from that file): ASCII sentences through a word cache
-(`pipeline.word_cache`), the rest through the tokenizer's batch call.
+(`pipeline.core.word_cache`), the rest through the tokenizer's batch call.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from itertools import chain, compress
 import numpy as np
 from tokenizers import BertWordPieceTokenizer, Tokenizer
 
-from pipeline.config import VocabConfig
-from pipeline.instances import TokenizedDoc
-from pipeline.word_cache import WordCache, by_cache
+from pipeline.core.config import VocabConfig
+from pipeline.core.instances import TokenizedDoc
+from pipeline.core.word_cache import WordCache, by_cache
 from schemas.masking import TokenSpec
 from schemas.shard import segment_gather
 from schemas.vocab import SPECIAL_TOKENS, Vocab, bert_normalizer
@@ -115,7 +115,7 @@ def sentence_pieces(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every sentence's pieces, flat (uint32), and each sentence's piece count.
 
-    Sentences the word cache takes (`pipeline.word_cache.by_cache`) go through it, the rest
+    Sentences the word cache takes (`pipeline.core.word_cache.by_cache`) go through it, the rest
     through the tokenizer; the two are laid back in sentence order.
     """
     cached = np.fromiter(map(by_cache, sentences), dtype=bool, count=len(sentences))

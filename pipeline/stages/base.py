@@ -16,6 +16,11 @@ from __future__ import annotations
 import gc
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.files.chunks import (
+    Chunk,
+)
 
 # Python's cyclic collector runs a young-generation pass every 700 new container objects, and
 # each pass that promotes survivors leads, in time, to full passes over everything alive. A
@@ -41,3 +46,8 @@ class Stage(beam.PTransform):
 class Step(beam.DoFn):
     def setup(self) -> None:
         fewer_collections()
+
+
+def next_path(tmp: str, kind: str, chunk: Chunk) -> str:
+    """The file of the next kind made from `chunk`: the same name in the kind's folder."""
+    return FileSystems.join(tmp, kind, chunk.path.rsplit("/", 1)[-1])

@@ -16,11 +16,9 @@ import platform
 import posixpath
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.counting import manifest_counts
-from pipeline.fsio import (
+from pipeline.files.fsio import (
     building_dir,
     match,
     move,
@@ -30,24 +28,12 @@ from pipeline.fsio import (
     write_bytes,
     write_text,
 )
-from pipeline.instances import Rows
-from pipeline.stage import Stage
+from pipeline.stages.base import Stage
+from pipeline.stages.counting import manifest_counts
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, Manifest, ShardEntry, shard_name
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
 from schemas.vocab import Vocab
-
-
-def rows_to_columns(rows: Rows, is_random_next: np.ndarray) -> ShardColumns:
-    return ShardColumns(
-        input_ids=rows.ids,
-        input_offsets=rows.offsets,
-        segment_b_start=rows.segment_b_start,
-        masked_positions=rows.masked_positions.astype(np.uint16),
-        masked_labels=rows.masked_labels,
-        masked_offsets=rows.masked_offsets,
-        is_random_next=is_random_next.astype(bool, copy=False),
-    )
 
 
 def shard_path(index: int, total: int) -> str:
@@ -182,7 +168,7 @@ class Publish(Stage):
     lowercase: bool
 
     def expand(self, built):
-        from pipeline.tokenize import tokenizer_json, vocab_of
+        from pipeline.core.tokenize import tokenizer_json, vocab_of
 
         out, config, lowercase = self.out, self.build_config, self.lowercase
         entries = built | "Entries" >> beam.Map(lambda b: (b[0], b[1]))

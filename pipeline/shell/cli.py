@@ -22,17 +22,17 @@ import sys
 import threading
 import time
 
-from pipeline.arguments import (
+from pipeline.core.config import InstanceConfig, VocabConfig, default_max_predictions
+from pipeline.runners.options import at_least
+from pipeline.shell.arguments import (
     Help,
     add_input_args,
     add_instance_args,
     add_text_args,
     text_args_parser,
 )
-from pipeline.config import InstanceConfig, VocabConfig, default_max_predictions
-from pipeline.options import at_least
-from pipeline.read_chunks import InputSpec, expand_pattern, one_listing
 from pipeline.sources.readers import READERS
+from pipeline.stages.read import InputSpec, expand_pattern, one_listing
 
 
 def parse_inputs(values: list[str], default_format: str) -> tuple[InputSpec, ...]:
@@ -49,7 +49,7 @@ def parse_inputs(values: list[str], default_format: str) -> tuple[InputSpec, ...
 
 def check_inputs(cfg):
     """The config with its chunk size set from the input's size; no match is refused."""
-    from pipeline.read_chunks import chunk_bytes_for, input_bytes
+    from pipeline.stages.read import chunk_bytes_for, input_bytes
 
     for spec in cfg.inputs:
         if not expand_pattern(spec):
@@ -59,7 +59,7 @@ def check_inputs(cfg):
 
 def build_config(args):
     from pipeline.build import BuildConfig
-    from pipeline.dedup import DedupConfig
+    from pipeline.stages.dedup import DedupConfig
 
     instances = InstanceConfig(seed=args.seed)
     if hasattr(args, "max_seq_length"):  # `vocab` has no instance flags
@@ -101,7 +101,7 @@ def build_config(args):
 
 def punkt_json(path: str) -> str:
     """The parameters file's text, checked to be Punkt parameters before any work starts."""
-    from pipeline.sentences import params_from_json
+    from pipeline.core.sentences import params_from_json
 
     text = read_text_file(path)
     try:
@@ -113,7 +113,8 @@ def punkt_json(path: str) -> str:
 
 def run_build(args, beam_args: list[str]) -> int:
     from pipeline.build import build, load_vocab, prepare_output, resume_record
-    from pipeline.outdir import (
+    from pipeline.runners.run import pipeline_options, run_pipeline
+    from pipeline.shell.outdir import (
         DISK_PER_TEXT_BYTE,
         OutputError,
         OutputLock,
@@ -121,8 +122,7 @@ def run_build(args, beam_args: list[str]) -> int:
         check_output,
         text_bytes,
     )
-    from pipeline.read_chunks import input_files
-    from pipeline.runner import pipeline_options, run_pipeline
+    from pipeline.stages.read import input_files
     from schemas.manifest import Manifest
 
     try:
@@ -148,8 +148,8 @@ def run_build(args, beam_args: list[str]) -> int:
                 run_pipeline(lambda p: build(p, cfg), options, args.verbose, watch)
     except OutputError as e:
         raise SystemExit(f"error: {e}") from None
-    from pipeline.fsio import building_dir, exists, read_text
-    from pipeline.shards import NO_INSTANCES
+    from pipeline.files.fsio import building_dir, exists, read_text
+    from pipeline.stages.shards import NO_INSTANCES
 
     if not exists(f"{cfg.out}/manifest.json"):  # nothing published: the build made no instance
         counts = json.loads(read_text(f"{building_dir(cfg.out)}/{NO_INSTANCES}"))
@@ -169,9 +169,9 @@ def progress_line(cfg, interval: float):
     """The progress line's factory for `run_pipeline` (none when the interval is 0)."""
 
     from pipeline.build import temp_area
-    from pipeline.fsio import building_dir
-    from pipeline.progress import ProgressLine
-    from pipeline.read_chunks import input_bytes
+    from pipeline.files.fsio import building_dir
+    from pipeline.shell.progress import ProgressLine
+    from pipeline.stages.read import input_bytes
 
     if interval <= 0:
         return None
@@ -203,11 +203,12 @@ def run_vocab(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
     from pipeline.build import BuildConfig
-    from pipeline.fsio import write_text
-    from pipeline.read_chunks import ReadChunks
-    from pipeline.runner import pipeline_options, run_pipeline
-    from pipeline.tokenize import tokenizer_json
-    from pipeline.transforms import SplitSentences, TrainVocab
+    from pipeline.core.tokenize import tokenizer_json
+    from pipeline.files.fsio import write_text
+    from pipeline.runners.run import pipeline_options, run_pipeline
+    from pipeline.stages.read import ReadChunks
+    from pipeline.stages.split import SplitSentences
+    from pipeline.stages.vocab import TrainVocab
 
     cfg: BuildConfig = build_config(args)
     cfg = check_inputs(cfg)
@@ -232,10 +233,10 @@ def run_vocab(args, beam_args: list[str]) -> int:
 def run_punkt(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
-    from pipeline.fsio import write_text
-    from pipeline.read_chunks import ReadChunks
-    from pipeline.runner import pipeline_options, run_pipeline
-    from pipeline.transforms import TrainPunkt
+    from pipeline.files.fsio import write_text
+    from pipeline.runners.run import pipeline_options, run_pipeline
+    from pipeline.stages.read import ReadChunks
+    from pipeline.stages.vocab import TrainPunkt
 
     cfg = build_config(args)
     cfg = check_inputs(cfg)
@@ -259,7 +260,7 @@ def temporary_area(out: str, name: str):
     stores: every name under its prefix)."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipeline.fsio import remove_tree
+    from pipeline.files.fsio import remove_tree
 
     tmp = FileSystems.join(out, name)
     try:
@@ -294,7 +295,7 @@ def disk_full_said(out: str):
 
 
 def disk_full_line(out: str) -> str:
-    from pipeline.outdir import disk_figure, is_local
+    from pipeline.shell.outdir import disk_figure, is_local
 
     if not is_local(out):
         return (
@@ -397,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.cli import main as schemas_main
 
         return schemas_main([args.command, *rest], prog="bert-shards")
-    from pipeline.options import unknown_args
+    from pipeline.runners.options import unknown_args
 
     problem = unknown_args(rest, {"build": b, "vocab": v, "punkt": t}[args.command])
     if problem:

@@ -1,11 +1,11 @@
 """Choosing the runner: the local DirectRunner runs offline on every core; `DaskRunner` runs on
-a Dask cluster (`pipeline.dask_runner`); others pass through.
+a Dask cluster (`pipeline.runners.dask_runner`); others pass through.
 
 Beam 2.77's DirectRunner first tries the Prism runner, which it downloads; offline that fails
 and falls back. Local runs therefore go straight to the FnApiRunner that the DirectRunner falls
 back to, in `multi_processing` mode (never `multi_threading`, which lost grouped records in
 repeated trials on this Beam version), whose worker processes are forked from the driver
-where that is safe (`pipeline.local_workers`).
+where that is safe (`pipeline.runners.local_workers`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def pipeline_options(beam_args: list[str], runner: str, workers: int) -> Pipelin
 
 def make_pipeline(options: PipelineOptions, workers=None) -> beam.Pipeline:
     """The graph's pipeline on the runner the options name; `workers`, a
-    `pipeline.local_workers.ForkedWorkers`, runs a local multi-process graph on its children."""
+    `pipeline.runners.local_workers.ForkedWorkers`, runs a local multi-process graph on its
+    children."""
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     if runner.lower() in DASK_RUNNERS:
         return beam.Pipeline(runner=dask_runner(), options=options)
@@ -58,7 +59,7 @@ def make_pipeline(options: PipelineOptions, workers=None) -> beam.Pipeline:
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
     )
     if workers is not None:
-        from pipeline.local_workers import LocalRunner
+        from pipeline.runners.local_workers import LocalRunner
 
         return beam.Pipeline(runner=LocalRunner(workers, provision_info=info), options=options)
     return beam.Pipeline(runner=fn_runner.FnApiRunner(provision_info=info), options=options)
@@ -76,11 +77,11 @@ def forked_worker_count(options: PipelineOptions) -> int:
 
 @contextmanager
 def forked_workers(options: PipelineOptions):
-    """The local worker processes, forked now (`pipeline.local_workers`), or None (Beam starts
-    its own); they are released and reaped when the block ends, killed when it fails."""
+    """The local worker processes, forked now (`pipeline.runners.local_workers`), or None (Beam
+    starts its own); they are released and reaped when the block ends, killed when it fails."""
     count = forked_worker_count(options)
     if count:
-        from pipeline.local_workers import ForkedWorkers, fork_is_safe
+        from pipeline.runners.local_workers import ForkedWorkers, fork_is_safe
 
         count = count if fork_is_safe() else 0
     if not count:
@@ -99,7 +100,7 @@ def dask_runner():
     """Beam's Dask runner with its defects worked around, or a one-line refusal when the
     `dask` extra is not installed."""
     try:
-        from pipeline.dask_runner import DaskRunner
+        from pipeline.runners.dask_runner import DaskRunner
     except ImportError as e:
         raise SystemExit(
             f"error: --runner DaskRunner needs dask and distributed ({e}); install them with "

@@ -17,6 +17,7 @@ buffer whatever was asked, and renames by copy plus delete. Here:
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 from contextlib import contextmanager
@@ -59,7 +60,7 @@ def gcs_client():
         client = storage.Client()
         # google-cloud-storage 3.x looks each bucket up for its telemetry in a background
         # thread (and again on every 404): a request per bucket, and threads beside which the
-        # driver may not fork its workers (`pipeline.local_workers`).
+        # driver may not fork its workers (`pipeline.runners.local_workers`).
         if getattr(client, "_bucket_metadata_cache", None) is not None:
             client._bucket_metadata_cache = None
         _CLIENT = (os.getpid(), client)
@@ -328,3 +329,18 @@ def move(src: str, dst: str) -> None:
     if FileSystems.exists(dst):
         FileSystems.delete([dst])
     FileSystems.rename([src], [dst])
+
+
+VOCAB_MARKER = "vocab.json"  # in the temporary area, once the vocab is trained
+
+
+def read_marker(path: str) -> dict:
+    """A marker's content; {} when it is not there (yet), on every filesystem."""
+    try:
+        return json.loads(read_bytes(path).decode("utf-8"))
+    except (OSError, ValueError):  # FileNotFoundError among them
+        return {}
+
+
+def write_marker(path: str, content: dict) -> None:
+    write_text(path, json.dumps(content))

@@ -10,7 +10,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from pipeline.stage import Step
+from pipeline.stages.base import Step
 
 COUNTS = "counts"
 NAMESPACE = "bert_shards"
@@ -63,3 +63,19 @@ def manifest_counts(flat: dict) -> dict:
         by_source.setdefault(source, {})[name] = flat[key]
         total[name] += flat[key]
     return {"total": dict(sorted(total.items())), "by_source": by_source}
+
+
+class ChunkCountingDoFn(Step):
+    """Counts per (source, name) for one chunk; `take_counts` hands them to the chunk
+    (`pipeline.stages.counting.CountingDoFn` instead emits them per bundle on a side output)."""
+
+    def count(self, source: str, name: str, n: int = 1) -> None:
+        if n:
+            self.counts[f"{source}{SEP}{name}"] += n
+
+    def take_counts(self) -> dict:
+        counts, self.counts = dict(self.counts), Counter()
+        return counts
+
+    def start_bundle(self):
+        self.counts: Counter = Counter()

@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.counting import COUNTS, SEP, CountingDoFn
+from pipeline.files.chunks import Chunk, read_documents, write_documents
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.wikipedia.reader import rendered
-from pipeline.spill import Chunk, read_documents, write_documents
-from pipeline.stage import Step
+from pipeline.stages.base import Step
+from pipeline.stages.counting import COUNTS, SEP, CountingDoFn
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,7 @@
+"""`python -m pipeline ...` is `bert-shards ...`."""
+
+import sys
+
+from pipeline.shell.cli import main
+
+sys.exit(main())

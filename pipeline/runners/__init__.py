@@ -1,0 +1,2 @@
+"""Running a graph: the local runner with forked workers, Dask, others passed through to Beam
+(`run`); refusing unknown flags (`options`)."""

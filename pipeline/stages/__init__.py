@@ -1,0 +1,12 @@
+"""The build's Beam stages, one module each, in flow order:
+
+1. `read`: input patterns -> document chunk files (`dedup` may follow, with `--dedup`);
+2. `split`: documents -> sentences (Wikipedia rendered here);
+3. `vocab`: a WordPiece vocab from a sample (when none is given);
+4. `tokenize`: sentences -> units (every dupe pass of every document);
+5. `instances`: units -> one shard per bucket;
+6. `shards`: the shards published with the vocab and the manifest.
+
+Each is a composite transform whose DoFns call plain functions of `pipeline.core`; `base` holds
+their bases and `counting` the counts that travel with the data. `pipeline.build` joins them.
+"""

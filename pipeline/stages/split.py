@@ -1,0 +1,83 @@
+"""Stage 2, split: document chunks -> sentence chunks (id, source, sentences).
+
+Wikipedia pages are rendered here (after reading spread them over workers: rendering is the
+costly part), paragraphs over `--max-paragraph-chars` dropped and counted, and prose split by
+Punkt (`pipeline.core.sentences`); pre-split input (`text`, JSONL with sentences) passes as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apache_beam as beam
+
+from pipeline.core.sentences import (
+    sentence_tokenizer,
+    split_paragraphs,
+)
+from pipeline.files.chunks import (
+    Chunk,
+    finished,
+    read_documents,
+    write_sentences,
+)
+from pipeline.sources.documents import Document, Tally
+from pipeline.sources.wikipedia.reader import rendered
+from pipeline.stages.base import Stage, next_path
+from pipeline.stages.counting import ChunkCountingDoFn
+
+
+class SplitChunk(ChunkCountingDoFn):
+    """A document chunk -> a sentence chunk of (id, source, sentences)."""
+
+    def __init__(self, tmp: str, max_paragraph_chars: int, punkt_json: str | None = None):
+        self.tmp = tmp
+        self.max_paragraph_chars = max_paragraph_chars
+        self.punkt_json = punkt_json
+
+    def setup(self):
+        super().setup()
+        self.tokenizer = None  # Punkt, made for the first document that is not split yet
+
+    def process(self, chunk: Chunk):
+        if not chunk.path:
+            return
+        target = next_path(self.tmp, "sentences", chunk)
+        done = finished(target)  # an earlier attempt's, or an interrupted build's
+        if done is not None:
+            yield done
+            return
+        tally = Tally()
+        docs = rendered(read_documents(chunk.path), tally)
+        out = [s for s in map(self.split, docs) if s is not None]
+        for name, n in tally.counts.items():
+            self.count("wikipedia", name, n)
+        counts = self.take_counts()
+        yield write_sentences(target, out, counts) if out else Chunk("", counts=counts)
+
+    def split(self, doc: Document):
+        paragraphs = [p for p in doc.paragraphs if len(p) <= self.max_paragraph_chars]
+        self.count(doc.source, "paragraphs_dropped.too_long", len(doc.paragraphs) - len(paragraphs))
+        if doc.presplit:
+            sentences = paragraphs
+        else:
+            self.tokenizer = self.tokenizer or sentence_tokenizer(self.punkt_json)
+            sentences = split_paragraphs(paragraphs, self.tokenizer)
+        if not sentences:
+            self.count(doc.source, "documents_dropped.no_sentences")
+            return None
+        self.count(doc.source, "sentences", len(sentences))
+        return doc.id, doc.source, tuple(sentences)
+
+
+@dataclass(eq=False)
+class SplitSentences(Stage):
+    """Document chunks -> sentence chunks; Punkt on prose, nothing on pre-split input."""
+
+    tmp: str
+    max_paragraph_chars: int
+    punkt_json: str | None = None  # None: English parameters
+
+    def expand(self, chunks):
+        split = SplitChunk(self.tmp, self.max_paragraph_chars, self.punkt_json)
+        return chunks | "Spread" >> beam.Reshuffle() | "Split" >> beam.ParDo(split)
