@@ -63,8 +63,8 @@ _SIZES: dict[str, int] = {}  # path -> stored size, from the listings inside `on
 def one_listing():
     """Inside, each input pattern is listed once: a command's input checks, disk check, resume
     record, progress total and the graph's first steps (when they run in this process or in
-    workers forked from it) share one listing and its sizes. Six listings of 53,350 books cost
-    0.6-0.8 CPU-s each, all in the driver before the first stage."""
+    workers forked from it) share one listing and its sizes: each listing of a corpus of many
+    files costs CPU in the driver before the first stage (docs/benchmarks.md, raw formats)."""
     global _LISTINGS
     outer = _LISTINGS
     if outer is None:
