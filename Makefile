@@ -5,14 +5,15 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed-stamp
 
 INPUT   ?= books:sample/books,text:sample/text
-FORMAT  ?= text
 OUT     ?= out/sample
+# the build's own defaults apply (bert-shards build --help): these pass a flag only when set
+FORMAT  ?=
 VOCAB   ?=
-SEQ_LEN ?= 128
-DUPE    ?= 5
-SEED    ?= 12345
-WORKERS ?= 0
-RUNNER  ?= DirectRunner
+SEQ_LEN ?=
+DUPE    ?=
+SEED    ?=
+WORKERS ?=
+RUNNER  ?=
 DASK_ADDRESS ?=
 PROJECT ?=
 REGION  ?=
@@ -41,8 +42,12 @@ empty :=
 space := $(empty) $(empty)
 basename_of = $(subst |,$(space),$(notdir $(patsubst %/,%,$(subst $(space),|,$(strip $(1))))))
 
-SHARD_FLAGS := --input '$(INPUT)' --format $(FORMAT) --out '$(OUT)' --max-seq-length $(SEQ_LEN) \
-	--dupe-factor $(DUPE) --seed $(SEED) --workers $(WORKERS) --runner $(RUNNER) \
+# what `make shards` and `make vocab` share: the input, OUT, and how the command runs
+READ_FLAGS = --input '$(INPUT)' --out '$(OUT)' $(if $(FORMAT),--format $(FORMAT)) \
+	$(if $(SEED),--seed $(SEED)) $(if $(WORKERS),--workers $(WORKERS)) \
+	$(if $(RUNNER),--runner $(RUNNER))
+SHARD_FLAGS = $(READ_FLAGS) $(if $(SEQ_LEN),--max-seq-length $(SEQ_LEN)) \
+	$(if $(DUPE),--dupe-factor $(DUPE)) \
 	$(if $(VOCAB),--vocab '$(VOCAB)') $(if $(DASK_ADDRESS),--dask-address '$(DASK_ADDRESS)') \
 	$(if $(filter DataflowRunner,$(RUNNER)),--project $(PROJECT) --region $(REGION) \
 	  --temp_location '$(TEMP)' --setup_file ./setup.py)
@@ -63,8 +68,7 @@ shards: $(STAMP)
 	$(PY) -m pipeline build $(SHARD_FLAGS) $(ARGS)
 
 vocab: $(STAMP)
-	$(PY) -m pipeline vocab --input '$(INPUT)' --format $(FORMAT) --out '$(OUT)' --seed $(SEED) \
-		--workers $(WORKERS) --runner $(RUNNER) $(ARGS)
+	$(PY) -m pipeline vocab $(READ_FLAGS) $(ARGS)
 
 validate: $(STAMP)
 	$(PY) -m schemas.cli validate '$(OUT)' $(ARGS)

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.core.config import InstanceConfig, VocabConfig
+from pipeline.core.config import SEED, InstanceConfig, VocabConfig
 from pipeline.files.fsio import (
     VOCAB_MARKER,
     building_dir,
@@ -32,23 +32,59 @@ from schemas.vocab import Vocab
 
 
 @dataclass(frozen=True)
-class BuildConfig:
+class ReadConfig:
+    """What every command reads: `bert-shards punkt` adds its sample, `vocab` and `build` more."""
+
     inputs: tuple[InputSpec, ...]
-    out: str  # dataset directory (local path or any Beam filesystem)
-    instances: InstanceConfig = field(default_factory=InstanceConfig)
-    vocab: VocabConfig = field(default_factory=VocabConfig)
-    vocab_path: str | None = None  # reuse this vocab.txt instead of training one
-    num_shards: int = 0  # 0: from the corpus size and bucket_tokens
-    bucket_tokens: int = 4_000_000  # tokens per bucket (dupe passes included) when automatic
-    max_paragraph_chars: int = 1_000_000  # longer paragraphs are dropped and counted
+    out: str  # the command's directory (local path or any Beam filesystem)
     skip_bad_input: bool = False  # skip and count unreadable files instead of failing
-    dedup: DedupConfig | None = None  # exact de-duplication of documents and paragraphs
-    punkt_json: str | None = None  # Punkt parameters (`bert-shards punkt`); None: English
     chunk_bytes: int = 8 << 20  # text per intermediate chunk file; never changes the output
 
     def __post_init__(self):
         if not self.inputs:
             raise ValueError("no input given: pass --input PATH (a file, directory or glob)")
+
+
+@dataclass(frozen=True)
+class PunktConfig(ReadConfig):
+    """`bert-shards punkt`: Punkt's parameters learnt from a sample of the paragraphs."""
+
+    sample_paragraphs: int = 200_000  # bound on the paragraphs Punkt learns from
+    seed: int = SEED  # draws the sample
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.sample_paragraphs < 1:
+            raise ValueError(f"sample_paragraphs must be >= 1 (got {self.sample_paragraphs})")
+
+
+@dataclass(frozen=True)
+class VocabCommandConfig(ReadConfig):
+    """`bert-shards vocab`: documents read, de-duplicated, split into sentences, a vocab trained
+    on them. A build does the same first, so both train the same vocab."""
+
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    max_paragraph_chars: int = 1_000_000  # longer paragraphs are dropped and counted
+    dedup: DedupConfig | None = None  # exact de-duplication of documents and paragraphs
+    punkt_json: str | None = None  # Punkt parameters (`bert-shards punkt`); None: English
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.max_paragraph_chars < 1:
+            raise ValueError(f"max_paragraph_chars must be >= 1 (got {self.max_paragraph_chars})")
+
+
+@dataclass(frozen=True)
+class BuildConfig(VocabCommandConfig):
+    """`bert-shards build`: the vocab's steps, then instances and shards."""
+
+    instances: InstanceConfig = field(default_factory=InstanceConfig)
+    vocab_path: str | None = None  # reuse this vocab.txt instead of training one
+    num_shards: int = 0  # 0: from the corpus size and bucket_tokens
+    bucket_tokens: int = 4_000_000  # tokens per bucket (dupe passes included) when automatic
+
+    def __post_init__(self):
+        super().__post_init__()
         if self.num_shards < 0 or self.bucket_tokens < 1:
             raise ValueError("num_shards must be >= 0 and bucket_tokens >= 1")
 

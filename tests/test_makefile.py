@@ -186,26 +186,45 @@ def test_the_readme_table_lists_every_make_variable():
     assert not missing, f"make variables missing from the README's table: {missing}"
 
 
+# make variable -> the flag it passes, only when set: the build's own default applies otherwise
+BUILD_FLAGS = {
+    "FORMAT": ("--format", "books"),
+    "SEED": ("--seed", "7"),
+    "WORKERS": ("--workers", "3"),
+    "RUNNER": ("--runner", "DaskRunner"),
+    "SEQ_LEN": ("--max-seq-length", "512"),
+    "DUPE": ("--dupe-factor", "2"),
+}
+VOCAB_FLAGS = ("FORMAT", "SEED", "WORKERS", "RUNNER")
+
+
+def test_make_leaves_the_build_defaults_to_the_cli():
+    make_defaults, rows = makefile_defaults(), readme_variable_rows()
+    shards, vocab = make("shards"), make("vocab")
+    assert shards.returncode == 0 == vocab.returncode, shards.stderr + vocab.stderr
+    for name, (flag, _) in BUILD_FLAGS.items():
+        assert make_defaults[name] == "", f"{name} restates the CLI's default"
+        assert "(the CLI's)" in rows[name], (name, rows[name])
+        assert f"{flag} " not in shards.stdout + vocab.stdout, (name, shards.stdout)
+
+
+def test_make_passes_the_build_variables_that_are_set():
+    given = [f"{name}={value}" for name, (_, value) in BUILD_FLAGS.items()]
+    shards, vocab = make("shards", *given), make("vocab", *given)
+    assert shards.returncode == 0 == vocab.returncode, shards.stderr + vocab.stderr
+    for name, (flag, value) in BUILD_FLAGS.items():
+        assert f"{flag} {value}" in shards.stdout, (name, shards.stdout)
+        assert (f"{flag} {value}" in vocab.stdout) == (name in VOCAB_FLAGS), (name, vocab.stdout)
+
+
 def cli_defaults() -> dict[str, object]:
-    """The CLI default behind each make variable that has one."""
-    import argparse
-
+    """The CLI default behind each make variable that has one of its own."""
     from model.cli import build_parser
-    from pipeline.shell.arguments import add_input_args, add_instance_args
 
-    build = argparse.ArgumentParser()
-    add_input_args(build)
-    add_instance_args(build)
     model = build_parser()
     pretrain = model.parse_args(["pretrain"])
     finetune = model.parse_args(["finetune", "--task", "sst2", "--data", "d", "--ckpt", "c"])
     return {
-        "FORMAT": build.get_default("format"),
-        "SEQ_LEN": build.get_default("max_seq_length"),
-        "DUPE": build.get_default("dupe_factor"),
-        "SEED": build.get_default("seed"),
-        "WORKERS": build.get_default("workers"),
-        "RUNNER": build.get_default("runner"),
         "OUT": pretrain.shards,
         "MODEL": pretrain.model,
         "STEPS": pretrain.steps,

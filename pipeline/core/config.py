@@ -5,6 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+SEED = 12345  # the default seed of every command: instances, the vocab's and Punkt's samples
+MAX_SEQ_LENGTH = 128
+MASKED_LM_PROB = 0.15
+
 
 def default_max_predictions(max_seq_length: int, masked_lm_prob: float) -> int:
     """The reference's advice, max_seq_length * masked_lm_prob, rounded up to a multiple of 5:
@@ -14,14 +18,15 @@ def default_max_predictions(max_seq_length: int, masked_lm_prob: float) -> int:
 
 @dataclass(frozen=True)
 class InstanceConfig:
-    max_seq_length: int = 128  # [CLS] A [SEP] B [SEP], in pieces
-    max_predictions_per_seq: int = 20  # cap on masked positions per row
-    masked_lm_prob: float = 0.15  # share of pieces selected for prediction
+    max_seq_length: int = MAX_SEQ_LENGTH  # [CLS] A [SEP] B [SEP], in pieces
+    # cap on masked positions per row: 20, what the length and probability below advise
+    max_predictions_per_seq: int = default_max_predictions(MAX_SEQ_LENGTH, MASKED_LM_PROB)
+    masked_lm_prob: float = MASKED_LM_PROB  # share of pieces selected for prediction
     short_seq_prob: float = 0.1  # chance a document pass aims for a shorter target length
     dupe_factor: int = 5  # passes over the corpus, each with fresh randomness
     random_next_prob: float = 0.5  # chance B comes from another document
     whole_word_mask: bool = False  # mask all pieces of a word together
-    seed: int = 12345  # every draw derives from this
+    seed: int = SEED  # every draw derives from this
 
     def __post_init__(self):
         if self.max_seq_length < 5:
@@ -56,7 +61,7 @@ class VocabConfig:
     sample_sentences: int = 1_000_000  # bound on the sentences the trainer sees
     min_frequency: int = 2  # pieces seen fewer times are not merged
     limit_alphabet: int = 1000  # initial characters kept, as Google's BERT vocab
-    seed: int = 12345
+    seed: int = SEED  # draws the sample
 
     def __post_init__(self):
         if self.vocab_size < 10:

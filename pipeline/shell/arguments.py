@@ -1,14 +1,58 @@
-"""The flags of `bert-shards build|vocab|punkt`: each with its default and a sentence."""
+"""The flags of `bert-shards build|vocab|punkt`, each with a sentence, and the configs made
+from them. A flag that sets a config field takes its default from that field (`FIELDS`), the
+default's one home; `--help` shows every default."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
+from pipeline.build import BuildConfig, PunktConfig, ReadConfig, VocabCommandConfig
+from pipeline.core.config import InstanceConfig, VocabConfig, default_max_predictions
 from pipeline.runners.options import at_least
 from pipeline.sources.readers import READERS
+from pipeline.stages.dedup import DedupConfig
+from pipeline.stages.read import InputSpec
+
+# a flag's dest -> the config field it sets, whose default is the flag's
+FIELDS = {
+    "seed": (InstanceConfig, "seed"),  # VocabConfig's and PunktConfig's too: core.config.SEED
+    "skip_bad_input": (ReadConfig, "skip_bad_input"),
+    "sample_paragraphs": (PunktConfig, "sample_paragraphs"),
+    "vocab_size": (VocabConfig, "vocab_size"),
+    "vocab_sample_sentences": (VocabConfig, "sample_sentences"),
+    "lowercase": (VocabConfig, "lowercase"),
+    "dedup_min_paragraph_chars": (DedupConfig, "min_paragraph_chars"),
+    "max_paragraph_chars": (VocabCommandConfig, "max_paragraph_chars"),
+    "vocab": (BuildConfig, "vocab_path"),
+    "max_seq_length": (InstanceConfig, "max_seq_length"),
+    "masked_lm_prob": (InstanceConfig, "masked_lm_prob"),
+    "short_seq_prob": (InstanceConfig, "short_seq_prob"),
+    "dupe_factor": (InstanceConfig, "dupe_factor"),
+    "random_next_prob": (InstanceConfig, "random_next_prob"),
+    "whole_word_mask": (InstanceConfig, "whole_word_mask"),
+    "num_shards": (BuildConfig, "num_shards"),
+    "bucket_tokens": (BuildConfig, "bucket_tokens"),
+}
+
+
+def field_default(dest: str):
+    """The default of the config field behind flag `dest` (see `FIELDS`)."""
+    cls, name = FIELDS[dest]
+    [f] = [f for f in dataclasses.fields(cls) if f.name == name]
+    return f.default
+
+
+def flag_said(message: str) -> str:
+    """A config's refusal, which names its field, prefixed with the flag that set it."""
+    for dest, (_, name) in FIELDS.items():
+        if message.startswith(f"{name} "):
+            return f"--{dest.replace('_', '-')}: {message}"
+    return message
 
 
 def add_input_args(ap: argparse.ArgumentParser) -> None:
+    """What every command takes: the input, OUT, the seed, how it runs."""
     ap.add_argument(
         "--input",
         action="append",
@@ -21,13 +65,15 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         "--format",
         default="text",
         choices=sorted(READERS),
-        help="input format for inputs without a FORMAT: prefix (default: text, the "
-        "reference format: one sentence per line, blank line between documents)",
+        help="input format for inputs without a FORMAT: prefix; text is the reference "
+        "format: one sentence per line, blank line between documents",
     )
     ap.add_argument("--out", required=True, help="output directory (local or gs://...)")
-    ap.add_argument("--seed", type=int, default=12345, help="seed for every random draw")
     ap.add_argument(
-        "--workers", type=at_least(0), default=0, help="local worker processes (0: all cores)"
+        "--seed", type=int, default=field_default("seed"), help="seed for every random draw"
+    )
+    ap.add_argument(
+        "--workers", type=at_least(0), default=0, help="local worker processes; 0: all cores"
     )
     ap.add_argument(
         "--runner",
@@ -37,48 +83,61 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--dask-address",
         metavar="tcp://HOST:8786",
-        help="with --runner DaskRunner: the scheduler of an existing Dask cluster "
-        "(default: a local cluster of --workers processes)",
+        help="with --runner DaskRunner: the scheduler of an existing Dask cluster"
+        "; none: a local cluster of --workers processes",
     )
     ap.add_argument(
         "--skip-bad-input",
         action="store_true",
+        default=field_default("skip_bad_input"),
         help="skip and count unreadable or corrupt files instead of failing",
     )
     ap.add_argument(
         "--verbose",
         action="store_true",
-        help="show Beam's logs and full tracebacks (default: one line per failure)",
+        help="show Beam's logs and full tracebacks; off: one line per failure",
     )
 
 
-def text_args_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(add_help=False)
-    add_text_args(ap)
-    return ap
+def add_punkt_args(ap: argparse.ArgumentParser) -> None:
+    """`punkt` reads and samples paragraphs only."""
+    ap.add_argument(
+        "--sample-paragraphs",
+        type=at_least(1),
+        default=field_default("sample_paragraphs"),
+        help="bound on the paragraphs Punkt learns from (deterministic sample)",
+    )
 
 
 def add_text_args(ap: argparse.ArgumentParser) -> None:
     """What `build` and `vocab` share beyond reading: the vocab, casing, cleaning."""
     ap.add_argument(
-        "--vocab-size", type=at_least(1), default=30000, help="pieces in a trained vocab"
+        "--vocab-size",
+        type=at_least(1),
+        default=field_default("vocab_size"),
+        help="pieces in a trained vocab",
     )
     ap.add_argument(
         "--vocab-sample-sentences",
         type=at_least(1),
-        default=1_000_000,
+        default=field_default("vocab_sample_sentences"),
         help="bound on the sentences the vocab trainer sees (deterministic sample)",
     )
     case = ap.add_mutually_exclusive_group()
+    lowercase = field_default("lowercase")
     case.add_argument(
         "--lowercase",
         dest="lowercase",
         action="store_true",
-        default=True,
-        help="uncased: lowercase and strip accents (default)",
+        default=lowercase,
+        help="uncased: lowercase and strip accents",
     )
     case.add_argument(
-        "--cased", dest="lowercase", action="store_false", help="keep case and accents"
+        "--cased",
+        dest="lowercase",
+        action="store_false",
+        default=lowercase,
+        help="keep case and accents",
     )
     ap.add_argument(
         "--dedup",
@@ -89,19 +148,19 @@ def add_text_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--dedup-min-paragraph-chars",
         type=at_least(1),
-        default=64,
+        default=field_default("dedup_min_paragraph_chars"),
         help="with --dedup: shorter paragraphs are never treated as duplicates",
     )
     ap.add_argument(
         "--max-paragraph-chars",
         type=at_least(1),
-        default=1_000_000,
+        default=field_default("max_paragraph_chars"),
         help="longer paragraphs are dropped and counted",
     )
     ap.add_argument(
         "--punkt",
         metavar="FILE",
-        help="Punkt parameters from `bert-shards punkt` (other languages; default: English)",
+        help="Punkt parameters from `bert-shards punkt`, for other languages; none: English",
     )
 
 
@@ -113,47 +172,52 @@ def add_instance_args(ap: argparse.ArgumentParser) -> None:
 
 def add_instance_config_args(ap: argparse.ArgumentParser) -> None:
     """The vocab and `InstanceConfig`: sequence length, masking, pairing, dupe passes."""
-    ap.add_argument("--vocab", help="reuse this vocab.txt (self-trained or Google's layout)")
+    ap.add_argument(
+        "--vocab",
+        default=field_default("vocab"),
+        help="reuse this vocab.txt, self-trained or Google's layout; none: train one",
+    )
     ap.add_argument(
         "--max-seq-length",
         type=int,
-        default=128,
-        help="pieces per instance, [CLS] A [SEP] B [SEP] included (default: 128)",
+        default=field_default("max_seq_length"),
+        help="pieces per instance, [CLS] A [SEP] B [SEP] included",
     )
     ap.add_argument(
         "--max-predictions-per-seq",
         type=at_least(1),
         default=None,
-        help="default: max_seq_length x masked_lm_prob rounded up to a multiple of 5 "
-        "(20 at 128, 80 at 512)",
+        help="cap on masked positions per instance; none: max_seq_length x masked_lm_prob "
+        "rounded up to a multiple of 5, 20 at 128 and 80 at 512",
     )
     ap.add_argument(
         "--masked-lm-prob",
         type=float,
-        default=0.15,
-        help="share of pieces selected for prediction, 80/10/10 (default: 0.15)",
+        default=field_default("masked_lm_prob"),
+        help="share of pieces selected for prediction, 80/10/10",
     )
     ap.add_argument(
         "--short-seq-prob",
         type=float,
-        default=0.1,
-        help="chance a document pass aims at a shorter, uniformly drawn length (default: 0.1)",
+        default=field_default("short_seq_prob"),
+        help="chance a document pass aims at a shorter, uniformly drawn length",
     )
     ap.add_argument(
         "--dupe-factor",
         type=at_least(1),
-        default=5,
-        help="passes over the corpus, each with fresh randomness (default: 5)",
+        default=field_default("dupe_factor"),
+        help="passes over the corpus, each with fresh randomness",
     )
     ap.add_argument(
         "--random-next-prob",
         type=float,
-        default=0.5,
-        help="chance B comes from another document (default: 0.5)",
+        default=field_default("random_next_prob"),
+        help="chance B comes from another document",
     )
     ap.add_argument(
         "--whole-word-mask",
         action="store_true",
+        default=field_default("whole_word_mask"),
         help="mask all pieces of a word together (80/10/10 chosen per word)",
     )
 
@@ -163,54 +227,130 @@ def add_build_run_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--overwrite",
         action="store_true",
-        help="build into an OUT that holds files this build did not write, replacing them "
-        "(default: refuse; an empty OUT, a shard set or an unfinished build is always fine)",
+        help="build into an OUT that holds files this build did not write, replacing them; "
+        "off: refuse (an empty OUT, a shard set or an unfinished build is always fine)",
     )
     ap.add_argument(
         "--num-shards",
         type=at_least(0),
-        default=0,
-        help="number of buckets/shards (0: one per --bucket-tokens of tokens)",
+        default=field_default("num_shards"),
+        help="number of buckets/shards; 0: one per --bucket-tokens of tokens",
     )
     ap.add_argument(
         "--bucket-tokens",
         type=at_least(1),
-        default=4_000_000,
+        default=field_default("bucket_tokens"),
         help="target tokens per bucket (dupe passes included) when --num-shards is 0; a "
-        "worker holds one bucket at a time, so this bounds its memory (default: 4000000)",
+        "worker holds one bucket at a time, so this bounds its memory",
     )
     ap.add_argument(
         "--progress-seconds",
         type=at_least(0),
         default=10,
-        help="print a progress line this often while building (0: none; default: 10)",
+        help="print a progress line this often while building; 0: none",
     )
     ap.add_argument(
         "--no-disk-check",
         action="store_true",
-        help="build even when OUT's filesystem has less free space than the build's estimate "
-        "(default: refuse before any work)",
+        help="build even when OUT's filesystem has less free space than the build's estimate"
+        "; off: refuse before any work",
     )
     ap.add_argument(
         "--resume",
         action="store_true",
         help="reuse what an interrupted build of the same input, config and seed left in "
-        "OUT/shards/.building (default: start afresh)",
+        "OUT/shards/.building; off: start afresh",
     )
 
 
 class Help(argparse.HelpFormatter):
-    """Every option's help ends with its default (or says it is required), unless the
-    sentence already names it."""
+    """Every option's help ends with its default, as the parser holds it: `(default: 128)`,
+    `(default: on)` or `(default: off)` for a switch, `(default: none)`, or `(required)`."""
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if "default" in text or not action.option_strings or action.dest == "help":
+        if not action.option_strings or action.dest == "help":
             return text
         if action.required:
             return f"{text} (required)"
-        if action.nargs == 0:  # a switch
-            return f"{text} (default: off)"
+        if action.nargs == 0:  # a switch: on when its default is what passing it sets
+            return f"{text} (default: {'on' if action.default == action.const else 'off'})"
         if action.default is None:
             return f"{text} (default: none)"
         return f"{text} (default: %(default)s)"
+
+
+# -- the configs made from the flags
+
+
+def parse_inputs(values: list[str], default_format: str) -> tuple[InputSpec, ...]:
+    specs = []
+    for value in values:
+        for item in filter(None, (v.strip() for v in value.split(","))):
+            fmt, sep, path = item.partition(":")
+            if sep and fmt in READERS:
+                specs.append(InputSpec(fmt, path))
+            else:
+                specs.append(InputSpec(default_format, item))
+    return tuple(specs)
+
+
+def read_fields(args) -> dict:
+    """The `ReadConfig` fields every command's flags give."""
+    return {
+        "inputs": parse_inputs(args.input, args.format),
+        "out": args.out.rstrip("/"),
+        "skip_bad_input": args.skip_bad_input,
+    }
+
+
+def punkt_config(args) -> PunktConfig:
+    return PunktConfig(
+        **read_fields(args), sample_paragraphs=args.sample_paragraphs, seed=args.seed
+    )
+
+
+def vocab_config(args, punkt_json: str | None) -> VocabCommandConfig:
+    """`punkt_json`: the text of the `--punkt` file, read and checked by the caller."""
+    return VocabCommandConfig(**text_fields(args, punkt_json))
+
+
+def text_fields(args, punkt_json: str | None) -> dict:
+    """The `VocabCommandConfig` fields: what `vocab` and `build` share."""
+    vocab = VocabConfig(
+        vocab_size=args.vocab_size,
+        lowercase=args.lowercase,
+        sample_sentences=args.vocab_sample_sentences,
+        seed=args.seed,
+    )
+    dedup = DedupConfig(min_paragraph_chars=args.dedup_min_paragraph_chars)
+    return {
+        **read_fields(args),
+        "vocab": vocab,
+        "max_paragraph_chars": args.max_paragraph_chars,
+        "dedup": dedup if args.dedup else None,
+        "punkt_json": punkt_json,
+    }
+
+
+def build_config(args, punkt_json: str | None) -> BuildConfig:
+    max_pred = args.max_predictions_per_seq
+    if max_pred is None:
+        max_pred = default_max_predictions(args.max_seq_length, args.masked_lm_prob)
+    instances = InstanceConfig(
+        max_seq_length=args.max_seq_length,
+        max_predictions_per_seq=max_pred,
+        masked_lm_prob=args.masked_lm_prob,
+        short_seq_prob=args.short_seq_prob,
+        dupe_factor=args.dupe_factor,
+        random_next_prob=args.random_next_prob,
+        whole_word_mask=args.whole_word_mask,
+        seed=args.seed,
+    )
+    return BuildConfig(
+        **text_fields(args, punkt_json),
+        instances=instances,
+        vocab_path=args.vocab,
+        num_shards=args.num_shards,
+        bucket_tokens=args.bucket_tokens,
+    )

@@ -22,29 +22,18 @@ import sys
 import threading
 import time
 
-from pipeline.core.config import InstanceConfig, VocabConfig, default_max_predictions
-from pipeline.runners.options import at_least
 from pipeline.shell.arguments import (
     Help,
     add_input_args,
     add_instance_args,
+    add_punkt_args,
     add_text_args,
-    text_args_parser,
+    build_config,
+    flag_said,
+    punkt_config,
+    vocab_config,
 )
-from pipeline.sources.readers import READERS
-from pipeline.stages.read import InputSpec, expand_pattern, one_listing
-
-
-def parse_inputs(values: list[str], default_format: str) -> tuple[InputSpec, ...]:
-    specs = []
-    for value in values:
-        for item in filter(None, (v.strip() for v in value.split(","))):
-            fmt, sep, path = item.partition(":")
-            if sep and fmt in READERS:
-                specs.append(InputSpec(fmt, path))
-            else:
-                specs.append(InputSpec(default_format, item))
-    return tuple(specs)
+from pipeline.stages.read import expand_pattern, one_listing
 
 
 def check_inputs(cfg):
@@ -57,50 +46,19 @@ def check_inputs(cfg):
     return dataclasses.replace(cfg, chunk_bytes=chunk_bytes_for(input_bytes(cfg.inputs)))
 
 
-def build_config(args):
-    from pipeline.build import BuildConfig
-    from pipeline.stages.dedup import DedupConfig
-
-    instances = InstanceConfig(seed=args.seed)
-    if hasattr(args, "max_seq_length"):  # `vocab` has no instance flags
-        max_pred = args.max_predictions_per_seq
-        if max_pred is None:
-            max_pred = default_max_predictions(args.max_seq_length, args.masked_lm_prob)
-        instances = InstanceConfig(
-            max_seq_length=args.max_seq_length,
-            max_predictions_per_seq=max_pred,
-            masked_lm_prob=args.masked_lm_prob,
-            short_seq_prob=args.short_seq_prob,
-            dupe_factor=args.dupe_factor,
-            random_next_prob=args.random_next_prob,
-            whole_word_mask=args.whole_word_mask,
-            seed=args.seed,
-        )
-    vocab = VocabConfig(
-        vocab_size=args.vocab_size,
-        lowercase=args.lowercase,
-        sample_sentences=args.vocab_sample_sentences,
-        seed=args.seed,
-    )
-    return BuildConfig(
-        inputs=parse_inputs(args.input, args.format),
-        out=args.out.rstrip("/"),
-        instances=instances,
-        vocab=vocab,
-        vocab_path=getattr(args, "vocab", None),
-        num_shards=getattr(args, "num_shards", 0),
-        bucket_tokens=getattr(args, "bucket_tokens", 1),
-        max_paragraph_chars=args.max_paragraph_chars,
-        skip_bad_input=args.skip_bad_input,
-        dedup=DedupConfig(min_paragraph_chars=args.dedup_min_paragraph_chars)
-        if args.dedup
-        else None,
-        punkt_json=punkt_json(args.punkt) if args.punkt else None,
-    )
+def command_config(args):
+    """The command's own config from its flags; a nonsensical value is refused in one line."""
+    try:
+        if args.command == "punkt":
+            return punkt_config(args)
+        punkt = punkt_json(args.punkt) if args.punkt else None
+        return (build_config if args.command == "build" else vocab_config)(args, punkt)
+    except ValueError as e:
+        raise SystemExit(f"error: {flag_said(str(e))}") from None
 
 
 def punkt_json(path: str) -> str:
-    """The parameters file's text, checked to be Punkt parameters before any work starts."""
+    """The `--punkt` file's text, checked to be Punkt parameters before any work starts."""
     from pipeline.core.sentences import params_from_json
 
     text = read_text_file(path)
@@ -125,8 +83,8 @@ def run_build(args, beam_args: list[str]) -> int:
     from pipeline.stages.read import input_files
     from schemas.manifest import Manifest
 
+    cfg = command_config(args)
     try:
-        cfg = build_config(args)
         if cfg.vocab_path:
             load_vocab(cfg.vocab_path)  # refused here, before any work starts
     except ValueError as e:
@@ -202,16 +160,15 @@ def report(manifest, out: str, seconds: float) -> None:
 def run_vocab(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
-    from pipeline.build import BuildConfig
     from pipeline.core.tokenize import tokenizer_json
     from pipeline.files.fsio import write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
+    from pipeline.stages.dedup import DeduplicateChunks
     from pipeline.stages.read import ReadChunks
     from pipeline.stages.split import SplitSentences
     from pipeline.stages.vocab import TrainVocab
 
-    cfg: BuildConfig = build_config(args)
-    cfg = check_inputs(cfg)
+    cfg = check_inputs(command_config(args))
     out, lowercase = cfg.out, cfg.vocab.lowercase
 
     def save(vocab):
@@ -220,6 +177,8 @@ def run_vocab(args, beam_args: list[str]) -> int:
 
     def steps(p, tmp: str) -> None:
         chunks = p | ReadChunks(list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input)
+        if cfg.dedup:  # as a build does, so that both train the same vocab
+            chunks, _ = chunks | DeduplicateChunks(cfg.dedup, tmp)
         sentences = chunks | SplitSentences(tmp, cfg.max_paragraph_chars, cfg.punkt_json)
         _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save)
 
@@ -238,13 +197,12 @@ def run_punkt(args, beam_args: list[str]) -> int:
     from pipeline.stages.read import ReadChunks
     from pipeline.stages.vocab import TrainPunkt
 
-    cfg = build_config(args)
-    cfg = check_inputs(cfg)
+    cfg = check_inputs(command_config(args))
     path = f"{cfg.out}/punkt.json"
 
     def steps(p, tmp: str) -> None:
         chunks = p | ReadChunks(list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input)
-        params = chunks | TrainPunkt(args.sample_paragraphs, args.seed)
+        params = chunks | TrainPunkt(cfg.sample_paragraphs, cfg.seed)
         _ = params | beam.Map(lambda text: write_text(path, text))
 
     options = pipeline_options(beam_args, args.runner, args.workers)
@@ -359,7 +317,8 @@ def interrupted_line(command: str) -> str:
 SCHEMAS_COMMANDS = ("validate", "inspect", "export")  # forwarded to `bert-schemas`
 
 
-def main(argv: list[str] | None = None) -> int:
+def parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """`bert-shards` and the parsers of its own commands, by name."""
     ap = argparse.ArgumentParser(
         prog="bert-shards",
         description=__doc__,
@@ -381,18 +340,16 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=Help,
     )
     add_input_args(t)
-    # punkt reads and samples paragraphs only; the shared config takes these defaults
-    t.set_defaults(**{a.dest: a.default for a in text_args_parser()._actions if a.dest != "help"})
-    t.add_argument(
-        "--sample-paragraphs",
-        type=at_least(1),
-        default=200_000,
-        help="bound on the paragraphs Punkt learns from (deterministic sample)",
-    )
+    add_punkt_args(t)
     for name in SCHEMAS_COMMANDS:
         sub.add_parser(
             name, help=f"{name} a shard set (see `bert-schemas {name} --help`)", add_help=False
         )
+    return ap, {"build": b, "vocab": v, "punkt": t}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap, commands = parsers()
     args, rest = ap.parse_known_args(argv)
     if args.command in SCHEMAS_COMMANDS:
         from schemas.cli import main as schemas_main
@@ -400,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         return schemas_main([args.command, *rest], prog="bert-shards")
     from pipeline.runners.options import unknown_args
 
-    problem = unknown_args(rest, {"build": b, "vocab": v, "punkt": t}[args.command])
+    problem = unknown_args(rest, commands[args.command])
     if problem:
         raise SystemExit(f"error: {problem}")
     if args.dask_address:

@@ -68,6 +68,24 @@ def test_nonsensical_values_are_refused(tmp_path, capsys, argv, named):
     assert named in message and "must be an integer" in message
 
 
+@pytest.mark.parametrize(
+    "command, argv, said",
+    [
+        ("build", ["--masked-lm-prob", "1.5"], "--masked-lm-prob: masked_lm_prob must be in"),
+        ("build", ["--max-seq-length", "4"], "--max-seq-length: max_seq_length must be >= 5"),
+        ("build", ["--random-next-prob", "-0.1"], "--random-next-prob: random_next_prob must be"),
+        ("vocab", ["--vocab-size", "5"], "--vocab-size: vocab_size must be >= 10 (got 5)"),
+    ],
+)
+def test_values_a_config_refuses_are_one_line_naming_the_flag(tmp_path, command, argv, said):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        main([command, "--input", TEXT, "--out", str(out), *argv])
+    message = str(e.value.code)
+    assert message.startswith(f"error: {said}") and "\n" not in message, message
+    assert not out.exists()
+
+
 def test_a_vocab_with_a_repeated_piece_is_refused(tmp_path, capsys):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nof\nthe\n")
