@@ -1,4 +1,5 @@
-"""Real English corpora for the benchmarks, made from reStructuredText documentation.
+"""Real English corpora for the benchmarks: reStructuredText documentation reduced to prose, and
+Wikipedia prose.
 
 `bench/fetch_corpora.sh` unpacks Debian's `linux-doc-6.1` (the kernel documentation, about 3,000
 `.rst.gz` files). This module reduces each file to paragraphs of running prose, one document per
@@ -18,20 +19,37 @@ reduced to its text. A paragraph is kept only if it reads as prose (`is_prose`).
 least N MB (10^6 bytes); copies are hard links where the filesystem allows. The documents of
 different copies have different paths, hence different document ids.
 
-    python bench/corpora.py [--input DIR] [--out data/corpora/kernel-docs] [--repeat-to-mb 200]
+    python -m bench.corpora [--input DIR] [--out data/corpora/kernel-docs] [--repeat-to-mb 200]
+
+Wikipedia (`wiki_corpus`, for the side-by-side bench, made on first use): the articles of the
+English Wikipedia export that gensim 4.4.0 ships (also fetched by `bench/fetch_corpora.sh`),
+read and rendered to prose by the pipeline's own Wikipedia reader, then written in the `text`
+layout like the kernel docs. The reference script reads this text as it is; our build reads it
+with `--format text`.
 """
 
 from __future__ import annotations
 
 import argparse
+import bz2
 import gzip
+import io
 import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.corpus_layouts import KERNEL_DOCS, CorpusConfig, Document, build
+from bench.corpus_layouts import (
+    KERNEL_DOCS,
+    CorpusConfig,
+    Document,
+    build,
+    describe,
+    record,
+    up_to_date,
+    write_layout,
+)
 
 # Directives whose body is prose (re-read as reStructuredText); all others are dropped whole.
 PROSE_DIRECTIVES = frozenset(
@@ -295,6 +313,51 @@ def read_documents(config: CorpusConfig) -> Iterator[Document]:
         paragraphs = rst_to_prose(read_source(path))
         if paragraphs:
             yield Document(_relative_name(path, root), paragraphs)
+
+
+# --- Wikipedia prose ------------------------------------------------------------------------------
+
+WIKI_EXPORTS = ("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",)
+
+
+def wiki_documents(gensim_dir: Path) -> list[Document]:
+    """Every article with prose, in export order; paths are the pipeline's document ids."""
+    from pipeline.sources.documents import Tally
+    from pipeline.sources.wikipedia.reader import read_wikipedia
+
+    docs = []
+    for name in WIKI_EXPORTS:
+        path = gensim_dir / name
+        if not path.is_file():
+            raise SystemExit(f"{path}: missing; fetch gensim's test data first: make corpora")
+        xml = bz2.decompress(path.read_bytes())
+        for doc in read_wikipedia(io.BytesIO(xml), name, Tally()):
+            if doc.paragraphs:
+                docs.append(Document(doc.id.replace("/", "_"), list(doc.paragraphs)))
+    return docs
+
+
+def wiki_corpus(data: str = "data", repeat_to_mb: float = 200.0) -> Path:
+    """DATA/corpora/wiki-prose-<N>mb/text, unless already built from the same code and size:
+    a sentence a line (Punkt), a blank line between articles, whole copies (`copy-000/`, ...)
+    until it holds `repeat_to_mb` MB."""
+    out = Path(data) / "corpora" / f"wiki-prose-{repeat_to_mb:g}mb"
+    config = CorpusConfig(
+        input=str(Path(data) / "gensim"),
+        pattern="|".join(WIKI_EXPORTS),
+        out=str(out),
+        layouts=("text",),
+        repeat_to_mb=repeat_to_mb,
+    )
+    if up_to_date(config, "text") is None:
+        out.mkdir(parents=True, exist_ok=True)
+        summary = write_layout("text", wiki_documents(Path(data) / "gensim"), config)
+        record(config, "text", summary)
+        print(describe(summary))
+    return out / "text"
+
+
+# --- the command ----------------------------------------------------------------------------------
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[CorpusConfig, bool]:

@@ -132,8 +132,8 @@ def _summary_path(config: CorpusConfig, layout: str) -> Path:
 
 
 def _fingerprint(config: CorpusConfig) -> dict[str, object]:
-    """What a layout depends on: the config and the code, the cleaning rules (`corpora.py`)
-    and the writers here."""
+    """What a layout depends on: the config and the code, the readers and cleaning rules
+    (`corpora.py`: the kernel docs and Wikipedia) and the writers here."""
     sources = (Path(__file__).with_name("corpora.py"), Path(__file__))
     code = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     settings = {k: v for k, v in asdict(config).items() if k != "layouts"}

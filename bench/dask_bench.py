@@ -21,13 +21,11 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-from bench.procmem import tree_stats
-from bench.scale_bench import MB, dir_bytes, measure
+from bench.procmem import TreePoll, dir_bytes, measure_build
 
+MB = 1 << 20
 CORPUS = "data/corpora/kernel-docs-200mb/text"
 # 12 of the 22 copies: about 112 MB
 PATTERNS = ("copy-00*", "copy-01[01]")
@@ -81,32 +79,6 @@ def wait_for_workers(address: str, workers: int, timeout: float = 120) -> None:
         client.wait_for_workers(workers, timeout=timeout)
 
 
-class Poll:
-    """Peak resident bytes and last CPU seconds of each of some process trees."""
-
-    def __init__(self, pids: list[int]):
-        self.pids = pids
-        self.start = {p: tree_stats(p)["cpu"] for p in pids}
-        self.peak = dict.fromkeys(pids, 0)
-        self.cpu = dict(self.start)
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self):
-        while not self.done.is_set():
-            for p in self.pids:
-                now = tree_stats(p)
-                self.peak[p] = max(self.peak[p], now["rss"])
-                self.cpu[p] = max(self.cpu[p], now["cpu"])
-            time.sleep(0.5)
-
-    def stop(self) -> dict:
-        self.done.set()
-        self.thread.join()
-        return {p: (self.cpu[p] - self.start[p], self.peak[p]) for p in self.pids}
-
-
 def digests(out: Path) -> dict[str, str]:
     files = sorted(out.glob("shards/*.arrow")) + [out / "vocab.txt"]
     return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
@@ -131,7 +103,7 @@ def row(runner: str, text_bytes: int, wall: float, cpu: float, per_worker: list[
 
 def run_local(inputs: str, out: Path, workers: int, vocab, text_bytes: int) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    got = measure(build_cmd(inputs, out, workers, vocab), out / "shards" / ".building")
+    got = measure_build(build_cmd(inputs, out, workers, vocab), out / "shards" / ".building")
     cpu = max(got.reaped_cpu, got.tree_cpu)
     result = row("local", text_bytes, got.wall, cpu, [got.peak_one])
     result["peak_tree_gib"] = round(got.peak / (1 << 30), 3)
@@ -141,9 +113,9 @@ def run_local(inputs: str, out: Path, workers: int, vocab, text_bytes: int) -> d
 def run_dask(inputs: str, out: Path, workers: int, vocab, text_bytes: int, scratch: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     with dask_cluster(workers, scratch) as (address, pids):
-        poll = Poll(pids)
+        poll = TreePoll(pids)
         cmd = build_cmd(inputs, out, workers, vocab)
-        got = measure(cmd + ["--runner", "DaskRunner", "--dask-address", address], out)
+        got = measure_build(cmd + ["--runner", "DaskRunner", "--dask-address", address], out)
         cluster = poll.stop()
     driver = got.tree_cpu
     cpu = driver + sum(c for c, _ in cluster.values())

@@ -1,5 +1,6 @@
 """A command run and measured: its wall time, the CPU time and peak resident memory of its whole
-process tree (Beam workers are subprocesses), read from /proc while it runs."""
+process tree (Beam workers are subprocesses), read from /proc while it runs; the same for process
+trees that run beside it (a Dask cluster's), and the size of a folder it writes."""
 
 from __future__ import annotations
 
@@ -126,3 +127,49 @@ def run_measured(
     return Measured(
         wall, reaped, seen, peaks.tree_cpu, peaks.rss, peaks.one, peaks.sample, out.decode()
     )
+
+
+def dir_bytes(path: str | os.PathLike) -> int:
+    """Bytes of the files under `path` (files that vanish meanwhile not counted)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def measure_build(cmd: list[str], building: str | os.PathLike) -> Measured:
+    """Run a build, polling its process tree's memory and CPU and the size of its temporary
+    area `building` (`Measured.peak_sample`) every half second."""
+    return run_measured(cmd, every=0.5, sample=lambda: dir_bytes(building))
+
+
+class TreePoll:
+    """Peak resident bytes and last CPU seconds of each of some process trees, polled every
+    half second from construction to `stop`."""
+
+    def __init__(self, pids: list[int]):
+        self.pids = pids
+        self.start = {p: tree_stats(p)["cpu"] for p in pids}
+        self.peak = dict.fromkeys(pids, 0)
+        self.cpu = dict(self.start)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            for p in self.pids:
+                now = tree_stats(p)
+                self.peak[p] = max(self.peak[p], now["rss"])
+                self.cpu[p] = max(self.cpu[p], now["cpu"])
+            time.sleep(0.5)
+
+    def stop(self) -> dict[int, tuple[float, int]]:
+        """pid -> (CPU seconds since construction, peak resident bytes) of each tree."""
+        self.done.set()
+        self.thread.join()
+        return {p: (self.cpu[p] - self.start[p], self.peak[p]) for p in self.pids}

@@ -27,6 +27,6 @@ rm -rf "$ENV_DIR"
 "$PYTHON" -m venv "$ENV_DIR"
 say "installing $BERT and $TF into $ENV_DIR (about 250 MB)"
 "$ENV_DIR/bin/python" -m pip install -q --disable-pip-version-check "$BERT" "$TF"
-"$ENV_DIR/bin/python" "$(dirname "$0")/reference.py" --check
+"$ENV_DIR/bin/python" "$(dirname "$0")/reference/runner.py" --check
 touch "$ENV_DIR/.installed"
 say "ready: $ENV_DIR/bin/python"

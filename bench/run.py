@@ -34,9 +34,9 @@ AREAS = (
 
 def run_area(area: str, args) -> list[dict]:
     if area == "pipeline":
-        from bench import pipeline_bench
+        from bench.reference import side_by_side
 
-        return pipeline_bench.run(pipeline_bench.config_from(args, "pipeline-"))
+        return side_by_side.run(side_by_side.config_from(args, "pipeline-"))
     if area == "profile":  # where a 1-worker build's CPU time goes, stage by stage
         from bench import stage_profile
 
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--only", nargs="*", choices=AREAS, default=list(AREAS))
-    from bench.pipeline_bench import add_args
+    from bench.reference.side_by_side import add_args
 
     add_args(ap, "pipeline-")
     ap.add_argument(

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.procmem import Measured, run_measured
+from bench.procmem import dir_bytes, measure_build
 
 MB = 1 << 20
 KERNEL_DOCS = "debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation"
@@ -34,22 +34,6 @@ def corpus(data: Path, mb: int) -> Path:
     return out / "text"
 
 
-def dir_bytes(path: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total
-
-
-def measure(cmd: list[str], building: Path) -> Measured:
-    """Run a build, polling its process tree's memory and CPU and its temporary area's size."""
-    return run_measured(cmd, every=0.5, sample=lambda: dir_bytes(building))
-
-
 def run_one(text: Path, out: Path, workers: int, vocab: str | None, bucket_tokens: int) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "pipeline", "build", "--input", f"text:{text}"]
@@ -57,7 +41,7 @@ def run_one(text: Path, out: Path, workers: int, vocab: str | None, bucket_token
     cmd += ["--dupe-factor", "5", "--overwrite", "--bucket-tokens", str(bucket_tokens)]
     if vocab:
         cmd += ["--vocab", vocab]
-    got = measure(cmd, out / "shards" / ".building")
+    got = measure_build(cmd, out / "shards" / ".building")
     # the build and the workers it reaped; the polled tree figure is a floor when it did not
     cpu = max(got.reaped_cpu, got.tree_cpu)
     text_bytes = dir_bytes(text)

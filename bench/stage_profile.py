@@ -27,7 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before `tokenizers` is imported
 
-from bench.procmem import run_measured  # noqa: E402
+from bench.reference.sides import SEED, build, slice_files, text_root, train_vocab  # noqa: E402
 
 STAGES = (
     "read",
@@ -38,7 +38,6 @@ STAGES = (
     "write shards",
     "chunk files",
 )
-SEED = 12345
 
 
 class Clock:
@@ -54,19 +53,6 @@ class Clock:
             yield
         finally:
             self.seconds[stage] += time.process_time() - start
-
-
-def text_files(root: str, mb: float) -> tuple[list[str], int]:
-    """Whole `.txt` files under `root`, in name order, up to about `mb` MB."""
-    files, size = [], 0
-    for path in sorted(Path(root).rglob("*.txt")):
-        if size >= mb * 1e6:
-            break
-        files.append(str(path))
-        size += path.stat().st_size
-    if not files:
-        raise SystemExit(f"stage_profile: no .txt files under {root}")
-    return files, size
 
 
 def read_and_split(files: list[str], tmp: str, clock: Clock):
@@ -154,20 +140,11 @@ def stage_seconds(files: list[str], vocab_path: str, tmp: str) -> dict[str, floa
     return {stage: clock.seconds[stage] for stage in STAGES}
 
 
-def rooted(path: str, root: str) -> str:
-    """A pattern matching only `path` whose glob root is `root`, so that the document ids keep
-    the path under the root (a build's ids are relative to the pattern's fixed part)."""
-    rel = os.path.relpath(path, root)
-    return f"{root}/[{rel[0]}]{rel[1:]}"
-
-
 def whole_build(files: list[str], vocab: str, out: str) -> float:
-    """CPU seconds of the process tree of a 1-worker build of `files` (reference format)."""
+    """CPU seconds of the process tree of a 1-worker build of `files` (reference format), whose
+    document ids are the files' paths under their common folder, as in `read_and_split`."""
     root = os.path.commonpath([os.path.dirname(f) for f in files])
-    cmd = [sys.executable, "-m", "pipeline", "build", "--format", "text", "--out", out]
-    cmd += ["--vocab", vocab, "--workers", "1", "--seed", str(SEED), "--dupe-factor", "5"]
-    cmd += ["--max-seq-length", "128", "--input", ",".join(rooted(f, root) for f in files)]
-    return run_measured(cmd, {**os.environ, "RAYON_NUM_THREADS": "1"}).cpu
+    return build("text", files, out, vocab, 1, root=root)[0].cpu
 
 
 def profile(files: list[str], size: int, vocab: str, tmp: str) -> list[dict]:
@@ -199,14 +176,11 @@ def profile(files: list[str], size: int, vocab: str, tmp: str) -> list[dict]:
 def bench_rows(corpus: str, mb: float = 200.0) -> list[dict]:
     """The profile of one corpus of the pipeline bench as `make bench` rows (area "profile"),
     with a vocab trained on its first copy."""
-    from bench.pipeline_inputs import text_root
-    from bench.pipeline_runs import train_vocab
-
     root = text_root(corpus)
     tmp = tempfile.mkdtemp(prefix="bench-profile-", dir=os.environ.get("BENCH_TMP"))
     try:
         vocab, _ = train_vocab(sorted(str(p) for p in Path(root).glob("copy-*"))[:1], f"{tmp}/v")
-        files, size = text_files(root, mb)
+        files, size = slice_files(root, mb)
         table = profile(files, size, vocab, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -241,7 +215,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mb", type=float, default=20.0, help="MB of text to profile (default: 20)")
     ap.add_argument("--vocab", required=True, help="the vocab.txt to build with")
     args = ap.parse_args(argv)
-    files, size = text_files(args.input, args.mb)
+    files, size = slice_files(args.input, args.mb)
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
         print(render(profile(files, size, args.vocab, tmp)))
     return 0

@@ -13,13 +13,12 @@ import sys
 import numpy as np
 import pytest
 
-from bench import fidelity as fid
-from bench import pipeline_bench as pb
-from bench import reference_ids, tfrecord
-from bench.pipeline_inputs import slice_files
-from bench.pipeline_rows import fidelity_rows, speed_rows
-from bench.pipeline_runs import reference_python, rooted
+from bench import tfrecord
 from bench.procmem import run_measured
+from bench.reference import fidelity as fid
+from bench.reference import side_by_side as pb
+from bench.reference.side_by_side import fidelity_rows, speed_rows
+from bench.reference.sides import reference_python, rooted, slice_files
 from schemas.shard import ShardColumns
 
 # --- a minimal protobuf writer, for records made by hand ---------------------------------------
@@ -241,13 +240,12 @@ def test_ks_two_sample():
     assert fid.kolmogorov_sf(1.36) == pytest.approx(0.049, abs=0.002)
 
 
-def test_share_and_mean_z():
-    assert fid.share_z(50, 100, 50, 100) == 0
-    assert fid.share_z(400, 1000, 600, 1000) == pytest.approx(
-        0.2 / math.sqrt(0.24 / 1000 + 0.24 / 1000)
-    )
+def test_share_and_mean_standard_errors():
+    assert fid.share_se(50, 100, 50, 100) == pytest.approx(math.sqrt(2 * 0.25 / 100))
+    assert fid.share_se(400, 1000, 600, 1000) == pytest.approx(math.sqrt(0.24 / 1000 + 0.24 / 1000))
+    assert fid.share_se(0, 0, 0, 0) == 0
     a, b = np.array([1.0, 2, 3, 4]), np.array([2.0, 3, 4, 5])
-    assert fid.mean_z(a, b) == pytest.approx(1 / math.sqrt(2 * np.var(a, ddof=1) / 4))
+    assert fid.mean_se(a, b) == pytest.approx(math.sqrt(2 * np.var(a, ddof=1) / 4))
 
 
 def synthetic_figures(rng, n, mean_len, random_share, mask_share=0.8):
@@ -291,7 +289,7 @@ def test_compare_with_one_seed_uses_row_level_errors():
 def test_actual_next_rows_against_the_reference_ids():
     # the reference tokenizer's ids of two documents (-1: the blank line between them)
     stream = np.array([10, 11, 12, 13, 14, 15, 16, 17, -1, 20, 21, 22, 23, 24, 25, 26, 27])
-    index = reference_ids.IdIndex(stream)
+    index = fid.IdIndex(stream)
     assert index.contains([11, 12, 13, 14, 15, 16, 17])  # a long run (k-gram index)
     assert index.contains([21, 22])  # a short run (searched directly)
     assert not index.contains([16, 17, 20])  # runs never cross a document boundary
@@ -317,10 +315,10 @@ def test_actual_next_rows_against_the_reference_ids():
         dict(ids=[2, 10, 3, 99, 3], segment_b_start=3, positions=[], labels=[], random_next=True),
     ]
     cols = columns(rows)
-    assert reference_ids.original_ids(cols, 0).tolist()[6] == 14
-    checked, matched = reference_ids.actual_next_match(cols, index, 100, np.random.default_rng(0))
+    assert fid.original_ids(cols, 0).tolist()[6] == 14
+    checked, matched = fid.actual_next_match(cols, index, 100, np.random.default_rng(0))
     assert (checked, matched) == (2, 1)
-    checked, _ = reference_ids.actual_next_match(cols, index, 1, np.random.default_rng(0))
+    checked, _ = fid.actual_next_match(cols, index, 1, np.random.default_rng(0))
     assert checked == 1
 
 
@@ -412,6 +410,8 @@ def test_slice_takes_whole_files(tmp_path):
         "copy-001/part-00000.txt",
     ]
     assert size == 1_200_000
+    with pytest.raises(SystemExit, match="no .txt files"):
+        slice_files(str(tmp_path / "absent"), 1.0)
 
 
 def test_rooted_inputs_keep_the_copy_in_document_ids(tmp_path):
@@ -421,6 +421,9 @@ def test_rooted_inputs_keep_the_copy_in_document_ids(tmp_path):
         f"{tmp_path}/[c]opy-003/part-00000.txt"
     )
     assert rooted(f"{tmp_path}/copy-003") == f"{tmp_path}/[c]opy-003/**"
+    assert rooted(f"{tmp_path}/copy-003/part-00000.txt", f"{tmp_path}/copy-003") == (
+        f"{tmp_path}/copy-003/[p]art-00000.txt"
+    )
     from pipeline.stages.read import InputSpec, expand_pattern
 
     found = expand_pattern(InputSpec("text", rooted(f"{tmp_path}/copy-003")))

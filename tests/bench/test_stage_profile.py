@@ -8,7 +8,8 @@ import shutil
 import numpy as np
 import pyarrow as pa
 
-from bench.stage_profile import STAGES, Clock, render, stage_seconds, text_files
+from bench.reference.sides import slice_files
+from bench.stage_profile import STAGES, Clock, render, stage_seconds
 from pipeline.core.config import VocabConfig
 from pipeline.core.tokenize import train_vocab
 from tests.helpers import SAMPLE
@@ -25,7 +26,7 @@ def test_clock_sums_each_stage():
 def test_stages_of_the_sample_make_its_shards(tmp_path):
     for copy in ("copy-0", "copy-1"):  # one file name in two folders: two documents each
         shutil.copytree(f"{SAMPLE}/text", tmp_path / "in" / copy)
-    files, size = text_files(str(tmp_path / "in"), 1.0)
+    files, size = slice_files(str(tmp_path / "in"), 1.0)
     assert len(files) == 2 and size == sum(os.path.getsize(f) for f in files) > 0
     lines = [x.strip() for f in files for x in open(f, encoding="utf-8") if x.strip()]
     vocab, _ = train_vocab(lines, VocabConfig(vocab_size=400, min_frequency=1))
@@ -49,7 +50,7 @@ def test_the_whole_build_reads_copies_of_one_file_name_as_distinct_documents(tmp
 
     for copy in ("copy-0", "copy-1"):
         shutil.copytree(f"{SAMPLE}/text", tmp_path / "in" / copy)
-    files, _ = text_files(str(tmp_path / "in"), 1.0)
+    files, _ = slice_files(str(tmp_path / "in"), 1.0)
     lines = [x.strip() for f in files for x in open(f, encoding="utf-8") if x.strip()]
     vocab, _ = train_vocab(lines, VocabConfig(vocab_size=400, min_frequency=1))
     (tmp_path / "vocab.txt").write_text(vocab.to_text(), encoding="utf-8")

@@ -2,16 +2,16 @@
 
 Two corpora in the reference `text` layout (a sentence a line, a blank line between documents),
 repeated as whole copies with distinct document ids: the kernel documentation reduced to prose
-(`make corpora`) and Wikipedia prose rendered from the gensim exports (`bench/reference_corpora`).
+(`make corpora`) and Wikipedia prose rendered from the gensim exports (`bench/corpora.py`).
 For each, with a vocab trained on one copy (`bert-shards vocab`, 30k pieces at most) that both
 sides use, seq 128, dupe 5, masked LM 0.15, 20 predictions:
 
 - the floor: HF `tokenizers` `encode_batch_fast` alone, one thread, on the slice below;
-- the reference, `create_pretraining_data.py` of bert-tensorflow 1.0.4 (`bench/reference.py` in
+- the reference, `create_pretraining_data.py` of bert-tensorflow 1.0.4 (`runner.py` here, in
   the environment `bench/reference_env.sh` makes), on a slice of whole files (`--slice-mb`, 20):
   it holds its corpus in memory and is slow; if it is not installed, no ratio is printed;
 - our build (`bert-shards build`, the CLI as it is) on the same slice with `--seeds` seeds: the
-  fidelity table (`bench/fidelity.py`);
+  fidelity table (`fidelity.py` here);
 - our build on at least `--mb` MB (200) with each worker count; with 1 and 2, also two
   1-worker builds of the same files started together: what two processes get out of the
   machine's cores, the most 2 workers of one build can get.
@@ -23,8 +23,7 @@ Then the books layout: Punkt alone against the fast route (`pipeline.core.punkt_
 split + tokenizer floor, and builds with each worker count on `--books-mb` MB. (Memory at
 scale: `bench/scale_bench.py`.)
 
-Which files each side reads: `bench/pipeline_inputs.py`; each side run and measured:
-`bench/pipeline_runs.py`; the figures as rows: `bench/pipeline_rows.py`.
+Which files each side reads, and each side run and measured: `sides.py` here.
 """
 
 from __future__ import annotations
@@ -38,15 +37,20 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from bench.pipeline_inputs import CORPUS, TEXT_CORPORA, corpus_files, slice_files, text_root
-from bench.pipeline_rows import fidelity, fidelity_rows, row, speed_rows
-from bench.pipeline_runs import (
+from bench.reference.fidelity import against_reference
+from bench.reference.sides import (
+    CORPUS,
     REFERENCE_ENV,
     SEED,
+    TEXT_CORPORA,
     build,
+    corpus_files,
     raw_floor,
+    read_text,
     reference_python,
     run_reference,
+    slice_files,
+    text_root,
     tokenizer_floor,
     train_vocab,
 )
@@ -67,6 +71,82 @@ class BenchConfig:
         unknown = set(self.corpora) - set(TEXT_CORPORA)
         if unknown:
             raise ValueError(f"unknown corpora {sorted(unknown)}: choose from {TEXT_CORPORA}")
+
+
+# --- the figures as rows of `make bench`'s table -----------------------------------------------
+
+
+def row(metric: str, value, unit: str, note: str = "", area: str = "pipeline") -> dict:
+    return {"area": area, "metric": metric, "value": value, "unit": unit, "note": note}
+
+
+def speed_rows(
+    corpus: str, floor: float, reference: float | None, ours: dict[int, float]
+) -> list[dict]:
+    """Ratios from one run's rates (MB per CPU-second): ours / the reference and ours / floor.
+    Without a reference rate (not installed, or it failed) there is no ratio, only a note."""
+    rows = []
+    if reference is None:
+        rows.append(
+            row(
+                f"{corpus}: ratio to the reference",
+                "n/a",
+                "",
+                "reference not run (bench/reference_env.sh did not install it): no ratio",
+            )
+        )
+    for w, rate in sorted(ours.items()):
+        if reference is not None:
+            note = f"{rate:.3f} / {reference:.3f} MB per CPU-second, same run"
+            rows.append(
+                row(
+                    f"{corpus}: {w} worker(s) vs the reference",
+                    round(rate / reference, 1),
+                    "x",
+                    note,
+                )
+            )
+        rows.append(
+            row(
+                f"{corpus}: {w} worker(s), share of the tokenizer floor",
+                round(100 * rate / floor),
+                "%",
+                f"{rate:.3f} / {floor:.3f} MB per CPU-second",
+            )
+        )
+    return rows
+
+
+def fidelity_rows(corpus: str, table: list[dict], checks: dict[str, tuple[int, int]]) -> list[dict]:
+    """The fidelity table as bench rows (value: ours; the note: the reference and the test)."""
+    rows = []
+    for f in table:
+        if f["test"].startswith("z"):
+            unit = "pieces" if f["test"] == "z_rows" else f"the spread of {f['seeds']} seeds"
+            test = f"z {f['z']:+.1f} by {unit}"
+            if f["test"] == "z_seeds":
+                test += f" (as if rows were independent: {f['z_rows']:+.1f})"
+        else:
+            test = (
+                f"our seeds differ by up to {f['seed_ks_max']:.4f} (row-level p {f['p_rows']:.1g})"
+            )
+        within = "within" if f["within"] else "OUTSIDE"
+        note = f"reference {f['reference']:.4f}; {test}; {within} sampling error"
+        rows.append(row(f"{corpus}: {f['figure']}", round(f["ours"], 4), "", note, "fidelity"))
+    for side, (checked, matched) in checks.items():
+        rows.append(
+            row(
+                f"{corpus}: actual-next rows with the reference tokenizer's ids ({side})",
+                round(100 * matched / max(checked, 1), 2),
+                "%",
+                f"{matched} of {checked} sampled rows: A and B each a run of its ids",
+                "fidelity",
+            )
+        )
+    return rows
+
+
+# --- the runs ----------------------------------------------------------------------------------
 
 
 def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
@@ -122,7 +202,7 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
     if 1 in walls and 2 in walls:
         rows += scaling_rows(corpus, walls, side_by_side(dirs, vocab, work), size)
     if ref is not None:
-        rows += fidelity_rows(corpus, *fidelity(ref, sets))
+        rows += fidelity_rows(corpus, *against_reference(ref.tfrecord, ref.token_ids, sets, SEED))
     return rows
 
 
@@ -159,7 +239,6 @@ def split_rates(dirs: list[str]) -> tuple[float, float, int]:
     import gc
     import time
 
-    from bench.pipeline_inputs import read_text
     from pipeline.core.punkt_fast import FastPunkt
     from pipeline.core.sentences import english_tokenizer
     from pipeline.stages.base import fewer_collections

@@ -2,11 +2,11 @@
 
 Run with the bench environment's interpreter (`bench/reference_env.sh`), never with `.venv`'s:
 
-    data/bench-env/bin/python bench/reference.py --input_file=a.txt,b.txt \
+    data/bench-env/bin/python bench/reference/runner.py --input_file=a.txt,b.txt \
         --output_file=out.tfrecord --vocab_file=vocab.txt --do_lower_case=True \
         --max_seq_length=128 --max_predictions_per_seq=20 --masked_lm_prob=0.15 \
         --dupe_factor=5 --random_seed=12345 [--report_json=r.json] [--token_ids=ids.npy]
-    data/bench-env/bin/python bench/reference.py --check     # imports only
+    data/bench-env/bin/python bench/reference/runner.py --check     # imports only
 
 The script calls TF1 APIs: `tensorflow.compat.v1` stands in for `tensorflow` before it is
 imported, with v2 behaviour off. Its flags are its own (absl); this runner adds three:
