@@ -148,10 +148,10 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
     read = p | "ReadDocuments" >> ReadChunks(
         list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input
     )
-    counts = [read]
+    counted = [read]  # each stage's records, which carry its counts
     if cfg.dedup:
-        read, dedup_counts = read | "Deduplicate" >> DeduplicateChunks(cfg.dedup, tmp)
-        counts.append(dedup_counts)
+        read = read | "Deduplicate" >> DeduplicateChunks(cfg.dedup, tmp)
+        counted.append(read)
     sentences = read | "SplitSentences" >> SplitSentences(
         tmp, cfg.max_paragraph_chars, cfg.punkt_json
     )
@@ -167,12 +167,12 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
     built = units | "CreateInstances" >> CreateInstances(
         tmp, cfg.out, vocab, cfg.instances, cfg.shard_config(), cfg.num_shards, cfg.bucket_tokens
     )
-    counts += [sentences, units]
-    count_dicts = [
-        c | f"Counts{i}" >> beam.Map(lambda chunk: chunk.counts) for i, c in enumerate(counts)
+    counted += [sentences, units]
+    counts = [
+        c | f"Counts{i}" >> beam.Map(lambda chunk: chunk.counts) for i, c in enumerate(counted)
     ]
-    count_dicts.append(built | "BuildCounts" >> beam.Map(lambda b: b[2]))
-    total = tuple(count_dicts) | "Counts" >> SumCounts()
+    counts.append(built | "BuildCounts" >> beam.Map(lambda b: b[2]))
+    total = tuple(counts) | "Counts" >> SumCounts()
     return built | "WriteShards" >> Publish(
         cfg.out, cfg.shard_config(), vocab, total, cfg.vocab.lowercase
     )

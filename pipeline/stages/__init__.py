@@ -7,6 +7,7 @@
 5. `instances`: units -> one shard per bucket;
 6. `shards`: the shards published with the vocab and the manifest.
 
-Each is a composite transform whose DoFns call plain functions of `pipeline.core`; `base` holds
-their bases and `counting` the counts that travel with the data. `pipeline.build` joins them.
+Each is a `Stage` (`base`: a composite transform whose settings are dataclass fields) whose
+DoFns call plain functions, of `pipeline.core` or of the stage's module; what each keeps and
+drops rides in the records it hands on (`counting`). `pipeline.build` joins them.
 """

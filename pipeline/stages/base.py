@@ -1,6 +1,7 @@
 """The bases of the build's Beam steps.
 
-`Stage`: a composite transform whose settings are dataclass fields.
+`Stage`: a composite transform whose settings are dataclass fields, the one way the build
+writes one (`expand` a short chain of labelled steps):
 
 @dataclass(eq=False)  # transforms compare by identity, as Beam expects
 class SplitSentences(Stage):
@@ -14,6 +15,7 @@ class SplitSentences(Stage):
 from __future__ import annotations
 
 import gc
+from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -38,6 +40,7 @@ def fewer_collections() -> None:
         gc.set_threshold(YOUNG_COLLECTION_EVERY, middle, old)
 
 
+@dataclass(eq=False)
 class Stage(beam.PTransform):
     def __post_init__(self) -> None:
         super().__init__()

@@ -1,43 +1,31 @@
-"""Counts that travel with the data: each DoFn tallies per bundle and emits one dict per
-bundle on a side output, so the manifest's counts come from the pipeline itself (they are also
-Beam metrics, for the runner's UI)."""
+"""The counts that travel with the data, one way: "source/name" -> n in the record a step hands
+on. A stage's `Chunk` records carry what it kept and dropped (`Chunk.counts`; a record without a
+file when a step made nothing but counts), de-duplication's documents carry theirs until they are
+written into a chunk, and the build sums every stage's records into the manifest's counts
+(`SumCounts`, then `manifest_counts`); on the way they are also Beam metrics, for the runner's UI.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindows
 
-from pipeline.stages.base import Step
+from pipeline.stages.base import Stage, Step
 
-COUNTS = "counts"
 NAMESPACE = "bert_shards"
 SEP = "/"
 
 
-class CountingDoFn(Step):
-    """Base DoFn: `self.count(source, name, n)` anywhere in `process`."""
+def count_key(source: str, name: str) -> str:
+    return f"{source}{SEP}{name}"
 
-    def start_bundle(self):
-        self._counts: Counter = Counter()
 
-    def count(self, source: str, name: str, n: int = 1) -> None:
-        if n:
-            self._counts[f"{source}{SEP}{name}"] += n
-
-    def count_all(self, source: str, counts: dict) -> None:
-        for name, n in counts.items():
-            self.count(source, name, n)
-
-    def finish_bundle(self):
-        if not self._counts:
-            return
-        for key, n in self._counts.items():
-            Metrics.counter(NAMESPACE, key).inc(n)
-        yield beam.pvalue.TaggedOutput(COUNTS, GlobalWindows.windowed_value(dict(self._counts)))
-        self._counts = Counter()
+def prefixed(source: str, counts) -> dict:
+    """{name: n} of one source -> {"source/name": n}, zeros left out."""
+    return {count_key(source, name): n for name, n in counts.items() if n}
 
 
 def merge_counts(dicts) -> dict:
@@ -47,11 +35,40 @@ def merge_counts(dicts) -> dict:
     return dict(total)
 
 
-class SumCounts(beam.PTransform):
-    """Many per-bundle count dicts -> one dict (a singleton PCollection)."""
+class CountingStep(Step):
+    """A step that counts per (source, name) while it works one element (`count`), then hands
+    the element's counts to the record it yields (`take_counts`)."""
+
+    def start_bundle(self):
+        self.counts: Counter = Counter()
+
+    def count(self, source: str, name: str, n: int = 1) -> None:
+        if n:
+            self.counts[count_key(source, name)] += n
+
+    def take_counts(self) -> dict:
+        counts, self.counts = dict(self.counts), Counter()
+        return counts
+
+
+def as_metrics(counts: dict) -> dict:
+    """The counts of one record, added to the Beam metrics too (passed on unchanged)."""
+    for key, n in counts.items():
+        Metrics.counter(NAMESPACE, key).inc(n)
+    return counts
+
+
+@dataclass(eq=False)
+class SumCounts(Stage):
+    """Count dicts (a tuple of PCollections) -> one dict (a singleton PCollection)."""
 
     def expand(self, pcolls):
-        return pcolls | "Flatten" >> beam.Flatten() | "Sum" >> beam.CombineGlobally(merge_counts)
+        return (
+            pcolls
+            | "Flatten" >> beam.Flatten()
+            | "Metrics" >> beam.Map(as_metrics)
+            | "Sum" >> beam.CombineGlobally(merge_counts)
+        )
 
 
 def manifest_counts(flat: dict) -> dict:
@@ -63,19 +80,3 @@ def manifest_counts(flat: dict) -> dict:
         by_source.setdefault(source, {})[name] = flat[key]
         total[name] += flat[key]
     return {"total": dict(sorted(total.items())), "by_source": by_source}
-
-
-class ChunkCountingDoFn(Step):
-    """Counts per (source, name) for one chunk; `take_counts` hands them to the chunk
-    (`pipeline.stages.counting.CountingDoFn` instead emits them per bundle on a side output)."""
-
-    def count(self, source: str, name: str, n: int = 1) -> None:
-        if n:
-            self.counts[f"{source}{SEP}{name}"] += n
-
-    def take_counts(self) -> dict:
-        counts, self.counts = dict(self.counts), Counter()
-        return counts
-
-    def start_bundle(self):
-        self.counts: Counter = Counter()

@@ -16,6 +16,7 @@ copies are counted by source: `documents_dropped.duplicate`, `paragraphs_dropped
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, replace
 
 import apache_beam as beam
@@ -24,8 +25,8 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.files.chunks import Chunk, read_documents, write_documents
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.wikipedia.reader import rendered
-from pipeline.stages.base import Step
-from pipeline.stages.counting import COUNTS, SEP, CountingDoFn
+from pipeline.stages.base import Stage, Step
+from pipeline.stages.counting import count_key, merge_counts
 
 
 @dataclass(frozen=True)
@@ -95,125 +96,147 @@ class KeepSmallestId(beam.CombineFn):
         return acc
 
 
-class EmitKept(CountingDoFn):
+def kept_copy(element) -> tuple[Document, dict]:
+    """(hash, (kept document, copies dropped by source)) -> the document and its counts."""
+    _, (doc, dropped) = element
+    return doc, {count_key(s, "documents_dropped.duplicate"): n for s, n in dropped.items()}
+
+
+def rebuilt(grouped: dict):
+    """Documents of one id (with their counts), and the positions of its paragraphs that are
+    later copies -> (document without them, or None when nothing is left; counts)."""
+    positions = set(grouped["copies"])
+    for doc, counts in grouped["docs"]:
+        counts = Counter(counts)
+        removed = sum(1 for i in positions if i < len(doc.paragraphs))
+        if removed:
+            counts[count_key(doc.source, "paragraphs_dropped.duplicate")] += removed
+        kept = remove_paragraphs(doc, positions)
+        if kept is None:
+            counts[count_key(doc.source, "documents_dropped.duplicate_paragraphs")] += 1
+        yield kept, dict(counts)
+
+
+class EmitKept(Step):
     def process(self, element):
-        _, (doc, dropped) = element
-        for source, n in sorted(dropped.items()):
-            self.count(source, "documents_dropped.duplicate", n)
-        yield doc
+        yield kept_copy(element)
 
 
-class RebuildDocument(CountingDoFn):
+class RebuildDocument(Step):
     def process(self, element):
-        _, grouped = element
-        positions = set(grouped["copies"])
-        for doc in grouped["docs"]:
-            removed = sum(1 for i in positions if i < len(doc.paragraphs))
-            self.count(doc.source, "paragraphs_dropped.duplicate", removed)
-            kept = remove_paragraphs(doc, positions)
-            if kept is None:
-                self.count(doc.source, "documents_dropped.duplicate_paragraphs")
-                continue
-            yield kept
+        yield from rebuilt(element[1])
 
 
-class Deduplicate(beam.PTransform):
-    """Documents -> de-duplicated documents; returns (documents, per-bundle counts)."""
+def uncounted(doc: Document) -> tuple[Document, dict]:
+    return doc, {}
 
-    def __init__(self, cfg: DedupConfig):
-        super().__init__()
-        self.cfg = cfg
+
+def keyed_by_content(doc: Document) -> tuple[bytes, Document]:
+    return document_key(doc), doc
+
+
+@dataclass(eq=False)
+class Deduplicate(Stage):
+    """Documents -> (document, counts): each document kept, with the counts of the copies
+    dropped for it; a document left with no paragraph comes as None, its counts still travel."""
+
+    cfg: DedupConfig
 
     def expand(self, docs):
-        counts = []
         if self.cfg.documents:
             kept = (
                 docs
-                | "KeyByContent" >> beam.Map(lambda d: (document_key(d), d))
+                | "KeyByContent" >> beam.Map(keyed_by_content)
                 | "SmallestId" >> beam.CombinePerKey(KeepSmallestId())
-                | "EmitKept" >> beam.ParDo(EmitKept()).with_outputs(COUNTS, main="main")
+                | "EmitKept" >> beam.ParDo(EmitKept())
             )
-            docs = kept.main
-            counts.append(kept[COUNTS])
+        else:
+            kept = docs | "Uncounted" >> beam.Map(uncounted)
         if self.cfg.paragraphs:
-            docs, paragraph_counts = docs | "Paragraphs" >> _DropRepeatedParagraphs(self.cfg)
-            counts.append(paragraph_counts)
-        if not counts:
-            counts.append(docs.pipeline | "NoCounts" >> beam.Create([]))
-        return docs, counts | "FlattenCounts" >> beam.Flatten()
+            kept = kept | "Paragraphs" >> DropRepeatedParagraphs(self.cfg.min_paragraph_chars)
+        return kept
 
 
-class _DropRepeatedParagraphs(beam.PTransform):
-    def __init__(self, cfg: DedupConfig):
-        super().__init__()
-        self.cfg = cfg
+@dataclass(eq=False)
+class DropRepeatedParagraphs(Stage):
+    """(document, counts) -> the same with every later copy of a paragraph of at least
+    `min_chars` characters removed, and counted."""
 
-    def expand(self, docs):
+    min_chars: int
+
+    def expand(self, kept):
         copies = (
-            docs
-            | "Refs" >> beam.FlatMap(paragraph_refs, self.cfg.min_paragraph_chars)
+            kept
+            | "Refs" >> beam.FlatMap(lambda dc, n: paragraph_refs(dc[0], n), self.min_chars)
             | "GroupRefs" >> beam.GroupByKey()
             | "LaterCopies" >> beam.FlatMap(lambda kv: later_copies(kv[1]))
         )
-        by_id = docs | "KeyById" >> beam.Map(lambda d: (d.id, d))
-        out = (
+        by_id = kept | "KeyById" >> beam.Map(lambda dc: (dc[0].id, dc))
+        return (
             {"docs": by_id, "copies": copies}
             | "Join" >> beam.CoGroupByKey()
-            | "Rebuild" >> beam.ParDo(RebuildDocument()).with_outputs(COUNTS, main="main")
+            | "Rebuild" >> beam.ParDo(RebuildDocument())
         )
-        return out.main, out[COUNTS]
+
+
+def rendered_chunk(chunk: Chunk, tmp: str) -> Chunk:
+    """A document chunk -> the same documents with their Wikipedia pages rendered, in a chunk of
+    their own (without a file when none is left), with the counts of the rendering."""
+    tally = Tally()
+    docs = list(rendered(read_documents(chunk.path), tally))
+    name = "rendered-" + chunk.path.rsplit("/", 1)[-1]
+    written = write_documents(FileSystems.join(tmp, "documents", name), docs) if docs else Chunk("")
+    return replace(written, counts={count_key("wikipedia", k): n for k, n in tally.counts.items()})
 
 
 class RenderChunk(Step):
-    """A document chunk -> the same chunk with its Wikipedia pages rendered (and counted)."""
-
     def __init__(self, tmp: str):
         self.tmp = tmp
 
     def process(self, chunk: Chunk):
-        if not chunk.path:
-            return
-        tally = Tally()
-        docs = list(rendered(read_documents(chunk.path), tally))
-        name = "rendered-" + chunk.path.rsplit("/", 1)[-1]
-        path = FileSystems.join(self.tmp, "documents", name)
-        written = write_documents(path, docs) if docs else Chunk("")
-        yield replace(written, counts={f"wikipedia{SEP}{k}": n for k, n in tally.counts.items()})
+        if chunk.path:
+            yield rendered_chunk(chunk, self.tmp)
 
 
-def write_batch(docs: list[Document], tmp: str) -> Chunk:
+def write_batch(batch: list[tuple[Document | None, dict]], tmp: str) -> Chunk:
+    """(document, counts) pairs -> a document chunk with their counts (without a file when
+    every document of the batch was dropped)."""
+    docs = [doc for doc, _ in batch if doc is not None]
+    counts = merge_counts(c for _, c in batch)
+    if not docs:
+        return Chunk("", counts=counts)
     name = f"dedup-{content_key(docs[0].id).hex()}.arrow"
-    return write_documents(FileSystems.join(tmp, "documents", name), docs)
+    return replace(write_documents(FileSystems.join(tmp, "documents", name), docs), counts=counts)
 
 
-class DeduplicateChunks(beam.PTransform):
-    """Document chunks -> de-duplicated document chunks, and count records (`Chunk`s without
-    a file, like the other stages' records, so the build sums them the same way).
+def chunk_documents(chunk: Chunk):
+    return read_documents(chunk.path) if chunk.path else []
+
+
+def counts_only(chunk: Chunk) -> Chunk:
+    return Chunk("", counts=chunk.counts)
+
+
+@dataclass(eq=False)
+class DeduplicateChunks(Stage):
+    """Document chunks -> de-duplicated document chunks, each with the counts of what was
+    dropped for its documents, and records without a file that carry the rendering's counts.
 
     Unlike every other stage, de-duplication groups the documents themselves by content, so on
     the local runner it holds the corpus in memory: it is for corpora that fit (Dataflow's
     shuffle has no such bound)."""
 
-    def __init__(self, cfg: DedupConfig, tmp: str):
-        super().__init__()
-        self.cfg = cfg
-        self.tmp = tmp
+    cfg: DedupConfig
+    tmp: str
 
     def expand(self, chunks):
         ready = chunks | "Render" >> beam.ParDo(RenderChunk(self.tmp))
-        docs = ready | "Documents" >> beam.FlatMap(
-            lambda c: read_documents(c.path) if c.path else []
-        )
-        docs, counts = docs | "Deduplicate" >> Deduplicate(self.cfg)
-        out = (
-            docs
+        written = (
+            ready
+            | "Documents" >> beam.FlatMap(chunk_documents)
+            | "Deduplicate" >> Deduplicate(self.cfg)
             | "Batch" >> beam.BatchElements(min_batch_size=64, max_batch_size=4096)
             | "Write" >> beam.Map(write_batch, self.tmp)
         )
-        render_counts = ready | "RenderCounts" >> beam.Map(lambda c: c.counts)
-        records = (
-            (counts, render_counts)
-            | "AllCounts" >> beam.Flatten()
-            | "AsRecords" >> beam.Map(lambda counts: Chunk("", counts=counts))
-        )
-        return out, records
+        render_counts = ready | "RenderCounts" >> beam.Map(counts_only)
+        return (written, render_counts) | "WithRenderCounts" >> beam.Flatten()

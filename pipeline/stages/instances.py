@@ -24,7 +24,7 @@ from pipeline.files.chunks import (
 )
 from pipeline.files.fsio import read_marker, write_marker
 from pipeline.stages.base import Stage, Step
-from pipeline.stages.counting import SEP
+from pipeline.stages.counting import count_key
 from pipeline.stages.shards import finished_bucket, write_bucket_shard
 
 MIN_UNITS_PER_BUCKET = 20  # document passes: fewer, and random-next pairs have no other document
@@ -83,7 +83,7 @@ class BuildBucket(Step):
         if built is None:
             return
         columns, short, sources = built
-        counts = {f"{source}{SEP}instances": n for source, n in sources.items()}
+        counts = {count_key(source, "instances"): n for source, n in sources.items()}
         entry = write_bucket_shard(
             self.out, bucket, columns, short, vocab, self.build_config, counts
         )

@@ -29,7 +29,7 @@ from pipeline.sources.readers import READERS, read_input
 from pipeline.sources.wikipedia.pages import WikiPage
 from pipeline.sources.wikipedia.spans import is_index, plan_wikipedia
 from pipeline.stages.base import Stage, Step
-from pipeline.stages.counting import SEP
+from pipeline.stages.counting import prefixed
 
 GLOB_CHARS = fsio.GLOB_CHARS
 
@@ -134,27 +134,30 @@ class ReadFile(Step):
         if records is not None and all(intact(r["path"]) for r in records if r["path"]):
             yield from (Chunk.from_record(r["path"], r) for r in records)
             return
-        chunks = list(self.read(group))
+        chunks = list(read_group(group, self.tmp, self.chunk_bytes, self.skip_bad_input))
         inputs = sorted({item[1] for item in group})  # named when an id repeats (BuildBucket)
         write_marker(done, {"chunks": [asdict(c) for c in chunks], "inputs": inputs})
         yield from chunks
 
-    def read(self, group):
-        opened = Opener()
-        writer = ChunkWriter(self.tmp, item_key(group[0]), self.chunk_bytes, opened)
-        counts: dict = {}
-        for item in group:
-            tally = Tally(skip_bad_input=self.skip_bad_input)
-            opened.start_item(item[3].start if item[3] else 0)
-            try:
-                yield from writer.add_all(read_item(item, tally, self.skip_bad_input, opened.open))
-            finally:
-                if item[3] is None or item[3].start <= item[3].header_end:  # a first span
-                    tally.inc("files_read")
-            for key, n in prefixed(item[0], tally.counts).items():
-                counts[key] = counts.get(key, 0) + n
-        last = writer.flush() or Chunk("")
-        yield replace(last, counts=counts)
+
+def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool):
+    """The documents of a group's read items, in chunks of about `chunk_bytes` of text under
+    `tmp`; the group's counts ride on its last `Chunk` (one with no path when nothing was read)."""
+    opened = Opener()
+    writer = ChunkWriter(tmp, item_key(group[0]), chunk_bytes, opened)
+    counts: dict = {}
+    for item in group:
+        tally = Tally(skip_bad_input=skip_bad_input)
+        opened.start_item(item[3].start if item[3] else 0)
+        try:
+            yield from writer.add_all(read_item(item, tally, skip_bad_input, opened.open))
+        finally:
+            if item[3] is None or item[3].start <= item[3].header_end:  # a first span
+                tally.inc("files_read")
+        for key, n in prefixed(item[0], tally.counts).items():
+            counts[key] = counts.get(key, 0) + n
+    last = writer.flush() or Chunk("")
+    yield replace(last, counts=counts)
 
 
 class Opener:
@@ -227,10 +230,6 @@ def read_item(item, tally: Tally, skip_bad_input: bool, opener=None):
                 "ARGS=--skip-bad-input) to skip and count bad files"
             ) from e
         tally.inc("files_dropped.unreadable")
-
-
-def prefixed(source: str, counts) -> dict:
-    return {f"{source}{SEP}{name}": n for name, n in counts.items() if n}
 
 
 def item_key(item) -> str:

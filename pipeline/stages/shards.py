@@ -18,6 +18,7 @@ import posixpath
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.core.tokenize import tokenizer_json, vocab_of
 from pipeline.files.fsio import (
     building_dir,
     match,
@@ -168,24 +169,25 @@ class Publish(Stage):
     lowercase: bool
 
     def expand(self, built):
-        from pipeline.core.tokenize import tokenizer_json, vocab_of
-
-        out, config, lowercase = self.out, self.build_config, self.lowercase
         entries = built | "Entries" >> beam.Map(lambda b: (b[0], b[1]))
         return (
             built.pipeline
             | "Once" >> beam.Create([None])
             | "Publish"
             >> beam.Map(
-                lambda _, e, c, text: getattr(
-                    publish(
-                        out, e, c, vocab_of(text), tokenizer_json(vocab_of(text), lowercase), config
-                    ),
-                    "rows",
-                    0,
-                ),
+                published_rows,
                 beam.pvalue.AsList(entries),
                 beam.pvalue.AsSingleton(self.counts),
                 beam.pvalue.AsSingleton(self.vocab),
+                self.out,
+                self.build_config,
+                self.lowercase,
             )
         )
+
+
+def published_rows(_, entries, counts: dict, vocab_text: str, out: str, config: dict, lowercase):
+    """`publish` with the vocab's text; the set's row count (0 when nothing was published)."""
+    vocab = vocab_of(vocab_text)
+    manifest = publish(out, entries, counts, vocab, tokenizer_json(vocab, lowercase), config)
+    return manifest.rows if manifest is not None else 0

@@ -24,10 +24,24 @@ from pipeline.files.chunks import (
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.wikipedia.reader import rendered
 from pipeline.stages.base import Stage, next_path
-from pipeline.stages.counting import ChunkCountingDoFn
+from pipeline.stages.counting import CountingStep
 
 
-class SplitChunk(ChunkCountingDoFn):
+def split_document(doc: Document, max_paragraph_chars: int, punkt, count):
+    """A document -> (id, source, sentences), or None when no sentence is left; paragraphs over
+    `max_paragraph_chars` are dropped. `punkt()` gives the sentence tokenizer (made when first
+    needed), `count(source, name, n)` takes the counts."""
+    paragraphs = [p for p in doc.paragraphs if len(p) <= max_paragraph_chars]
+    count(doc.source, "paragraphs_dropped.too_long", len(doc.paragraphs) - len(paragraphs))
+    sentences = paragraphs if doc.presplit else split_paragraphs(paragraphs, punkt())
+    if not sentences:
+        count(doc.source, "documents_dropped.no_sentences")
+        return None
+    count(doc.source, "sentences", len(sentences))
+    return doc.id, doc.source, tuple(sentences)
+
+
+class SplitChunk(CountingStep):
     """A document chunk -> a sentence chunk of (id, source, sentences)."""
 
     def __init__(self, tmp: str, max_paragraph_chars: int, punkt_json: str | None = None):
@@ -39,6 +53,10 @@ class SplitChunk(ChunkCountingDoFn):
         super().setup()
         self.tokenizer = None  # Punkt, made for the first document that is not split yet
 
+    def punkt(self):
+        self.tokenizer = self.tokenizer or sentence_tokenizer(self.punkt_json)
+        return self.tokenizer
+
     def process(self, chunk: Chunk):
         if not chunk.path:
             return
@@ -49,25 +67,12 @@ class SplitChunk(ChunkCountingDoFn):
             return
         tally = Tally()
         docs = rendered(read_documents(chunk.path), tally)
-        out = [s for s in map(self.split, docs) if s is not None]
+        out = [split_document(d, self.max_paragraph_chars, self.punkt, self.count) for d in docs]
+        out = [s for s in out if s is not None]
         for name, n in tally.counts.items():
             self.count("wikipedia", name, n)
         counts = self.take_counts()
         yield write_sentences(target, out, counts) if out else Chunk("", counts=counts)
-
-    def split(self, doc: Document):
-        paragraphs = [p for p in doc.paragraphs if len(p) <= self.max_paragraph_chars]
-        self.count(doc.source, "paragraphs_dropped.too_long", len(doc.paragraphs) - len(paragraphs))
-        if doc.presplit:
-            sentences = paragraphs
-        else:
-            self.tokenizer = self.tokenizer or sentence_tokenizer(self.punkt_json)
-            sentences = split_paragraphs(paragraphs, self.tokenizer)
-        if not sentences:
-            self.count(doc.source, "documents_dropped.no_sentences")
-            return None
-        self.count(doc.source, "sentences", len(sentences))
-        return doc.id, doc.source, tuple(sentences)
 
 
 @dataclass(eq=False)

@@ -20,13 +20,34 @@ from pipeline.files.chunks import (
     write_units,
 )
 from pipeline.stages.base import Stage, next_path
-from pipeline.stages.counting import ChunkCountingDoFn
+from pipeline.stages.counting import CountingStep
 from schemas.vocab import Vocab
 
 ENCODE_BATCH_SENTENCES = 20_000  # one tokenizer call; its encodings are held until converted
 
 
-class TokenizeChunk(ChunkCountingDoFn):
+def encode_counted(sentences, vocab: Vocab, lowercase: bool, count) -> list[TokenizedDoc]:
+    """(id, source, sentences) documents -> the tokenized ones (a document with no token is
+    dropped), `ENCODE_BATCH_SENTENCES` sentences per tokenizer call; `count(source, name, n)`
+    takes the counts."""
+    out: list[TokenizedDoc] = []
+    for batch in sentence_batches(sentences, ENCODE_BATCH_SENTENCES):
+        controls: Counter = Counter()
+        encoded = encode_documents(batch, vocab, lowercase, controls)
+        for (source, name), n in controls.items():
+            count(source, name, n)
+        kept = {d.id for d in encoded}
+        for doc_id, source, _ in batch:
+            if doc_id not in kept:
+                count(source, "documents_dropped.no_tokens")
+        for doc in encoded:
+            count(doc.source, "documents_used")
+            count(doc.source, "tokens", len(doc.ids))
+        out.extend(encoded)
+    return out
+
+
+class TokenizeChunk(CountingStep):
     """A sentence chunk -> a units chunk: every dupe pass of every tokenized document."""
 
     def __init__(self, tmp: str, lowercase: bool, cfg: InstanceConfig):
@@ -42,7 +63,8 @@ class TokenizeChunk(ChunkCountingDoFn):
         if done is not None:
             yield done
             return
-        docs = self.encode(read_sentences(chunk.path), vocab_of(vocab_text))
+        sentences = read_sentences(chunk.path)
+        docs = encode_counted(sentences, vocab_of(vocab_text), self.lowercase, self.count)
         units = unit_passes(docs, self.cfg)
         tokens = sum(len(d.ids) for d in docs)
         counts = self.take_counts()
@@ -50,23 +72,6 @@ class TokenizeChunk(ChunkCountingDoFn):
             yield Chunk("", counts=counts)
             return
         yield write_units(target, units, len(docs), tokens, counts)
-
-    def encode(self, sentences, vocab: Vocab) -> list[TokenizedDoc]:
-        out: list[TokenizedDoc] = []
-        for batch in sentence_batches(sentences, ENCODE_BATCH_SENTENCES):
-            controls: Counter = Counter()
-            encoded = encode_documents(batch, vocab, self.lowercase, controls)
-            for (source, name), n in controls.items():
-                self.count(source, name, n)
-            kept = {d.id for d in encoded}
-            for doc_id, source, _ in batch:
-                if doc_id not in kept:
-                    self.count(source, "documents_dropped.no_tokens")
-            for doc in encoded:
-                self.count(doc.source, "documents_used")
-                self.count(doc.source, "tokens", len(doc.ids))
-            out.extend(encoded)
-        return out
 
 
 def sentence_batches(docs, limit: int):

@@ -7,6 +7,10 @@ chunking (`pipeline.core.tokenize.train_vocab` trains it).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import apache_beam as beam
 
 from pipeline.core.config import VocabConfig
@@ -23,6 +27,8 @@ from pipeline.files.chunks import (
 )
 from pipeline.sources.documents import Tally
 from pipeline.sources.wikipedia.reader import rendered
+from pipeline.stages.base import Stage
+from schemas.vocab import Vocab
 
 
 def hash_sample(docs, total: int, bound: int, seed: int, label: str) -> list[tuple[int, str]]:
@@ -49,58 +55,85 @@ def sample_sentences(chunk: Chunk, total: int, cfg: VocabConfig) -> list[tuple[i
     return hash_sample(docs, total, cfg.sample_sentences, cfg.seed, "vocab-sample")
 
 
-@beam.ptransform_fn
-def TotalParts(chunks):  # noqa: N802 (a PTransform, named as one)
+def has_file(chunk: Chunk) -> bool:
+    return bool(chunk.path)
+
+
+@dataclass(eq=False)
+class TotalParts(Stage):
     """Paragraphs (or sentences) over all chunks with a file: the sampling rate's denominator."""
-    return (
-        chunks
-        | "WithFile" >> beam.Filter(lambda c: bool(c.path))
-        | "Parts" >> beam.Map(lambda c: c.parts)
-        | "Total" >> beam.CombineGlobally(sum)
-    )
+
+    def expand(self, chunks):
+        return (
+            chunks
+            | "WithFile" >> beam.Filter(has_file)
+            | "Parts" >> beam.Map(lambda c: c.parts)
+            | "Total" >> beam.CombineGlobally(sum)
+        )
 
 
 def concat(lists) -> list:
     return [x for chunk in lists for x in chunk]
 
 
-class TrainOnSample(beam.PTransform):
-    """Chunks -> `train(texts)` on a deterministic sample: `sample(chunk, total)` draws from
-    each chunk file, and only the sample is ever gathered, in key order."""
+def train_in_key_order(sample: list[tuple[int, str]], train):
+    return train([text for _, text in sorted(sample)])
 
-    def __init__(self, sample, train):
-        super().__init__()
-        self.sample = sample
-        self.train = train
+
+@dataclass(eq=False)
+class TrainOnSample(Stage):
+    """Chunks -> `train(texts)` on a deterministic sample: `sample(chunk, total)` draws from
+    each chunk file, and only the sample is ever gathered, in key order. A subclass names the
+    two (`sampler`, `trainer`: plain functions, which Beam ships to the workers)."""
+
+    def sampler(self) -> Callable[[Chunk, int], list[tuple[int, str]]]:
+        raise NotImplementedError
+
+    def trainer(self) -> Callable[[list[str]], object]:
+        raise NotImplementedError
 
     def expand(self, chunks):
         total = chunks | "Count" >> TotalParts()
-        train = self.train
         return (
             chunks
-            | "WithFile" >> beam.Filter(lambda c: bool(c.path))
-            | "Sample" >> beam.Map(self.sample, beam.pvalue.AsSingleton(total))
+            | "WithFile" >> beam.Filter(has_file)
+            | "Sample" >> beam.Map(self.sampler(), beam.pvalue.AsSingleton(total))
             | "Gather" >> beam.CombineGlobally(concat)
-            | "Train" >> beam.Map(lambda sample: train([t for _, t in sorted(sample)]))
+            | "Train" >> beam.Map(train_in_key_order, self.trainer())
         )
 
 
+def trained_punkt(texts: list[str]) -> str:
+    return params_to_json(train_parameters(texts))
+
+
+@dataclass(eq=False)
 class TrainPunkt(TrainOnSample):
     """Document chunks -> Punkt parameters as JSON from about `bound` paragraphs, for languages
     other than English (`bert-shards punkt`, then `build --punkt FILE`)."""
 
-    def __init__(self, bound: int, seed: int):
-        super().__init__(
-            lambda chunk, total: sample_paragraphs(chunk, total, bound, seed),
-            lambda texts: params_to_json(train_parameters(texts)),
-        )
+    bound: int
+    seed: int
+
+    def sampler(self):
+        return functools.partial(sample_paragraphs, bound=self.bound, seed=self.seed)
+
+    def trainer(self):
+        return trained_punkt
 
 
+def trained_vocab(texts: list[str], cfg: VocabConfig) -> Vocab:
+    return train_vocab(texts, cfg)[0]
+
+
+@dataclass(eq=False)
 class TrainVocab(TrainOnSample):
     """Sentence chunks -> a WordPiece vocab trained on about `sample_sentences` sentences."""
 
-    def __init__(self, cfg: VocabConfig):
-        super().__init__(
-            lambda chunk, total: sample_sentences(chunk, total, cfg),
-            lambda texts: train_vocab(texts, cfg)[0],
-        )
+    cfg: VocabConfig
+
+    def sampler(self):
+        return functools.partial(sample_sentences, cfg=self.cfg)
+
+    def trainer(self):
+        return functools.partial(trained_vocab, cfg=self.cfg)

@@ -1,4 +1,5 @@
-"""Exact de-duplication: which copy stays, counts by source, independence from order."""
+"""Exact de-duplication: which copy stays, counts by source and with the documents they were
+dropped for, independence from order."""
 
 from __future__ import annotations
 
@@ -9,17 +10,20 @@ import numpy as np
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipeline.files.chunks import Chunk, read_documents, write_documents
 from pipeline.runners.run import make_pipeline, pipeline_options
 from pipeline.sources.documents import Document
 from pipeline.stages.counting import SumCounts
 from pipeline.stages.dedup import (
     DedupConfig,
     Deduplicate,
+    DeduplicateChunks,
     KeepSmallestId,
     document_key,
     later_copies,
     paragraph_refs,
     remove_paragraphs,
+    write_batch,
 )
 
 LICENCE = "This ebook is licensed for your personal enjoyment only and may not be re-sold."
@@ -56,9 +60,10 @@ CFG = DedupConfig(min_paragraph_chars=20)
 
 def run(corpus: list[Document]) -> None:
     with make_pipeline(pipeline_options([], "DirectRunner", 1)) as p:
-        docs, counts = p | beam.Create(corpus) | Deduplicate(CFG)
+        kept = p | beam.Create(corpus) | Deduplicate(CFG)
+        docs = kept | "Docs" >> beam.FlatMap(lambda dc: [dc[0]] if dc[0] is not None else [])
         assert_that(docs, equal_to(EXPECTED))
-        totals = (counts,) | SumCounts()
+        totals = (kept | "CountsOf" >> beam.Map(lambda dc: dc[1]),) | SumCounts()
         assert_that(totals, equal_to([EXPECTED_COUNTS]), label="Counts")
 
 
@@ -70,6 +75,44 @@ def test_the_copy_with_the_smallest_id_stays_and_drops_are_counted_by_source() -
 def test_the_result_does_not_depend_on_input_order(seed: int) -> None:
     order = np.random.default_rng(seed).permutation(len(CORPUS))
     run([CORPUS[i] for i in order])
+
+
+def test_each_document_carries_the_counts_of_what_was_dropped_for_it() -> None:
+    with make_pipeline(pipeline_options([], "DirectRunner", 1)) as p:
+        kept = p | beam.Create(CORPUS) | Deduplicate(CFG)
+        by_id = kept | beam.Map(lambda dc: (dc[0].id if dc[0] else None, dc[1]))
+        expected = [
+            ("books:a/1.txt", {"books/documents_dropped.duplicate": 1}),
+            ("books:b/2.txt", {"books/paragraphs_dropped.duplicate": 2}),
+            (
+                None,  # d/only-licence.txt
+                {
+                    "books/paragraphs_dropped.duplicate": 1,
+                    "books/documents_dropped.duplicate_paragraphs": 1,
+                },
+            ),
+            ("wikipedia:7", {}),
+            ("jsonl:x", {}),
+        ]
+        assert_that(by_id, equal_to(expected))
+
+
+def test_deduplicated_chunks_carry_the_counts_and_every_kept_document(tmp_path) -> None:
+    chunk = write_documents(str(tmp_path / "documents" / "in.arrow"), CORPUS)
+    with make_pipeline(pipeline_options([], "DirectRunner", 1)) as p:
+        chunks = p | beam.Create([chunk, Chunk("")]) | DeduplicateChunks(CFG, str(tmp_path))
+        docs = chunks | "Docs" >> beam.FlatMap(lambda c: read_documents(c.path) if c.path else [])
+        assert_that(docs, equal_to(EXPECTED))
+        totals = (chunks | "CountsOf" >> beam.Map(lambda c: c.counts),) | SumCounts()
+        assert_that(totals, equal_to([EXPECTED_COUNTS]), label="Counts")
+
+
+def test_a_batch_of_dropped_documents_is_a_record_of_counts_alone(tmp_path) -> None:
+    batch = [(None, {"books/documents_dropped.duplicate_paragraphs": 1}), (None, {})]
+    assert write_batch(batch, str(tmp_path)) == Chunk(
+        "", counts={"books/documents_dropped.duplicate_paragraphs": 1}
+    )
+    assert not list(tmp_path.iterdir())
 
 
 def test_short_paragraphs_are_never_treated_as_duplicates() -> None:

@@ -197,6 +197,42 @@ def test_dofns_pickle_round_trip():
         assert pickle.loads(pickle.dumps(obj)).__class__ is obj.__class__
 
 
+def test_every_composite_transform_is_a_stage_with_its_settings_as_fields():
+    """One idiom: a `Stage` dataclass compared by identity, as Beam expects of transforms."""
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+
+    import pipeline.stages
+    from pipeline.stages.base import Stage
+
+    found = []
+    for info in pkgutil.iter_modules(pipeline.stages.__path__):
+        module = importlib.import_module(f"pipeline.stages.{info.name}")
+        if "ptransform_fn" in inspect.getsource(module):
+            found.append((info.name, "a @ptransform_fn"))
+        for name, obj in vars(module).items():
+            if not (inspect.isclass(obj) and issubclass(obj, beam.PTransform)):
+                continue
+            if obj.__module__ != module.__name__:
+                continue
+            if not (issubclass(obj, Stage) and dataclasses.is_dataclass(obj)):
+                found.append((name, "not a Stage dataclass"))
+            elif obj.__eq__ is not object.__eq__:
+                found.append((name, "compares by value"))
+    assert not found
+    assert TrainVocab(VocabConfig()) != TrainVocab(VocabConfig())  # by identity
+
+
+def test_what_the_sampling_stages_ship_pickles():
+    from pipeline.stages.vocab import TrainPunkt
+
+    for stage in (TrainVocab(VocabConfig()), TrainPunkt(100, 7)):
+        for fn in (stage.sampler(), stage.trainer()):
+            assert pickle.loads(pickle.dumps(fn)).__class__ is fn.__class__
+
+
 def test_small_files_are_read_together_up_to_the_chunk_size():
     from pipeline.sources.wikipedia.spans import Span
     from pipeline.stages.read import pack_reads
