@@ -178,7 +178,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
     def steps(p, tmp: str) -> None:
         chunks = p | ReadChunks(list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input)
         if cfg.dedup:  # as a build does, so that both train the same vocab
-            chunks, _ = chunks | DeduplicateChunks(cfg.dedup, tmp)
+            chunks = chunks | DeduplicateChunks(cfg.dedup, tmp)
         sentences = chunks | SplitSentences(tmp, cfg.max_paragraph_chars, cfg.punkt_json)
         _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save)
 
