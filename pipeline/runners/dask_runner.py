@@ -33,24 +33,27 @@ from apache_beam import DoFn, ParDo, TaggedOutput
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.pipeline import PipelineVisitor
 from apache_beam.pvalue import PBegin
-from apache_beam.runners.common import (
-    DoFnContext,
-    DoFnInvoker,
-    DoFnSignature,
-    _OutputHandler,
-)
-from apache_beam.runners.dask.dask_runner import DaskOptions
-from apache_beam.runners.dask.dask_runner import DaskRunner as BeamDaskRunner
-from apache_beam.runners.dask.overrides import _Reshuffle, dask_overrides
-from apache_beam.runners.dask.transform_evaluator import (
+
+from pipeline.runners import beam_internals
+from pipeline.runners.beam_internals import (
     TRANSLATIONS,
+    BeamDaskRunner,
+    DaskOptions,
+    DoFnContext,
+    DoFnSignature,
     Flatten,
     NoOp,
     OneReceiver,
+    OutputHandler,
+    PipelineResult,
+    PipelineState,
+    Reshuffle,
+    SideInputMap,
+    dask_overrides,
     get_windowed_value,
 )
-from apache_beam.runners.runner import PipelineResult, PipelineState
-from apache_beam.transforms.sideinputs import SideInputMap
+
+beam_internals.require("run_pipeline")  # overridden below
 
 BEAM_PATH = "apache_beam.runners.dask.dask_runner.DaskRunner"
 PARTITIONS_PER_THREAD = 2
@@ -60,7 +63,7 @@ def run_bundle(items, fn, args, kwargs, window_fn, label, side_inputs, tagged: b
     """One partition through a DoFn, with receivers of its own; (tag, value) pairs when the
     ParDo has tagged outputs, else values."""
     receivers = OneReceiver()
-    handler = _OutputHandler(
+    handler = OutputHandler(
         window_fn=window_fn,
         main_receivers=receivers[None],
         tagged_receivers=receivers,
@@ -69,7 +72,7 @@ def run_bundle(items, fn, args, kwargs, window_fn, label, side_inputs, tagged: b
         process_yields_batches=False,
         process_batch_yields_elements=False,
     )
-    invoker = DoFnInvoker.create_invoker(
+    invoker = beam_internals.create_invoker(
         DoFnSignature(fn),
         handler,
         context=DoFnContext(label, state=None),
@@ -132,7 +135,7 @@ class Translate(PipelineVisitor):
         transform = node.transform
         if type(transform) is ParDo:
             out = self.par_do(node, inputs[0], side)
-        elif isinstance(transform, _Reshuffle):
+        elif isinstance(transform, Reshuffle):
             out = inputs[0].repartition(npartitions=max(self.spread, inputs[0].npartitions))
         else:
             op = TRANSLATIONS.get(type(transform), NoOp)(node, bag_kwargs=self.bag_kwargs)
@@ -175,8 +178,9 @@ class Translate(PipelineVisitor):
         if pc not in self.side_values:
             self.persist_all()
             self.side_values[pc] = self.client.compute(self.bags[pc]).result()
-        values = Materialized(self.side_values[pc], si._window_mapping_fn)
-        return SideInputMap(type(si), si._view_options(), values)
+        view = beam_internals.view_options(si)
+        values = Materialized(self.side_values[pc], view["window_mapping_fn"])
+        return SideInputMap(type(si), view, values)
 
     def persist_all(self) -> None:
         """Keep every bag made so far in the cluster, so that no step runs twice: a later
@@ -194,6 +198,13 @@ class Translate(PipelineVisitor):
         return self.sinks + [bag for pc, bag in self.bags.items() if pc not in self.consumed]
 
 
+def take_bag_kwargs(dask_options: dict) -> dict:
+    """The options that shape Dask bags (`--dask_npartitions`, `--dask_partition_size`), taken
+    out of those given to the client."""
+    kept = {k: dask_options.pop(k, None) for k in ("npartitions", "partition_size")}
+    return {k: v for k, v in kept.items() if v}
+
+
 class DaskRunner(BeamDaskRunner):
     """Runs a graph on a Dask cluster (an address, or a local one); blocks until it is done."""
 
@@ -202,7 +213,7 @@ class DaskRunner(BeamDaskRunner):
         import distributed
 
         kwargs = options.view_as(DaskOptions).get_all_options(drop_default=True, current_only=True)
-        bag_kwargs = DaskOptions._extract_bag_kwargs(kwargs)
+        bag_kwargs = take_bag_kwargs(kwargs)
         cluster = None
         if not kwargs.get("address") and not kwargs.get("scheduler_file"):
             workers = options.view_as(DirectOptions).direct_num_workers or os.cpu_count() or 1
@@ -231,7 +242,7 @@ class DoneResult(PipelineResult):
     """The result of a run that has already finished when `run` returns."""
 
     def wait_until_finish(self, duration=None):
-        return self._state
+        return self.state
 
     def metrics(self):
         raise NotImplementedError("Beam's Dask runner does not collect metrics")

@@ -25,11 +25,22 @@ import threading
 import time
 from collections import deque
 
-from apache_beam.portability import python_urns
-from apache_beam.portability.api import endpoints_pb2
-from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
-from apache_beam.runners.worker import sdk_worker_main  # imported here, before the fork
 from google.protobuf import json_format, text_format
+
+from pipeline.runners import beam_internals
+from pipeline.runners.beam_internals import (
+    SUBPROCESS_SDK,
+    ApiServiceDescriptor,
+    FnApiRunner,
+    GrpcWorkerHandler,
+    register_environment,
+    sdk_worker_main,  # Beam's worker loop, imported here, before the fork
+)
+
+# overridden below: were one gone, its override would silently never run
+beam_internals.require(
+    "run_via_runner_api", "start_worker", "stop_worker", "logging_api_service_descriptor"
+)
 
 FORKED_URN = "bert-shards:env:forked_python:v1"
 STOP_SECONDS = 30.0  # after the run: how long a worker may take to end before it is killed
@@ -136,7 +147,7 @@ def _serve(read: int) -> None:
             code = 0
         else:
             os.environ.update(json.loads(data))
-            sdk_worker_main.main([])
+            sdk_worker_main([])
             code = 0
     except BaseException:
         import traceback
@@ -148,8 +159,8 @@ def _serve(read: int) -> None:
         os._exit(code)
 
 
-@worker_handlers.WorkerHandler.register_environment(FORKED_URN, bytes)
-class ForkedWorkerHandler(worker_handlers.GrpcWorkerHandler):
+@register_environment(FORKED_URN, bytes)
+class ForkedWorkerHandler(GrpcWorkerHandler):
     """Beam's handle on one worker: hands the worker's addresses to a forked child."""
 
     def __init__(self, payload: bytes, state, provision_info, grpc_server):
@@ -158,7 +169,7 @@ class ForkedWorkerHandler(worker_handlers.GrpcWorkerHandler):
 
     def start_worker(self) -> None:
         options = self.provision_info.provision_info.pipeline_options
-        control = endpoints_pb2.ApiServiceDescriptor(url=self.control_address)
+        control = ApiServiceDescriptor(url=self.control_address)
         self._pool.start(
             {
                 "CONTROL_API_SERVICE_DESCRIPTOR": text_format.MessageToString(control),
@@ -174,7 +185,7 @@ class ForkedWorkerHandler(worker_handlers.GrpcWorkerHandler):
         pass  # the child ends when its control channel closes; the pool reaps it
 
 
-class LocalRunner(fn_runner.FnApiRunner):
+class LocalRunner(FnApiRunner):
     """Beam's FnApiRunner whose `multi_processing` workers are the pool's forked children."""
 
     def __init__(self, pool: ForkedWorkers, provision_info):
@@ -183,6 +194,6 @@ class LocalRunner(fn_runner.FnApiRunner):
 
     def run_via_runner_api(self, pipeline_proto, options):
         for env in pipeline_proto.components.environments.values():
-            if env.urn == python_urns.SUBPROCESS_SDK:
+            if env.urn == SUBPROCESS_SDK:
                 env.urn, env.payload = FORKED_URN, self._pool_key.encode()
         return super().run_via_runner_api(pipeline_proto, options)

@@ -30,12 +30,14 @@ def _option_classes(cls):
 
 def beam_parser() -> argparse.ArgumentParser:
     """A parser holding every option of every registered Beam `PipelineOptions` class."""
-    from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+    from apache_beam.options.pipeline_options import PipelineOptions
 
-    parser = _BeamArgumentParser(allow_abbrev=False, add_help=False)
+    from pipeline.runners.beam_internals import BeamArgumentParser, add_argparse_args
+
+    parser = BeamArgumentParser(allow_abbrev=False, add_help=False)
     for cls in dict.fromkeys(_option_classes(PipelineOptions)):
         try:
-            cls._add_argparse_args(parser)
+            add_argparse_args(cls, parser)
         except argparse.ArgumentError:  # an option two classes register
             pass
     return parser

@@ -20,6 +20,8 @@ from contextlib import contextmanager, nullcontext
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
+from pipeline.runners.beam_internals import STEP_SUFFIX
+
 LOCAL_RUNNERS = {"directrunner", "direct", "fnapirunner", "local"}
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 DASK_RUNNERS = {"daskrunner", "dask", DASK_RUNNER.lower()}
@@ -50,19 +52,21 @@ def make_pipeline(options: PipelineOptions, workers=None) -> beam.Pipeline:
         return beam.Pipeline(runner=dask_runner(), options=options)
     if runner.lower() not in LOCAL_RUNNERS:
         return beam.Pipeline(options=options)
-    from apache_beam.portability.api import beam_provision_api_pb2
-    from apache_beam.runners.portability.fn_api_runner import fn_runner
-    from apache_beam.runners.portability.portable_runner import JobServiceHandle
-
-    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
-    info = fn_runner.ExtendedProvisionInfo(
-        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
+    from pipeline.runners.beam_internals import (
+        ExtendedProvisionInfo,
+        FnApiRunner,
+        JobServiceHandle,
+        ProvisionInfo,
     )
+
+    # the options reach the workers as the DirectRunner would hand them to its FnApiRunner
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    info = ExtendedProvisionInfo(ProvisionInfo(pipeline_options=encoded))
     if workers is not None:
         from pipeline.runners.local_workers import LocalRunner
 
         return beam.Pipeline(runner=LocalRunner(workers, provision_info=info), options=options)
-    return beam.Pipeline(runner=fn_runner.FnApiRunner(provision_info=info), options=options)
+    return beam.Pipeline(runner=FnApiRunner(provision_info=info), options=options)
 
 
 def forked_worker_count(options: PipelineOptions) -> int:
@@ -110,13 +114,10 @@ def dask_runner():
 
 
 INPUT_ERROR = re.compile(
-    r"(?:BadInputError|DamagedChunkError|ValueError|FileNotFoundError): (.+?)"
-    r"(?: \[while running '[^']*'\])?$",
+    rf"(?:BadInputError|DamagedChunkError|ValueError|FileNotFoundError): (.+?)(?:{STEP_SUFFIX})?$",
     re.M,
 )
-
-
-WHILE_RUNNING = re.compile(r" \[while running '[^']*'\]$")
+WHILE_RUNNING = re.compile(f"{STEP_SUFFIX}$")
 
 
 def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:

@@ -1,0 +1,162 @@
+"""Every part of Beam the build uses that Beam does not promise to keep: private names (a
+leading underscore), its runner and portability modules, and the methods of Beam's classes the
+runners here override. Each is in `INTERNALS`, imported here on first use and nowhere else in
+the package (`from pipeline.runners.beam_internals import FnApiRunner`).
+
+The build supports the Beam it pins, `apache-beam==2.77.0` (pyproject.toml). On another Beam a
+name that has gone stops the command with one line naming it and the supported version.
+docs/runners.md says what each use buys; tests/pipeline/test_beam_internals.py resolves the
+table on the installed Beam and fails when a use outside it appears in `pipeline/`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+SUPPORTED_BEAM = "2.77.0"  # the pin in pyproject.toml
+
+# our name -> (Beam module, the attribute path in it); who uses it, after each group
+INTERNALS: dict[str, tuple[str, str]] = {
+    # run.py: the local runner without the DirectRunner (which would try to download Prism)
+    "FnApiRunner": ("apache_beam.runners.portability.fn_api_runner.fn_runner", "FnApiRunner"),
+    "ExtendedProvisionInfo": (
+        "apache_beam.runners.portability.fn_api_runner.fn_runner",
+        "ExtendedProvisionInfo",
+    ),
+    "ProvisionInfo": ("apache_beam.portability.api", "beam_provision_api_pb2.ProvisionInfo"),
+    "JobServiceHandle": ("apache_beam.runners.portability.portable_runner", "JobServiceHandle"),
+    # local_workers.py: the FnApiRunner's worker processes forked from the driver
+    "GrpcWorkerHandler": (
+        "apache_beam.runners.portability.fn_api_runner.worker_handlers",
+        "GrpcWorkerHandler",
+    ),
+    "register_environment": (
+        "apache_beam.runners.portability.fn_api_runner.worker_handlers",
+        "WorkerHandler.register_environment",
+    ),
+    "SUBPROCESS_SDK": ("apache_beam.portability.python_urns", "SUBPROCESS_SDK"),
+    "ApiServiceDescriptor": ("apache_beam.portability.api", "endpoints_pb2.ApiServiceDescriptor"),
+    "sdk_worker_main": ("apache_beam.runners.worker.sdk_worker_main", "main"),
+    # dask_runner.py: Beam's Dask runner with its defects worked around
+    "BeamDaskRunner": ("apache_beam.runners.dask.dask_runner", "DaskRunner"),
+    "DaskOptions": ("apache_beam.runners.dask.dask_runner", "DaskOptions"),
+    "dask_overrides": ("apache_beam.runners.dask.overrides", "dask_overrides"),
+    "Reshuffle": ("apache_beam.runners.dask.overrides", "_Reshuffle"),
+    "TRANSLATIONS": ("apache_beam.runners.dask.transform_evaluator", "TRANSLATIONS"),
+    "Flatten": ("apache_beam.runners.dask.transform_evaluator", "Flatten"),
+    "NoOp": ("apache_beam.runners.dask.transform_evaluator", "NoOp"),
+    "OneReceiver": ("apache_beam.runners.dask.transform_evaluator", "OneReceiver"),
+    "get_windowed_value": ("apache_beam.runners.dask.transform_evaluator", "get_windowed_value"),
+    "OutputHandler": ("apache_beam.runners.common", "_OutputHandler"),
+    "DoFnSignature": ("apache_beam.runners.common", "DoFnSignature"),
+    "DoFnContext": ("apache_beam.runners.common", "DoFnContext"),
+    "SideInputMap": ("apache_beam.transforms.sideinputs", "SideInputMap"),
+    "PipelineResult": ("apache_beam.runners.runner", "PipelineResult"),
+    "PipelineState": ("apache_beam.runners.runner", "PipelineState"),
+    # options.py: every option Beam knows, to refuse the others
+    "BeamArgumentParser": ("apache_beam.options.pipeline_options", "_BeamArgumentParser"),
+}
+
+# The text Beam adds to an exception a step raised (`DoFnRunner._reraise_augmented` in
+# apache_beam/runners/common.py): "ValueError: ... [while running 'Stage/Step']". From a worker
+# process the driver gets only that text, inside the worker's traceback, in a RuntimeError.
+STEP_SUFFIX = r" \[while running '[^']*'\]"
+
+# Used here through the functions below, or overridden by the runners' subclasses: resolved
+# by the test only (an override of a method Beam no longer calls would silently do nothing).
+USED_ON_BEAMS_OBJECTS: dict[str, tuple[str, str]] = {
+    "create_invoker": ("apache_beam.runners.common", "DoFnInvoker.create_invoker"),
+    "view_options": ("apache_beam.pvalue", "AsSideInput._view_options"),
+    "add_argparse_args": (
+        "apache_beam.options.pipeline_options",
+        "PipelineOptions._add_argparse_args",
+    ),
+    "run_via_runner_api": (
+        "apache_beam.runners.portability.fn_api_runner.fn_runner",
+        "FnApiRunner.run_via_runner_api",
+    ),
+    "start_worker": (
+        "apache_beam.runners.portability.fn_api_runner.worker_handlers",
+        "GrpcWorkerHandler.start_worker",
+    ),
+    "stop_worker": (
+        "apache_beam.runners.portability.fn_api_runner.worker_handlers",
+        "GrpcWorkerHandler.stop_worker",
+    ),
+    "logging_api_service_descriptor": (
+        "apache_beam.runners.portability.fn_api_runner.worker_handlers",
+        "GrpcWorkerHandler.logging_api_service_descriptor",
+    ),
+    "run_pipeline": ("apache_beam.runners.dask.dask_runner", "DaskRunner.run_pipeline"),
+    "reraise_augmented": ("apache_beam.runners.common", "DoFnRunner._reraise_augmented"),
+}
+
+
+class MissingInternal(SystemExit):
+    """A name of Beam's the build uses is not in the installed Beam: one line, exit status 1."""
+
+
+def installed_beam() -> str:
+    from apache_beam.version import __version__
+
+    return __version__
+
+
+def missing(module: str, path: str) -> MissingInternal:
+    return MissingInternal(
+        f"error: the installed Beam ({installed_beam()}) has no {module}.{path}, which the "
+        f"build's runners use; install the supported version: pip install "
+        f"'apache-beam=={SUPPORTED_BEAM}'"
+    )
+
+
+def resolve(module: str, path: str):
+    """`module`'s attribute `path` (dotted), or `MissingInternal` when this Beam lacks either.
+    An import failing on a package other than Beam (dask, for the Dask runner) is raised as
+    it is."""
+    try:
+        value = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "apache_beam":
+            raise
+        raise missing(module, path) from None
+    for part in path.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise missing(module, path) from None
+    return value
+
+
+def __getattr__(name: str):
+    """`from pipeline.runners.beam_internals import NAME`: resolved once, then kept."""
+    if name not in INTERNALS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = resolve(*INTERNALS[name])
+    globals()[name] = value
+    return value
+
+
+def require(*names: str) -> None:
+    """Stop with `MissingInternal` unless this Beam has each of `USED_ON_BEAMS_OBJECTS[name]`
+    (a module defining a subclass calls it for the methods it overrides)."""
+    for name in names:
+        resolve(*USED_ON_BEAMS_OBJECTS[name])
+
+
+def create_invoker(*args, **kwargs):
+    """Beam's DoFn invoker (`DoFnInvoker.create_invoker`), which runs a DoFn's methods."""
+    return resolve(*USED_ON_BEAMS_OBJECTS["create_invoker"])(*args, **kwargs)
+
+
+def view_options(side_input) -> dict:
+    """What a runner needs to read a side input (`AsSideInput._view_options`, "intended for
+    internal use by runner implementations"): its window mapping and coder, its default."""
+    require("view_options")
+    return side_input._view_options()
+
+
+def add_argparse_args(options_class, parser) -> None:
+    """The options a `PipelineOptions` class registers, added to `parser`."""
+    require("add_argparse_args")
+    options_class._add_argparse_args(parser)

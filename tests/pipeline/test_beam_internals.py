@@ -1,0 +1,172 @@
+"""Beam's internals the build uses: every one resolves on the installed Beam, a missing one is
+one line naming it and the supported version, and none is used outside
+`pipeline.runners.beam_internals`' table."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+import tomllib
+
+from pipeline.runners import beam_internals
+from pipeline.runners.beam_internals import (
+    INTERNALS,
+    SUPPORTED_BEAM,
+    USED_ON_BEAMS_OBJECTS,
+    MissingInternal,
+    resolve,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "pipeline"
+TABLE_MODULE = PACKAGE / "runners" / "beam_internals.py"
+
+# Beam's modules that are its runners' machinery, not its API: imported only by the table.
+INTERNAL_MODULES = (
+    "apache_beam.runners",
+    "apache_beam.portability",
+    "apache_beam.internal",
+    "apache_beam.transforms.sideinputs",
+)
+
+# Private attributes the package reads on objects that are not Beam's: (module, attribute).
+NOT_BEAMS = {
+    ("pipeline/core/sentences.py", "_params"): "NLTK's PunktTokenizer",
+    ("pipeline/core/punkt_fast.py", "_params"): "NLTK's PunktTokenizer",
+    ("pipeline/core/punkt_fast.py", "_lang_vars"): "NLTK's PunktTokenizer",
+    ("pipeline/core/punkt_fast.py", "_Token"): "NLTK's PunktTokenizer",
+    ("pipeline/core/punkt_fast.py", "_rx"): "NLTK's compiled Punkt regexes",
+    ("pipeline/core/punkt_fast.py", "_word_tokenizer_re"): "NLTK's PunktLanguageVars",
+    ("pipeline/core/punkt_fast.py", "_RE_ELLIPSIS"): "NLTK's PunktToken",
+    ("pipeline/core/punkt_fast.py", "_RE_NUMERIC"): "NLTK's PunktToken",
+    ("pipeline/core/punkt_fast.py", "_RE_INITIAL"): "NLTK's PunktToken",
+    ("pipeline/core/punkt_fast.py", "_ORTHO_LC"): "NLTK's punkt module",
+    ("pipeline/core/punkt_fast.py", "_ORTHO_UC"): "NLTK's punkt module",
+    ("pipeline/core/punkt_fast.py", "_ORTHO_MID_UC"): "NLTK's punkt module",
+    ("pipeline/core/punkt_fast.py", "_ORTHO_BEG_LC"): "NLTK's punkt module",
+    ("pipeline/core/instances.py", "_fields"): "a namedtuple's fields (its API)",
+    ("pipeline/files/fsio.py", "_bucket_metadata_cache"): "google-cloud-storage's Client",
+    ("pipeline/runners/local_workers.py", "_exit"): "os._exit (the standard library's API)",
+    ("pipeline/runners/options.py", "_actions"): "argparse's parser",
+    ("pipeline/runners/options.py", "_option_string_actions"): "argparse's parser",
+    ("pipeline/shell/cli.py", "_actions"): "argparse's parser",
+}
+
+
+def all_entries() -> dict[str, tuple[str, str]]:
+    return {**INTERNALS, **USED_ON_BEAMS_OBJECTS}
+
+
+@pytest.mark.parametrize("name", sorted(all_entries()))
+def test_every_internal_resolves_on_the_installed_beam(name):
+    module, path = all_entries()[name]
+    if module.startswith("apache_beam.runners.dask"):
+        pytest.importorskip("distributed", reason="the dask extra is not installed")
+    assert resolve(module, path) is not None, f"{module}.{path}"
+
+
+def test_the_supported_version_is_the_pin():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert f"apache-beam=={SUPPORTED_BEAM}" in project["dependencies"]
+
+
+def test_a_missing_name_is_one_line_naming_it_and_the_supported_version(monkeypatch):
+    import apache_beam.runners.common as common
+
+    monkeypatch.delattr(common, "_OutputHandler")
+    monkeypatch.setattr("apache_beam.version.__version__", "9.9.9")
+    with pytest.raises(MissingInternal) as caught:
+        resolve(*INTERNALS["OutputHandler"])
+    line = str(caught.value)
+    assert line == (
+        "error: the installed Beam (9.9.9) has no apache_beam.runners.common._OutputHandler, "
+        "which the build's runners use; install the supported version: "
+        f"pip install 'apache-beam=={SUPPORTED_BEAM}'"
+    )
+    assert isinstance(caught.value, SystemExit)
+
+
+def test_a_missing_method_an_override_needs_stops_the_module(monkeypatch):
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    monkeypatch.delattr(fn_runner.FnApiRunner, "run_via_runner_api")
+    with pytest.raises(MissingInternal, match=r"FnApiRunner\.run_via_runner_api, which"):
+        beam_internals.require("run_via_runner_api")
+
+
+def test_a_missing_beam_module_is_named_and_other_packages_are_left_alone(monkeypatch):
+    monkeypatch.setitem(sys.modules, "apache_beam.runners.dask.overrides", None)
+    with pytest.raises(MissingInternal, match=r"no apache_beam\.runners\.dask\.overrides\._Res"):
+        resolve(*INTERNALS["Reshuffle"])
+    with pytest.raises(ModuleNotFoundError):  # dask itself missing: the extra's own message
+        resolve("no_such_package_here", "x")
+    with pytest.raises(AttributeError):
+        _ = beam_internals.NotInTheTable
+
+
+def test_beams_step_text_is_what_the_failure_line_strips():
+    from pipeline.runners.run import failure_line, make_pipeline, pipeline_options
+
+    def refuse(x):
+        raise ValueError(f"no good: {x}")
+
+    with pytest.raises(Exception) as caught:
+        with make_pipeline(pipeline_options([], "DirectRunner", 1)) as p:
+            _ = p | beam.Create([7]) | "Check" >> beam.Map(refuse)
+    assert re.search(f"no good: 7{beam_internals.STEP_SUFFIX}", str(caught.value))
+    assert failure_line(caught.value) == "no good: 7"
+
+
+def private_uses(path: Path) -> list[tuple[int, str]]:
+    """(line, what) for each use in `path` of a private name or internal module of Beam's, and
+    each private attribute read on anything but self or cls."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if internal(a.name)]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("apache_beam"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if a.name.startswith("_") or internal(full):
+                    found.append((node.lineno, full))
+        elif isinstance(node, ast.Attribute) and is_private(node.attr):
+            owner = node.value
+            if not (isinstance(owner, ast.Name) and owner.id in ("self", "cls")):
+                found.append((node.lineno, f"._{node.attr.lstrip('_')}"))
+    return found
+
+
+def internal(module: str) -> bool:
+    return any(module == m or module.startswith(f"{m}.") for m in INTERNAL_MODULES)
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_beams_internals_are_used_only_through_the_table():
+    problems = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == TABLE_MODULE:
+            continue
+        rel = path.relative_to(ROOT).as_posix()
+        for line, what in private_uses(path):
+            if what.startswith("._") and (rel, what[1:]) in NOT_BEAMS:
+                continue
+            problems.append(f"{rel}:{line}: {what}")
+    assert not problems, (
+        "Beam internals used outside pipeline/runners/beam_internals.py (add each to its "
+        "INTERNALS table and import it from there; a private name of another library goes in "
+        "this test's NOT_BEAMS): " + "; ".join(problems)
+    )
+
+
+def test_every_name_in_the_table_is_used():
+    code = "\n".join(p.read_text() for p in sorted(PACKAGE.rglob("*.py")) if p != TABLE_MODULE)
+    unused = [name for name in INTERNALS if not re.search(rf"\b{name}\b", code)]
+    assert not unused, f"in INTERNALS but used nowhere (remove them): {unused}"
