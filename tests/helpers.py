@@ -1,6 +1,6 @@
-"""Helpers shared by several test files: the sample corpus, a build of it, and the digests that
-say two shard sets hold the same bytes. Fixtures live in conftest.py; test files import from
-here, never from each other."""
+"""Helpers shared by several test files: the sample corpus, a build of it, the digests that
+say two shard sets hold the same bytes, and Google's vocab layout. Fixtures live in
+conftest.py; test files import from here, never from each other."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import glob
 import hashlib
 import json
 import os
+
+from schemas.vocab import SPECIAL_TOKENS, Vocab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "sample")
@@ -44,3 +46,11 @@ def shard_set(out: str) -> dict:
     files = {e["path"]: read(f"{out}/{e['path']}") for e in manifest["shards"]}
     files.update({name: read(f"{out}/{name}") for name in BUILD_FILES})
     return {"manifest": manifest, **files}
+
+
+def google_layout(vocab: Vocab) -> Vocab:
+    """Google's released layout: [PAD] 0, [unused0..98], [UNK] 100, [CLS] 101, [SEP] 102,
+    [MASK] 103, more [unusedN], then the pieces."""
+    rest = [p for p in vocab.pieces if p not in SPECIAL_TOKENS]
+    head = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    return Vocab(tuple(head + [f"[unused{i}]" for i in range(99, 120)] + rest))

@@ -29,8 +29,7 @@ from pipeline.sources.wikipedia.reader import read_wikipedia
 from pipeline.sources.wikipedia.split import PageSplitter
 from schemas.reader import ShardSet
 from tests.helpers import build_shards
-from tests.pipeline.test_wikipedia import export, page_xml
-from tests.pipeline.wikidata import MARKUP_RESIDUE, TABLE_MARKUP, gensim_file
+from tests.pipeline.wikidata import MARKUP_RESIDUE, TABLE_MARKUP, export, gensim_file, page_xml
 
 TEXT = b"Some text that compresses. " * 20_000
 COMPRESS = {"bz2": bz2.compress, "gzip": gzip.compress, "xz": lzma.compress}

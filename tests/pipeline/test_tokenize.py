@@ -13,8 +13,8 @@ from tokenizers import BertWordPieceTokenizer
 from pipeline.core.config import VocabConfig
 from pipeline.core.sentences import split_paragraphs
 from pipeline.core.tokenize import encode_documents, train_vocab
-from schemas.vocab import SPECIAL_TOKENS, Vocab
-from tests.helpers import SAMPLE
+from schemas.vocab import SPECIAL_TOKENS
+from tests.helpers import SAMPLE, google_layout
 
 
 def sample_sentences() -> list[str]:
@@ -35,14 +35,6 @@ def sentences():
 @pytest.fixture(scope="module")
 def trained(sentences):
     return train_vocab(sentences, VocabConfig(vocab_size=3000, min_frequency=1))[0]
-
-
-def google_layout(vocab: Vocab) -> Vocab:
-    """Google's released layout: [PAD] 0, [unused0..98], [UNK] 100, [CLS] 101, [SEP] 102,
-    [MASK] 103, more [unusedN], then the pieces."""
-    rest = [p for p in vocab.pieces if p not in SPECIAL_TOKENS]
-    head = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    return Vocab(tuple(head + [f"[unused{i}]" for i in range(99, 120)] + rest))
 
 
 def test_trained_vocab_has_specials_first_and_is_deterministic(sentences, trained):

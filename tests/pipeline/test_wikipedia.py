@@ -32,8 +32,10 @@ from tests.pipeline.wikidata import (
     BULGARIAN,
     MARKUP_RESIDUE,
     TABLE_MARKUP,
+    export,
     gensim_xml,
     multistream,
+    page_xml,
 )
 
 
@@ -131,29 +133,6 @@ def test_clean_line_collapses_whitespace_as_the_pattern_does() -> None:
         assert clean_line(line) == spaces_by_pattern(line), repr(line)
     for line in ("a )", "a\u3000)b", "x \t) . ,"):
         assert clean_line(line) == spaces_by_pattern(line)
-
-
-def page_xml(page_id: int, title: str, text: str, ns: int = 0, redirect: bool = False) -> str:
-    redirect_tag = f'<redirect title="{title} target" />' if redirect else ""
-    return (
-        f"  <page>\n    <title>{title}</title>\n    <ns>{ns}</ns>\n    <id>{page_id}</id>\n"
-        f"    {redirect_tag}<revision><id>{page_id * 10}</id>"
-        f'<text xml:space="preserve">{text}</text></revision>\n  </page>\n'
-    )
-
-
-HEADER = (
-    '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10">\n'
-    "  <siteinfo><namespaces>"
-    '<namespace key="0" case="first-letter" />'
-    '<namespace key="6" case="first-letter">Datei</namespace>'
-    '<namespace key="14" case="first-letter">Kategorie</namespace>'
-    "</namespaces></siteinfo>\n"
-)
-
-
-def export(*pages: str, close: bool = True) -> bytes:
-    return (HEADER + "".join(pages) + ("</mediawiki>\n" if close else "")).encode()
 
 
 def test_articles_only_with_stable_ids_and_local_namespace_names() -> None:

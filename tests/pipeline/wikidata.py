@@ -1,4 +1,5 @@
-"""Real Wikipedia exports for tests: the ones gensim 4.4.0 ships in its wheel's test data.
+"""Wikipedia exports for tests: small ones written here (`page_xml`, `export`), and real ones,
+those gensim 4.4.0 ships in its wheel's test data.
 
 Looked up, in order: `data/gensim/` (filled by `bench/fetch_corpora.sh`), the wheel in
 `data/wheels/`, then a `pip download` of the wheel into `data/wheels/`. The tests that need them
@@ -85,3 +86,26 @@ def multistream(xml: bytes, pages_per_stream: int) -> tuple[bytes, bytes]:
         offset += len(dump[-1])
     dump.append(bz2.compress(xml[last:]))
     return b"".join(dump), bz2.compress("".join(index).encode())
+
+
+def page_xml(page_id: int, title: str, text: str, ns: int = 0, redirect: bool = False) -> str:
+    redirect_tag = f'<redirect title="{title} target" />' if redirect else ""
+    return (
+        f"  <page>\n    <title>{title}</title>\n    <ns>{ns}</ns>\n    <id>{page_id}</id>\n"
+        f"    {redirect_tag}<revision><id>{page_id * 10}</id>"
+        f'<text xml:space="preserve">{text}</text></revision>\n  </page>\n'
+    )
+
+
+HEADER = (
+    '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10">\n'
+    "  <siteinfo><namespaces>"
+    '<namespace key="0" case="first-letter" />'
+    '<namespace key="6" case="first-letter">Datei</namespace>'
+    '<namespace key="14" case="first-letter">Kategorie</namespace>'
+    "</namespaces></siteinfo>\n"
+)
+
+
+def export(*pages: str, close: bool = True) -> bytes:
+    return (HEADER + "".join(pages) + ("</mediawiki>\n" if close else "")).encode()

@@ -15,7 +15,7 @@ from schemas.inspection import (
     text_histogram,
 )
 from schemas.reader import ShardSet
-from tests.schemas.test_schemas_validate import VOCAB, make_columns, sound_rows
+from tests.schemas.helpers import VOCAB, make_columns, sound_rows
 
 
 def test_decode_marks_masked_pieces_and_joins_wordpieces():

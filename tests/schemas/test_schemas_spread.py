@@ -18,8 +18,8 @@ from schemas.shard import ShardColumns
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 from schemas.validate.run import validate
 from tests.helpers import build_shards
+from tests.schemas.helpers import make_columns, rules, sound_rows
 from tests.schemas.shard_surgery import copy_set, rewrite_shard
-from tests.schemas.test_schemas_validate import make_columns, rules, sound_rows
 
 
 def move_masks(c: ShardColumns, vocab_mask: int, where: str = "first") -> ShardColumns:

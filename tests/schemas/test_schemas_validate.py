@@ -11,15 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas.config import ShardConfig
 from schemas.manifest import read_manifest
 from schemas.masking import num_to_predict
-from schemas.row_batch import RowRules
 from schemas.rows import ROW_RULE_NAMES, describe_row, row_findings
 from schemas.shard import ShardColumns
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 from schemas.validate.run import validate
 from schemas.vocab import Vocab
+from tests.schemas.helpers import make_columns, rules, sound_rows
 from tests.schemas.shard_surgery import (
     columns,
     copy_set,
@@ -27,50 +26,6 @@ from tests.schemas.shard_surgery import (
     rewrite_shard,
     shard_file,
 )
-
-# [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 the=5 fox=6 jump=7 ##s=8 over=9 dog=10
-VOCAB = Vocab(
-    ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "fox", "jump", "##s", "over", "dog")
-)
-CONFIG = {
-    "max_seq_length": 16,
-    "max_predictions_per_seq": 3,
-    "masked_lm_prob": 0.15,
-    "whole_word_mask": False,
-    "short_seq_prob": 0.1,
-    "dupe_factor": 1,
-    "random_next_prob": 0.5,
-    "lowercase": True,
-}
-
-
-def sound_rows() -> list[dict]:
-    return [
-        # [CLS] the [MASK→fox] jump ##s [SEP] over [dog→the] dog [SEP]: 2 = round(10 * 0.15)
-        {"ids": [2, 5, 4, 7, 8, 3, 9, 10, 10, 3], "b": 6, "pos": [2, 7], "lab": [6, 5]},
-        # [CLS] [=dog] [SEP] over [SEP]: 1 = max(1, round(5 * 0.15))
-        {"ids": [2, 10, 3, 9, 3], "b": 3, "pos": [1], "lab": [10]},
-    ]
-
-
-def make_columns(rows: list[dict]) -> ShardColumns:
-    def offsets(lists):
-        return np.r_[0, np.cumsum([len(x) for x in lists])].astype(np.int64)
-
-    return ShardColumns(
-        input_ids=np.array([i for r in rows for i in r["ids"]], np.uint16),
-        input_offsets=offsets([r["ids"] for r in rows]),
-        segment_b_start=np.array([r["b"] for r in rows], np.uint16),
-        masked_positions=np.array([p for r in rows for p in r["pos"]], np.uint16),
-        masked_labels=np.array([x for r in rows for x in r["lab"]], np.uint16),
-        masked_offsets=offsets([r["pos"] for r in rows]),
-        is_random_next=np.zeros(len(rows), bool),
-    )
-
-
-def rules(**config) -> RowRules:
-    config = ShardConfig.parse({**CONFIG, **config})
-    return RowRules.build(VOCAB, len(VOCAB), VOCAB.special_ids, config)
 
 
 def findings(rows, **config) -> dict[str, list[int]]:
