@@ -14,8 +14,7 @@ from pipeline.core.instances import num_to_predict
 from schemas.config import INSTANCE_KEYS
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns
-from tests.helpers import SAMPLE, SAMPLE_INPUT, build_shards, file_digests
-from tests.pipeline.test_tokenize import google_layout
+from tests.helpers import SAMPLE, SAMPLE_INPUT, build_shards, file_digests, google_layout
 
 
 def rows(out: str) -> list[ShardColumns]:
@@ -71,12 +70,30 @@ def test_sample_shards_follow_the_algorithm(sample_shards):
     assert sum(e.masked_tokens for e in s.manifest.shards) == n_masked
 
 
-def test_two_runs_and_one_or_two_workers_give_identical_bytes(sample_shards, tmp_path):
-    one = str(tmp_path / "one")
+@pytest.fixture(scope="module")
+def second_run(tmp_path_factory) -> dict:
+    """A second 1-worker build of the `sample_shards` settings (with a progress line), its input
+    listings and size calls recorded, and what the read stage kept once it had ended."""
+    import pipeline.stages.read as read
+    from pipeline.files import fsio
+
+    listings, sizes = [], []
+    list_files, size = read.list_files, fsio.size
+    out = str(tmp_path_factory.mktemp("second") / "out")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(
+            read, "list_files", lambda spec: listings.append(spec) or list_files(spec)
+        )
+        monkeypatch.setattr(fsio, "size", lambda path: sizes.append(path) or size(path))
+        assert build_shards(out, "--num-shards", "4", "--progress-seconds", "1") == 0
+    kept = (read._LISTINGS, dict(read._SIZES))
+    return {"digests": file_digests(out), "listings": listings, "sizes": sizes, "kept": kept}
+
+
+def test_two_runs_and_one_or_two_workers_give_identical_bytes(sample_shards, second_run, tmp_path):
     two = str(tmp_path / "two")
-    assert build_shards(one, "--num-shards", "4") == 0
     assert build_shards(two, "--num-shards", "4", "--workers", "2") == 0
-    assert file_digests(one) == file_digests(sample_shards) == file_digests(two)
+    assert second_run["digests"] == file_digests(sample_shards) == file_digests(two)
 
 
 def unmasked_pairs(out: str):
@@ -227,22 +244,15 @@ def test_bad_punkt_file_is_refused_before_the_run(tmp_path):
         build_shards(str(tmp_path / "o"), "--punkt", str(bad))
 
 
-def test_a_build_lists_each_input_pattern_once(sample_shards, tmp_path, monkeypatch):
+def test_a_build_lists_each_input_pattern_once(sample_shards, second_run):
     """The input checks, disk check, resume record, progress total and the graph's listing and
     sizes steps share one listing per pattern (each listing of a large corpus costs CPU in the
     driver before the first stage); sizes come from it, not from a stat per file."""
-    import pipeline.stages.read as read
-    from pipeline.files import fsio
-
-    listings, sizes = [], []
-    list_files, size = read.list_files, fsio.size
-    monkeypatch.setattr(
-        read, "list_files", lambda spec: listings.append(spec) or list_files(spec)
-    )
-    monkeypatch.setattr(fsio, "size", lambda path: sizes.append(path) or size(path))
-    out = str(tmp_path / "out")
-    assert build_shards(out, "--num-shards", "4", "--progress-seconds", "1") == 0
-    assert sorted(s.pattern for s in listings) == [f"{SAMPLE}/books", f"{SAMPLE}/text"]
-    assert sizes == []
-    assert read._LISTINGS is None and not read._SIZES  # nothing kept after it
-    assert file_digests(out) == file_digests(sample_shards)
+    assert sorted(s.pattern for s in second_run["listings"]) == [
+        f"{SAMPLE}/books",
+        f"{SAMPLE}/text",
+    ]
+    assert second_run["sizes"] == []
+    listings, sizes = second_run["kept"]
+    assert listings is None and not sizes  # nothing kept after it
+    assert second_run["digests"] == file_digests(sample_shards)

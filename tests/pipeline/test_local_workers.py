@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from pipeline.runners.local_workers import fork_is_safe
-from tests.helpers import ROOT, SAMPLE_INPUT, build_shards, file_digests
+from tests.helpers import ROOT, SAMPLE_INPUT, file_digests
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
@@ -29,11 +29,10 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def one_worker(tmp_path_factory) -> dict[str, str]:
-    """The digests of a 1-worker build of 3 shards, which both parameters compare against."""
-    one = str(tmp_path_factory.mktemp("one") / "out")
-    assert build_shards(one, "--num-shards", "3") == 0
-    return file_digests(one)
+def one_worker(sample_shards) -> dict[str, str]:
+    """The digests of a 1-worker build of 4 shards (`sample_shards`), which both parameters
+    compare against."""
+    return file_digests(sample_shards)
 
 
 @pytest.mark.slow
@@ -56,7 +55,7 @@ def test_two_workers_build_the_shards_of_one_worker(one_worker, tmp_path, forked
             handed.append(len(self.waiting))  # children still waiting before this one
             start(self, environ)
         local_workers.ForkedWorkers.start = counted
-        args = ["build", "--input", {SAMPLE_INPUT!r}, "--out", {two!r}, "--num-shards", "3"]
+        args = ["build", "--input", {SAMPLE_INPUT!r}, "--out", {two!r}, "--num-shards", "4"]
         assert main(args + ["--workers", "2", "--progress-seconds", "0"]) == 0
         print("handed", handed)
         try:

@@ -51,9 +51,8 @@ def test_overwrite_replaces_them(tmp_path):
     assert b"schema_name" in (out / "manifest.json").read_bytes()
 
 
-def test_a_shard_set_of_ours_is_rebuilt_without_overwrite(tmp_path):
-    out = str(tmp_path / "out")
-    assert build_shards(out, "--num-shards", "2", inputs=TEXT) == 0
+def test_a_shard_set_of_ours_is_rebuilt_without_overwrite(copy_shards):
+    out = copy_shards()
     assert build_shards(out, "--num-shards", "1", inputs=TEXT) == 0
 
 

@@ -16,10 +16,24 @@ from tests.helpers import build_shards
 TEXT = "text:" + os.path.join(os.path.dirname(__file__), "..", "..", "sample", "text")
 
 
+@pytest.fixture(scope="module")
+def text_set(tmp_path_factory):
+    """Builds of sample/text into OUTs of the given names, 2 shards, each made once for the
+    module: text_set(name, *flags) -> OUT; read-only."""
+    root, built = tmp_path_factory.mktemp("outs"), {}
+
+    def get(name: str, *extra: str) -> str:
+        if name not in built:
+            built[name] = str(root / name)
+            assert build_shards(built[name], "--num-shards", "2", *extra, inputs=TEXT) == 0
+        return built[name]
+
+    return get
+
+
 @pytest.mark.parametrize("name", ["data/shards", "with space/out", "données/ß"])
-def test_output_paths_keep_their_shards(tmp_path, name):
-    out = str(tmp_path / name)
-    assert build_shards(out, "--num-shards", "2", inputs=TEXT) == 0
+def test_output_paths_keep_their_shards(text_set, name):
+    out = text_set(name)
     s = ShardSet.open(out)
     assert len(s) == 2
     for i in range(len(s)):
@@ -28,11 +42,9 @@ def test_output_paths_keep_their_shards(tmp_path, name):
 
 
 @pytest.mark.parametrize("cased", [False, True])
-def test_auto_tokenizer_loads_out_with_the_shards_ids(tmp_path, cased):
+def test_auto_tokenizer_loads_out_with_the_shards_ids(text_set, cased):
     transformers = pytest.importorskip("transformers")
-    out = str(tmp_path / "out")
-    extra = ["--cased"] if cased else []
-    assert build_shards(out, "--num-shards", "1", *extra, inputs=TEXT) == 0
+    out = text_set("cased", "--cased") if cased else text_set("données/ß")  # uncased, as above
     tok = transformers.AutoTokenizer.from_pretrained(out)
     s = ShardSet.open(out)
     sp = s.vocab.special_ids
