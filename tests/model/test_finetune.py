@@ -1,5 +1,5 @@
-"""Fine-tuning: the three task kinds end to end on tiny files written here, and refusals (the
-metrics themselves are in test_metrics.py)."""
+"""Fine-tuning: the three task kinds end to end on tiny files (tests/model/helpers.py writes
+them), and refusals (the metrics themselves are in test_metrics.py)."""
 
 from __future__ import annotations
 
@@ -24,97 +24,15 @@ from model.finetune.metrics import (
     squad_scores,
 )
 from model.finetune.spans import Spans
-
-PEOPLE = [("john", "smith"), ("mary", "jones"), ("john", "jones"), ("mary", "smith")]
-PLACES = ["paris", "london", "berlin", "rome"]
-ORGS = ["google", "acme"]
-
-
-def write_sst2(directory: str, rng: np.random.Generator) -> str:
-    os.makedirs(directory, exist_ok=True)
-    subjects = ["the movie", "the film", "the plot", "the actor", "a film"]
-    good, bad = ["good", "great"], ["bad", "awful"]
-    for name, n in (("train.tsv", 48), ("dev.tsv", 16)):
-        lines = ["sentence\tlabel"]
-        for i in range(n):
-            label = i % 2
-            adjective = rng.choice(good if label else bad)
-            filler = " ".join(rng.choice(["red", "old", "new", "big", "day", "night"], size=2))
-            lines.append(f"{rng.choice(subjects)} was {adjective} {filler} .\t{label}")
-        with open(os.path.join(directory, name), "w") as f:
-            f.write("\n".join(lines) + "\n")
-    return directory
-
-
-def ner_sentence(rng: np.random.Generator) -> list[tuple[str, str]]:
-    first, last = PEOPLE[rng.integers(len(PEOPLE))]
-    person = [(first, "B-PER"), (last, "I-PER")]
-    if rng.random() < 0.5:
-        return [
-            *person,
-            ("lives", "O"),
-            ("in", "O"),
-            (str(rng.choice(PLACES)), "B-LOC"),
-            (".", "O"),
-        ]
-    return [*person, ("works", "O"), ("at", "O"), (str(rng.choice(ORGS)), "B-ORG"), (".", "O")]
-
-
-def write_conll(directory: str, rng: np.random.Generator) -> str:
-    os.makedirs(directory, exist_ok=True)
-    for name, n in (("train.txt", 40), ("dev.txt", 12)):
-        blocks = ["-DOCSTART- -X- -X- O\n"]
-        for _ in range(n):
-            blocks.append("".join(f"{w} NNP B-NP {t}\n" for w, t in ner_sentence(rng)))
-        with open(os.path.join(directory, name), "w") as f:
-            f.write("\n".join(blocks))
-    return directory
-
-
-def squad_article(rng: np.random.Generator, n: int, prefix: str) -> dict:
-    paragraphs = []
-    for i in range(n):
-        (a, _), (b, _) = PEOPLE[rng.integers(2)], PEOPLE[2 + rng.integers(2)]
-        place, org = str(rng.choice(PLACES)), str(rng.choice(ORGS))
-        context = f"{a} lives in {place} . {b} works at {org} ."
-        qas = [
-            (f"where does {a} live ?", place, context.index(f" {place} ") + 1),
-            (f"who works at {org} ?", b, context.index(f" {b} ") + 1),
-        ]
-        paragraphs.append(
-            {
-                "context": context,
-                "qas": [
-                    {
-                        "id": f"{prefix}{i}-{j}",
-                        "question": q,
-                        "answers": [{"text": t, "answer_start": s}],
-                    }
-                    for j, (q, t, s) in enumerate(qas)
-                ],
-            }
-        )
-    return {"title": prefix, "paragraphs": paragraphs}
-
-
-def write_squad(directory: str, rng: np.random.Generator) -> str:
-    os.makedirs(directory, exist_ok=True)
-    for name, n in (("train-v1.1.json", 40), ("dev-v1.1.json", 8)):
-        data = {"version": "1.1", "data": [squad_article(rng, n, name[:3])]}
-        with open(os.path.join(directory, name), "w") as f:
-            json.dump(data, f)
-    return directory
-
-
-def finetune_args(task: str, data: str, pretrained_run: str, run: str, *extra: str) -> list[str]:
-    args = ["finetune", "--task", task, "--data", data, "--run", run]
-    args += ["--ckpt", os.path.join(pretrained_run, "last.pt"), "--batch-size", "8"]
-    return [*args, "--lr", "1e-3", "--log-every", "5", *extra]
-
-
-def results(run: str) -> dict:
-    with open(os.path.join(run, "results.json")) as f:
-        return json.load(f)
+from tests.model.helpers import (
+    finetune_args,
+    results,
+    write_conll,
+    write_mnli,
+    write_squad,
+    write_sst2,
+    write_stsb,
+)
 
 
 def test_sequence_classification_learns_sst2(pretrained_run, tmp_path):
@@ -332,22 +250,6 @@ def test_cola_reads_its_headerless_files_and_reports_matthews(pretrained_run, tm
     assert scores["accuracy"] >= 0.9 and scores["mcc"] >= 0.75
 
 
-def write_mnli(directory: str, rng: np.random.Generator, mismatched: bool = True) -> str:
-    os.makedirs(directory, exist_ok=True)
-    names = [("train.tsv", 30), ("dev_matched.tsv", 9)]
-    names += [("dev_mismatched.tsv", 6)] if mismatched else []
-    for name, n in names:
-        lines = ["index\tsentence1\tsentence2\tgold_label"]
-        for i in range(n):
-            a = str(rng.choice(["good", "bad"]))
-            label = ("entailment", "contradiction", "neutral")[i % 3]
-            b = {"entailment": a, "contradiction": "awful" if a == "good" else "great"}
-            lines.append(f"{i}\tthe film was {a} .\tthe film was {b.get(label, 'old')} .\t{label}")
-        with open(os.path.join(directory, name), "w") as f:
-            f.write("\n".join(lines) + "\n")
-    return directory
-
-
 def test_mnli_scores_matched_and_mismatched(pretrained_run, tmp_path, capsys):
     data = write_mnli(str(tmp_path / "MNLI"), np.random.default_rng(9))
     run = str(tmp_path / "mnli")
@@ -360,27 +262,6 @@ def test_mnli_scores_matched_and_mismatched(pretrained_run, tmp_path, capsys):
     assert main(finetune_args("mnli", data, pretrained_run, run, "--epochs", "1")) == 0
     assert set(results(run)) == {"accuracy"}
     assert "no dev_mismatched.tsv, so no mm dev scores" in capsys.readouterr().out
-
-
-def write_stsb(directory: str, rng: np.random.Generator, bad: str | None = None) -> str:
-    os.makedirs(directory, exist_ok=True)
-    for name, n in (("train.tsv", 48), ("dev.tsv", 16)):
-        lines = [
-            "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
-        ]
-        for i in range(n):
-            same = i % 2 == 0  # a learnable score: the second sentence says good or bad
-            a = str(rng.choice(["good", "great", "bad"]))
-            b = str(rng.choice(["good", "great"] if same else ["bad", "awful"]))
-            score = "5.000" if same else "0.000"
-            lines.append(
-                f"{i}\tg\tf\t2012\t{i}\ts\ts\tthe film was {a} .\tthe film was {b} .\t{score}"
-            )
-        if bad is not None and name == "train.tsv":
-            lines[3] = lines[3].rsplit("\t", 1)[0] + "\t" + bad
-        with open(os.path.join(directory, name), "w") as f:
-            f.write("\n".join(lines) + "\n")
-    return directory
 
 
 def test_stsb_regresses_the_score_and_reports_pearson_and_spearman(

@@ -18,8 +18,7 @@ from model.finetune.data import (
     token_features,
     truncation_report,
 )
-from tests.model.conftest import VOCAB
-from tests.model.test_finetune import finetune_args, write_sst2
+from tests.model.helpers import VOCAB, finetune_args, write_sst2
 
 
 @pytest.fixture(scope="module")

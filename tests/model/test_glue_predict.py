@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from model.cli import main
-from tests.model.test_finetune import finetune_args, write_mnli, write_sst2
+from tests.model.helpers import finetune_args, write_mnli, write_sst2
 
 
 def read_rows(path: str) -> list[list[str]]:

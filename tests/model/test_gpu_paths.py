@@ -30,7 +30,7 @@ from model.finetune.encoder import build_model, read_encoder
 from model.finetune.loop import Finetuning, _batches, kind_of
 from model.run_dir import load_checkpoint
 from model.training import Stepper, adamw, warmup_linear
-from tests.model.test_pretrain import metrics
+from tests.model.helpers import metrics
 
 SST2 = os.path.join(os.path.dirname(__file__), "..", "..", "sample", "finetune", "sst2")
 STEPS = 6

@@ -19,8 +19,7 @@ from model.config import BertConfig
 from model.hf_import import load_pretrained
 from model.run_dir import load_checkpoint
 from schemas.vocab import Vocab
-from tests.model.conftest import VOCAB
-from tests.model.test_finetune import finetune_args, results, write_sst2
+from tests.model.helpers import VOCAB, finetune_args, results, write_sst2
 
 transformers = pytest.importorskip("transformers")
 

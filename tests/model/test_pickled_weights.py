@@ -15,7 +15,7 @@ import torch
 from model.cli import main
 from model.run_dir import load_checkpoint
 from model.safe_load import PickledCodeError, load_weights
-from tests.model.test_finetune import write_sst2
+from tests.model.helpers import write_sst2
 
 
 class RunsCode:

@@ -14,38 +14,11 @@ import torch
 
 import model.training as training
 from model.cli import main
-from model.config import TrainConfig
 from model.pretrain import pretrain
 from model.run_dir import load_checkpoint
 from model.training import WarmupLinear, micro_batch_size
 from schemas.vocab import Vocab
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TIMING = ("seq_per_s", "tokens_per_s", "mfu")
-
-
-def config(shards: str, run: str, **overrides) -> TrainConfig:
-    fields = dict(
-        shards=shards,
-        run=run,
-        steps=8,
-        batch_size=8,
-        lr=2e-3,
-        warmup=2,
-        log_every=1,
-        ckpt_every=4,
-        eval_batches=2,
-    )
-    return TrainConfig(**{**fields, **overrides})
-
-
-def metrics(run: str) -> list[dict]:
-    with open(os.path.join(run, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
-def without_timing(records: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in TIMING} for r in records]
+from tests.model.helpers import REPO, cli_env, config, metrics, pretrain_interrupted, without_timing
 
 
 def test_short_run_writes_metrics_checkpoint_and_eval(pretrained_run):
@@ -82,26 +55,6 @@ def test_learning_rate_warms_up_then_decays():
     ]
 
 
-class Interrupted(Exception):
-    pass
-
-
-def pretrain_interrupted(cfg: TrainConfig, monkeypatch, steps: int) -> None:
-    """Pre-train as `cfg` says, stopped by `Interrupted` as its step `steps + 1` starts."""
-    real_step, calls = training.Trainer.step, []
-
-    def step_then_stop(self, micro_batches):
-        if len(calls) == steps:
-            raise Interrupted
-        calls.append(1)
-        return real_step(self, micro_batches)
-
-    monkeypatch.setattr(training.Trainer, "step", step_then_stop)
-    with pytest.raises(Interrupted):
-        pretrain(cfg)
-    monkeypatch.setattr(training.Trainer, "step", real_step)
-
-
 def test_resume_reproduces_an_uninterrupted_run(shards_dir, tmp_path, monkeypatch):
     whole = config(shards_dir, str(tmp_path / "whole"), remask=True, accum=2)
     pretrain(whole)
@@ -116,10 +69,6 @@ def test_resume_reproduces_an_uninterrupted_run(shards_dir, tmp_path, monkeypatc
         assert torch.equal(tensor, b["model"][name]), name
 
 
-def _cli_env() -> dict:
-    return dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-
-
 @pytest.mark.slow
 def test_a_run_killed_with_sigkill_resumes_from_its_checkpoint(shards_dir, tmp_path):
     args = ["pretrain", "--shards", shards_dir, "--steps", "50", "--batch-size", "8"]
@@ -128,7 +77,7 @@ def test_a_run_killed_with_sigkill_resumes_from_its_checkpoint(shards_dir, tmp_p
     proc = subprocess.Popen(
         [sys.executable, "-m", "model.cli", *args, "--run", killed],
         cwd=REPO,
-        env=_cli_env(),
+        env=cli_env(),
         stdout=subprocess.DEVNULL,
     )
     path, deadline = os.path.join(killed, "metrics.jsonl"), time.monotonic() + 180
@@ -155,7 +104,7 @@ def test_ddp_on_gloo_with_two_processes(shards_dir, tmp_path):
     cmd += ["-m", "model.cli", "pretrain", "--shards", shards_dir, "--run-dir", run]
     cmd += ["--steps", "4", "--batch-size", "8", "--log-every", "1", "--ckpt-every", "2"]
     cmd += ["--eval-batches", "20"]
-    done = subprocess.run(cmd, cwd=REPO, env=_cli_env(), capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=REPO, env=cli_env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     records = metrics(run)
     assert [r["step"] for r in records] == [1, 2, 3, 4]

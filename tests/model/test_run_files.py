@@ -11,7 +11,7 @@ import pytest
 
 from model.cli import main
 from schemas.manifest import atomic_write_text, new_file_mode
-from tests.model.test_finetune import finetune_args, write_sst2
+from tests.model.helpers import finetune_args, write_sst2
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from model.cli import main
 from model.finetune.data import SquadExample, answer_is_aligned, read_squad
-from tests.model.test_finetune import finetune_args, squad_article, write_squad
+from tests.model.helpers import finetune_args, squad_article, write_squad
 
 CONTEXT = "john lives in paris . mary works at google ."
 
