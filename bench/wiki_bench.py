@@ -26,7 +26,6 @@ import io
 import json
 import os
 import re
-import resource
 import sys
 import tempfile
 import time
@@ -132,8 +131,9 @@ def build_rows(compressed: bytes, copies: int, workers: int) -> list[dict]:
     """The whole build: training its vocab, then reusing that vocab (the steady state that a
     large corpus approaches: vocab training reads a bounded sample, once), with `workers` and,
     when that is not 1, with 1 worker too; beside them, the floor of what any build must do with
-    the rendered prose: split and tokenize. Both CPU counts include Beam's start-up, so the
-    corpus must be large enough (`copies`) for that to weigh little."""
+    the rendered prose: split and tokenize. Each build is a `bert-shards build` process of its
+    own, as a user runs it; both CPU counts include its start-up and Beam's, so the corpus must
+    be large enough (`copies`) for that to weigh little."""
     xml = distinct_copies(bz2.decompress(compressed), copies)
     mb, rows = len(xml) / 1e6, []
     with tempfile.TemporaryDirectory(prefix="bench-wiki-") as tmp:
@@ -172,9 +172,8 @@ def split_tokenize_floor(xml: bytes, vocab: str) -> float:
         for d in docs:
             tok.encode_batch_fast(split_paragraphs(list(d.paragraphs)), add_special_tokens=False)
 
-    # A 1-worker build ran its steps in this process, which raised the collector's threshold
-    # (`pipeline.stages.base.fewer_collections`); the floor is Punkt and the tokenizer as Python
-    # runs them by default.
+    # The floor is Punkt and the tokenizer as Python runs them by default (a build's steps raise
+    # the collector's threshold of the process that runs them: `pipeline.stages.base`).
     saved = gc.get_threshold()
     gc.set_threshold(*PYTHON_GC_THRESHOLD)
     try:
@@ -184,20 +183,22 @@ def split_tokenize_floor(xml: bytes, vocab: str) -> float:
 
 
 def _build(inputs: str, out: str, workers: int, extra: list[str]) -> tuple[float, float, dict]:
-    """Wall and CPU seconds (this process and its worker processes) of one build."""
-    from pipeline.shell.cli import main as cli
+    """Wall and CPU seconds (the process tree) of one build, run as `bert-shards build` is: in a
+    process of its own. A second build inside this process could not fork its workers (the
+    first one's gRPC threads remain, `pipeline.runners.local_workers.fork_is_safe`), so Beam
+    would start each as a fresh interpreter that imports everything again while the first stage
+    waits."""
+    from bench.procmem import run_measured
 
-    args = ["build", "--input", inputs, "--out", out, "--workers", str(workers), *extra]
-    who = (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-    before = [resource.getrusage(w) for w in who]
-    wall = time.perf_counter()
-    if cli(args) != 0:
-        raise SystemExit("the build failed; see the counts above")
-    wall = time.perf_counter() - wall
-    after = [resource.getrusage(w) for w in who]
-    pairs = zip(after, before, strict=True)
-    cpu = sum(x.ru_utime + x.ru_stime - y.ru_utime - y.ru_stime for x, y in pairs)
-    return wall, cpu, json.loads(Path(f"{out}/manifest.json").read_text())
+    cmd = [sys.executable, "-m", "pipeline", "build", "--input", inputs, "--out", out]
+    cmd += ["--workers", str(workers), *extra]
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    try:
+        measured = run_measured(cmd, env)
+    except RuntimeError as e:
+        raise SystemExit(f"the build failed: {str(e).splitlines()[-1]}") from None
+    return measured.wall, measured.cpu, json.loads(Path(f"{out}/manifest.json").read_text())
 
 
 def _build_rows(manifest, mb, copies, workers, wall, label) -> list[dict]:

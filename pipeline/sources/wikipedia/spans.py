@@ -20,7 +20,10 @@ from pipeline.sources.wikipedia.pages import WikiPage, iter_span_pages, parse_si
 from pipeline.sources.wikipedia.split import MAX_HEADER_BYTES
 
 SPAN_BYTES = 64 << 20  # compressed bytes per span of a multistream dump (~250 MB of XML)
-XML_SPAN_BYTES = 256 << 20  # bytes per span of an uncompressed export
+# bytes per span of an uncompressed export: small enough that an export of a few hundred MB is
+# read by every worker at once (larger spans left one worker reading while the others waited
+# for rendering to start; docs/benchmarks.md, raw formats)
+XML_SPAN_BYTES = 32 << 20
 INDEX_SUFFIX = "-index.txt.bz2"
 MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
 
