@@ -9,14 +9,14 @@ It reads `source/*.txt` with a document a line (`<id> <text>`), the layout its o
 `_shard_books` writes: every non-empty line of a book, stripped, joined with spaces.
 
 Per corpus, the same documents both ways: the kernel docs' books (`make corpora`) and the
-Wikipedia prose our reader renders from gensim's export (`bench/reference_corpora.py`), each as
+Wikipedia prose our reader renders from gensim's export (`bench/corpora.py`), each as
 whole copies with distinct ids up to `--mb` MB. Ours reads the books layout (`--format books`,
 1 worker): both sides split sentences with Punkt, tokenize, make pairs and mask. Rates are MB
 of the books text per CPU-second of the whole process tree (LDDL's dask scheduler, nanny and
 worker included; ours with Beam's start-up); wall and peak memory beside them. Then the
 figures of the fidelity table, computed the same way on both sides' rows.
 
-    python -m bench.lddl_bench [--mb 10] [--corpora kernel-docs wikipedia]
+    python -m bench.lddl_bench [--mb 60] [--corpora kernel-docs wikipedia]
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.pipeline_inputs import CORPUS, DATA, TEXT_CORPORA, text_root
-from bench.pipeline_rows import row
-from bench.pipeline_runs import SEED, build, train_vocab
 from bench.procmem import Measured, run_measured
+from bench.reference.side_by_side import row
+from bench.reference.sides import CORPUS, DATA, SEED, TEXT_CORPORA, build, text_root, train_vocab
 
 LDDL_ENV = os.environ.get("LDDL_ENV", f"{DATA}/lddl-env")
 RUNNER = Path(__file__).with_name("lddl_run.py")
@@ -64,7 +63,7 @@ def books_copies(corpus: str, mb: float, work: str) -> tuple[list[str], int]:
         if not copies:
             raise SystemExit(f"no corpus under {CORPUS}/books: run `make corpora` first")
     else:
-        from bench.reference_corpora import wiki_documents
+        from bench.corpora import wiki_documents
 
         docs = wiki_documents(Path(DATA) / "gensim")
         text_root("wikipedia")  # the same export our side-by-side bench reads
@@ -181,7 +180,7 @@ def _bytes_io(b: bytes):
 
 
 def our_rows(out: str) -> Rows:
-    from bench.fidelity import row_figures, shard_set_columns
+    from bench.reference.fidelity import row_figures, shard_set_columns
 
     cols, mask_id = shard_set_columns(out)
     f = row_figures(cols, mask_id)
@@ -243,7 +242,7 @@ def corpus_rows(corpus: str, mb: float, python: str, tmp: str) -> list[dict]:
     return rows
 
 
-def run(mb: float = 10.0, corpora: tuple[str, ...] = TEXT_CORPORA) -> list[dict]:
+def run(mb: float = 60.0, corpora: tuple[str, ...] = TEXT_CORPORA) -> list[dict]:
     python = lddl_python()
     if python is None:
         print(f"lddl: no LDDL environment in {LDDL_ENV} (bench/lddl_env.sh)", file=sys.stderr)
@@ -258,7 +257,7 @@ def run(mb: float = 10.0, corpora: tuple[str, ...] = TEXT_CORPORA) -> list[dict]
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--mb", type=float, default=10.0, help="MB of books text per corpus")
+    ap.add_argument("--mb", type=float, default=60.0, help="MB of books text per corpus")
     ap.add_argument("--corpora", nargs="+", choices=TEXT_CORPORA, default=list(TEXT_CORPORA))
     args = ap.parse_args(argv)
     if args.mb <= 0:

@@ -98,7 +98,7 @@ def main(argv=None) -> int:
         help="corpus sizes of the scale series (default: 200 500 1000 2000)",
     )
     ap.add_argument(
-        "--lddl-mb", type=float, default=10.0, help="MB of books text per corpus for LDDL"
+        "--lddl-mb", type=float, default=60.0, help="MB of books text per corpus for LDDL"
     )
     ap.add_argument("--out", default="bench/results/bench.json")
     args = ap.parse_args(argv)
