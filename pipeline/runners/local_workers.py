@@ -2,11 +2,12 @@
 
 Beam's local runner starts each worker of its `multi_processing` mode as a fresh interpreter
 once the graph is submitted; every one imports Beam, pyarrow, NLTK and the tokenizer again
-(about 2 CPU-seconds each) while the first stage waits. Here the driver forks its workers right
-after it has imported all of that and before the runner starts any thread: they begin with
-every module loaded and share the driver's memory pages for them. Each child waits on a pipe
-until the runner asks for a worker, then runs Beam's own worker loop (`sdk_worker_main`) with
-the addresses and options Beam would have passed to a fresh interpreter.
+(what that costs: docs/runners.md) while the first stage waits. Here the driver forks its
+workers right after it has imported all of that and before the runner starts any thread: they
+begin with every module loaded and share the driver's memory pages for them. Each child waits
+on a pipe until the runner asks for a worker, then runs Beam's own worker loop
+(`sdk_worker_main`) with the addresses and options Beam would have passed to a fresh
+interpreter.
 
 The runner is Beam's FnApiRunner; only the worker environment it would start as subprocesses
 is swapped for these children (`LocalRunner.run_via_runner_api`). A child ends when the runner

@@ -26,10 +26,10 @@ from pipeline.files.chunks import (
 
 # Python's cyclic collector runs a young-generation pass every 700 new container objects, and
 # each pass that promotes survivors leads, in time, to full passes over everything alive. A
-# step allocates millions of short-lived objects (mwparserfromhell's tokens: about 110,000 per
-# MB of wikitext; Punkt's tokens; pair plans), while a worker holds a large, long-lived heap
-# (Beam, the vocab, the word cache). Collecting every 50,000 allocations instead: 10% less CPU
-# on a raw Wikipedia build (see docs/design.md). Memory: at most 50,000 young objects wait.
+# step allocates millions of short-lived objects (mwparserfromhell's tokens, Punkt's tokens,
+# pair plans), while a worker holds a large, long-lived heap (Beam, the vocab, the word cache).
+# Collecting every 50,000 allocations instead saves CPU on every raw-format build (measured in
+# docs/benchmarks.md, the Wikipedia reader). Memory: at most 50,000 young objects wait.
 YOUNG_COLLECTION_EVERY = 50_000
 
 

@@ -3,8 +3,8 @@
 `mwparserfromhell` is a maintained, tested wikitext parser with a C tokenizer, used by
 Wikimedia bots; regex cleaners such as WikiExtractor's leave residue on nested templates and
 tables. The renderer walks the parser's token stream rather than its node tree: the same parse,
-without the tree building that dominates `mwparserfromhell.parse` (about 3x faster, see
-bench/wiki_bench). Templates, infoboxes, tables, references, files and images, categories,
+without the tree building that dominates `mwparserfromhell.parse` (faster: docs/benchmarks.md,
+Wikipedia reader). Templates, infoboxes, tables, references, files and images, categories,
 interlanguage links, comments, headings, lists and preformatted text are dropped; link text
 and a few inline templates are kept; entities are decoded. `pipeline.sources.wikipedia.prose`
 then cuts the text into paragraphs of prose.
