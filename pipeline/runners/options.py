@@ -58,8 +58,9 @@ def unknown_args(beam_args: list[str], ours: argparse.ArgumentParser) -> str | N
     name = flag.split("=", 1)[0]
     known = [*_flags(ours), *beam._option_string_actions]
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]}?" if close else "; see --help for the build's flags"
-    return f"unknown flag {name}{hint} (neither a build flag nor a Beam pipeline option)"
+    command = ours.prog.split()[-1]  # build, vocab or punkt
+    hint = f"; did you mean {close[0]}?" if close else f"; see {ours.prog} --help for its flags"
+    return f"unknown flag {name}{hint} (neither a {command} flag nor a Beam pipeline option)"
 
 
 def _flags(parser: argparse.ArgumentParser) -> list[str]:

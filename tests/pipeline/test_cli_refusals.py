@@ -36,6 +36,16 @@ def test_a_misspelled_flag_is_refused_naming_the_closest(tmp_path, capsys, flag,
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["build", "vocab", "punkt"])
+def test_an_unknown_flag_names_the_command_it_was_given_to(tmp_path, command):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--input", TEXT, "--out", str(tmp_path / "o"), "--zzzz", "1"])
+    assert e.value.code == (
+        f"error: unknown flag --zzzz; see bert-shards {command} --help for its flags "
+        f"(neither a {command} flag nor a Beam pipeline option)"
+    )
+
+
 def test_beam_options_pass():
     argv = ["--project", "p", "--temp_location", "gs://b/t", "--runner", "DataflowRunner"]
     assert unknown_args(argv, _parser()) is None
