@@ -104,12 +104,17 @@ finetune: $(STAMP)
 export: $(STAMP)
 	$(PY) -m model.cli export --ckpt '$(CKPT)' --out '$(EXPORT)' $(ARGS)
 
+# The tests in TEST_JOBS processes (pytest-xdist), each file in one of them, so a module's
+# fixtures are made once; TEST_JOBS=0 runs them all in this one.
+TEST_JOBS ?= 2
+TEST_PROCS = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
+
 test: $(STAMP)
-	$(PY) -m pytest tests $(ARGS)
+	$(PY) -m pytest tests $(ARGS) $(TEST_PROCS)
 
 # For local iteration: everything but the tests marked `slow`. `make test` runs them all.
 test-fast: $(STAMP)
-	$(PY) -m pytest tests -m 'not slow' $(ARGS)
+	$(PY) -m pytest tests -m 'not slow' $(ARGS) $(TEST_PROCS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check schemas pipeline model tests bench
