@@ -86,7 +86,7 @@ def tokenize_to_units(sentences, vocab, cfg, tmp: str, clock: Clock):
     """Sentences -> tokenized documents -> the units chunk file (every dupe pass, hashed)."""
     from pipeline.core.buckets import unit_passes
     from pipeline.core.tokenize import encode_documents
-    from pipeline.files.chunks import write_units
+    from pipeline.files.units import write_units
     from pipeline.stages.tokenize import ENCODE_BATCH_SENTENCES, sentence_batches
 
     with clock("tokenize"):
@@ -103,7 +103,7 @@ def build_buckets(chunk, totals, vocab, cfg, tmp: str, clock: Clock) -> int:
     """The units chunk -> one shard per bucket, as the build cuts them; returns the buckets."""
     from pipeline.core.buckets import bucket_columns, plan_bucket
     from pipeline.core.tokenize import token_spec
-    from pipeline.files.chunks import hash_range, read_units
+    from pipeline.files.units import hash_range, read_units
     from pipeline.stages.instances import num_buckets
     from pipeline.stages.shards import write_bucket_shard
 

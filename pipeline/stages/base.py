@@ -20,9 +20,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.files.chunks import (
-    Chunk,
-)
+from pipeline.files.chunks import Chunk
 
 # Python's cyclic collector runs a young-generation pass every 700 new container objects, and
 # each pass that promotes survivors leads, in time, to full passes over everything alive. A

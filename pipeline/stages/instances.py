@@ -16,13 +16,9 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.core.buckets import RepeatedIdError, build_bucket
 from pipeline.core.config import InstanceConfig
 from pipeline.core.tokenize import token_spec, vocab_of
-from pipeline.files.chunks import (
-    Chunk,
-    hash_range,
-    read_bucket_units,
-    read_units,
-)
+from pipeline.files.chunks import Chunk
 from pipeline.files.fsio import read_marker, write_marker
+from pipeline.files.units import hash_range, read_bucket_units, read_units
 from pipeline.stages.base import Stage, Step
 from pipeline.stages.counting import count_key
 from pipeline.stages.shards import finished_bucket, write_bucket_shard

@@ -15,12 +15,7 @@ from pipeline.core.sentences import (
     sentence_tokenizer,
     split_paragraphs,
 )
-from pipeline.files.chunks import (
-    Chunk,
-    finished,
-    read_documents,
-    write_sentences,
-)
+from pipeline.files.chunks import Chunk, finished, read_documents, write_sentences
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.wikipedia.reader import rendered
 from pipeline.stages.base import Stage, next_path

@@ -13,12 +13,8 @@ from pipeline.core.buckets import unit_passes
 from pipeline.core.config import InstanceConfig
 from pipeline.core.instances import TokenizedDoc
 from pipeline.core.tokenize import encode_documents, vocab_of
-from pipeline.files.chunks import (
-    Chunk,
-    finished,
-    read_sentences,
-    write_units,
-)
+from pipeline.files.chunks import Chunk, finished, read_sentences
+from pipeline.files.units import write_units
 from pipeline.stages.base import Stage, next_path
 from pipeline.stages.counting import CountingStep
 from schemas.vocab import Vocab

@@ -20,11 +20,7 @@ from pipeline.core.sentences import (
     train_parameters,
 )
 from pipeline.core.tokenize import train_vocab
-from pipeline.files.chunks import (
-    Chunk,
-    read_documents,
-    read_sentences,
-)
+from pipeline.files.chunks import Chunk, read_documents, read_sentences
 from pipeline.sources.documents import Tally
 from pipeline.sources.wikipedia.reader import rendered
 from pipeline.stages.base import Stage

@@ -18,14 +18,12 @@ from pipeline.core.instances import TokenizedDoc
 from pipeline.files.chunks import (
     DamagedChunkError,
     finished,
-    hash_range,
     read_documents,
     read_sentences,
-    read_units,
     write_documents,
     write_sentences,
-    write_units,
 )
+from pipeline.files.units import hash_range, read_units, write_units
 from pipeline.sources.documents import Document
 from tests.helpers import build_shards, file_digests
 

@@ -196,7 +196,8 @@ def test_a_bucket_reads_only_its_slices(gcs_emulator, gcs_bucket, tmp_path):
     import numpy as np
 
     from pipeline.core.instances import TokenizedDoc
-    from pipeline.files.chunks import finished, hash_range, read_units, write_units
+    from pipeline.files.chunks import finished
+    from pipeline.files.units import hash_range, read_units, write_units
 
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 999, (2000, 300)).astype(np.uint16)

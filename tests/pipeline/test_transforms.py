@@ -17,14 +17,12 @@ from pipeline.core.keys import stable_hash
 from pipeline.core.tokenize import token_spec
 from pipeline.files.chunks import (
     Chunk,
-    hash_range,
     read_documents,
     read_sentences,
-    read_units,
     write_documents,
     write_sentences,
-    write_units,
 )
+from pipeline.files.units import hash_range, read_units, write_units
 from pipeline.sources.documents import Document
 from pipeline.stages.counting import merge_counts
 from pipeline.stages.instances import BuildBucket, CreateInstances
