@@ -165,6 +165,31 @@ def test_the_disk_check_with_30_mb_free_says_mb(tmp_path, monkeypatch):
     assert "0.0 GB" not in str(caught.value)
 
 
+def test_a_signal_inside_a_finalizer_is_not_lost():
+    """A `__del__` that catches everything (gRPC's channels have one) would swallow the
+    interrupt raised inside it, and the build would go on; it is raised once the finalizer has
+    returned."""
+    from pipeline.shell.cli import Interrupted, interrupts_unwind
+
+    class Swallows:
+        def __del__(self):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(100_000):  # the handler runs in here
+                    pass
+            except BaseException:
+                pass
+
+    with pytest.raises(Interrupted) as caught:
+        with interrupts_unwind():
+            obj = Swallows()
+            del obj
+            time.sleep(2)  # the deferred interrupt arrives within it
+    assert caught.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
 def test_the_handlers_are_restored_and_threads_keep_theirs():
     import threading
 
