@@ -35,9 +35,10 @@ from dataclasses import dataclass
 
 import torch
 
+from model.batches import batches
 from model.bert import count_parameters, training_flops
 from model.config import TrainConfig
-from model.data import LoaderConfig, PretrainingData, batches, open_shards
+from model.data import LoaderConfig, PretrainingData, open_shards
 from model.pretrain import model_config, split_holdout
 from model.training import PEAK_BF16_TFLOPS, Dist, Trainer, build_model, to_device
 from schemas.synthetic import SyntheticConfig, write_synthetic_set

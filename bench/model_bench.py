@@ -32,9 +32,10 @@ import time
 
 import torch
 
+from model.batches import batches
 from model.bert import BertForPreTraining, pretraining_loss, training_flops
 from model.config import preset
-from model.data import LoaderConfig, PretrainingData, batches, open_shards
+from model.data import LoaderConfig, PretrainingData, open_shards
 from model.pretrain import model_config
 from model.training import PEAK_BF16_TFLOPS, adamw, packed_inputs
 from schemas.synthetic import SyntheticConfig, write_synthetic_set

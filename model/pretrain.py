@@ -18,9 +18,10 @@ from dataclasses import replace
 import torch
 import torch.distributed as dist
 
+from model.batches import batches
 from model.bert import count_parameters, pretraining_loss
 from model.config import BertConfig, TrainConfig, preset
-from model.data import LoaderConfig, Part, PretrainingData, batches, open_shards, whole_shards
+from model.data import LoaderConfig, Part, PretrainingData, open_shards, whole_shards
 from model.hf_import import Imported, load_pretrained
 from model.run_dir import (
     CHECKPOINT,

@@ -12,7 +12,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.data import LoaderConfig, PretrainingData, batches, open_shards
+from model.batches import batches
+from model.data import LoaderConfig, PretrainingData, open_shards
 from schemas.masking import MaskingRule, TokenSpec, mask_padded
 from schemas.reader import ShardSet
 from schemas.shard import read_shard

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model import packing
+from model.batches import batches
 from model.bert import BertForPreTraining, attention_route, block_mask
 from model.config import preset
-from model.data import LoaderConfig, PretrainingData, batches, open_shards
+from model.data import LoaderConfig, PretrainingData, open_shards
 from model.pretrain import model_config
 from model.training import model_inputs, packed_inputs
 

@@ -14,8 +14,9 @@ pytest.importorskip("gcp_storage_emulator")
 pytest.importorskip("google.cloud.storage")
 
 from model import shard_cache  # noqa: E402
+from model.batches import batches  # noqa: E402
 from model.cli import main  # noqa: E402
-from model.data import LoaderConfig, PretrainingData, batches, open_shards  # noqa: E402
+from model.data import LoaderConfig, PretrainingData, open_shards  # noqa: E402
 from schemas import storage  # noqa: E402
 from tests.gcs_emulator import upload_tree  # noqa: E402
 
