@@ -34,7 +34,18 @@ import numpy as np
 
 from bench.procmem import Measured, run_measured
 from bench.reference.side_by_side import row
-from bench.reference.sides import CORPUS, DATA, SEED, TEXT_CORPORA, build, text_root, train_vocab
+from bench.reference.sides import (
+    CORPUS,
+    DATA,
+    SEED,
+    TEXT_CORPORA,
+    build,
+    env_python,
+    first_copies,
+    text_root,
+    train_vocab,
+    txt_files,
+)
 
 LDDL_ENV = os.environ.get("LDDL_ENV", f"{DATA}/lddl-env")
 RUNNER = Path(__file__).with_name("lddl_run.py")
@@ -43,16 +54,10 @@ CAP = 20  # our max predictions per row
 
 def lddl_python(env_dir: str = LDDL_ENV) -> str | None:
     """The LDDL environment's interpreter, or None when `bench/lddl_env.sh` has not finished."""
-    python = os.path.join(env_dir, "bin", "python")
-    ok = os.path.isfile(os.path.join(env_dir, ".installed")) and os.access(python, os.X_OK)
-    return python if ok else None
+    return env_python(env_dir)
 
 
 # --- the same documents in both layouts -----------------------------------------------------
-
-
-def _books(folder: str) -> list[str]:
-    return sorted(glob.glob(f"{folder}/**/*.txt", recursive=True))
 
 
 def books_copies(corpus: str, mb: float, work: str) -> tuple[list[str], int]:
@@ -76,19 +81,13 @@ def books_copies(corpus: str, mb: float, work: str) -> tuple[list[str], int]:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text("\n\n".join(d.paragraphs) + "\n", encoding="utf-8")
             copies.append(str(folder))
-    chosen, size = [], 0
-    for c in copies:
-        chosen.append(c)
-        size += sum(os.path.getsize(p) for p in _books(c))
-        if size >= mb * 1e6:
-            break
-    return chosen, size
+    return first_copies(copies, mb)
 
 
 def lddl_source(copies: list[str], out: str, files: int = 4) -> str:
     """LDDL's input: `files` text files, a book a line, `<id> <every non-empty line of the
     book, stripped, joined with spaces>` (its `_shard_books`), books dealt round-robin."""
-    books = [p for c in copies for p in _books(c)]
+    books = [p for c in copies for p in txt_files(c)]
     os.makedirs(out, exist_ok=True)
     for k in range(files):
         lines = []

@@ -39,7 +39,8 @@ def text_root(corpus: str) -> str:
     return f"{CORPUS}/text"
 
 
-def _txt_files(folder: str) -> list[str]:
+def txt_files(folder: str) -> list[str]:
+    """Every `.txt` below `folder`, sorted."""
     return sorted(glob.glob(f"{folder}/**/*.txt", recursive=True))
 
 
@@ -48,10 +49,15 @@ def corpus_files(layout: str, mb: float, root: str | None = None) -> tuple[list[
     copies = sorted(glob.glob(f"{root or f'{CORPUS}/{layout}'}/copy-*"))
     if not copies:
         raise SystemExit(f"no corpus under {root or CORPUS}: run `make corpora` first")
+    return first_copies(copies, mb)
+
+
+def first_copies(copies: list[str], mb: float) -> tuple[list[str], int]:
+    """The first copy folders that together hold at least `mb` MB of `.txt`; (them, bytes)."""
     chosen, size = [], 0
     for c in copies:
         chosen.append(c)
-        size += sum(os.path.getsize(p) for p in _txt_files(c))
+        size += sum(os.path.getsize(p) for p in txt_files(c))
         if size >= mb * 1e6:
             break
     return chosen, size
@@ -60,7 +66,7 @@ def corpus_files(layout: str, mb: float, root: str | None = None) -> tuple[list[
 def slice_files(root: str, mb: float) -> tuple[list[str], int]:
     """Whole files, copy after copy, until at least `mb` MB; (files, bytes)."""
     chosen, size = [], 0
-    for path in _txt_files(root):
+    for path in txt_files(root):
         chosen.append(path)
         size += os.path.getsize(path)
         if size >= mb * 1e6:
@@ -72,7 +78,7 @@ def slice_files(root: str, mb: float) -> tuple[list[str], int]:
 
 def read_text(paths: list[str]) -> list[str]:
     """The text of files, or of every .txt under folders."""
-    files = [f for p in paths for f in ([p] if os.path.isfile(p) else _txt_files(p))]
+    files = [f for p in paths for f in ([p] if os.path.isfile(p) else txt_files(p))]
     return [open(p, encoding="utf-8").read() for p in files]
 
 
@@ -154,6 +160,12 @@ def train_vocab(inputs: list[str], out: str) -> tuple[str, float]:
 def reference_python(env_dir: str = REFERENCE_ENV) -> str | None:
     """The bench environment's interpreter, or None when `bench/reference_env.sh` has not
     finished installing the reference there."""
+    return env_python(env_dir)
+
+
+def env_python(env_dir: str) -> str | None:
+    """A bench environment's interpreter, or None when its install script has not finished
+    (it leaves `.installed` last)."""
     python = os.path.join(env_dir, "bin", "python")
     ok = os.path.isfile(os.path.join(env_dir, ".installed")) and os.access(python, os.X_OK)
     return python if ok else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.helpers import write_shard_set
+from tests.model.helpers import config, write_shard_set
 
 
 @pytest.fixture(scope="session")
@@ -36,19 +36,11 @@ def _one_thread():
 @pytest.fixture(scope="session")
 def pretrained_run(shards_dir, tmp_path_factory) -> str:
     """A run directory after 60 tiny-model steps on `shards_dir` (last.pt, metrics, vocab)."""
-    from model.config import TrainConfig
     from model.pretrain import pretrain
 
     run = str(tmp_path_factory.mktemp("runs") / "tiny")
-    cfg = TrainConfig(
-        shards=shards_dir,
-        run=run,
-        steps=60,
-        batch_size=16,
-        lr=2e-3,
-        warmup=6,
-        log_every=10,
-        ckpt_every=60,
+    cfg = config(
+        shards_dir, run, steps=60, batch_size=16, warmup=6, log_every=10, ckpt_every=60,
         eval_batches=5,
     )
     pretrain(cfg)
