@@ -252,6 +252,8 @@ def listed_size(path: str) -> int:
 def match(pattern: str) -> list[FileMetadata]:
     """The files a glob names (`*` within a name, `**` across folders, as Beam's patterns
     mean on every filesystem), sorted by path; none when nothing matches."""
+    if is_local(pattern) and any(c in pattern for c in GLOB_CHARS):
+        return local_match(pattern)
     if not is_gcs(pattern):
         try:
             found = [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
@@ -263,6 +265,56 @@ def match(pattern: str) -> list[FileMetadata]:
     bucket, _ = split_gcs(pattern)
     found = [_metadata(bucket, o) for o in _gcs_objects(pattern[:cut])]
     return sorted((m for m in found if regex.match(m.path)), key=lambda m: m.path)
+
+
+_WALKS: dict[str, list[str]] | None = None  # local folder -> its files, inside `shared_walks`
+
+
+@contextmanager
+def shared_walks():
+    """Inside, each local folder is walked once, however many patterns below it are matched
+    (`books/[c]opy-000/**`, `books/[c]opy-001/**`, ... each list all of `books/`)."""
+    global _WALKS
+    outer = _WALKS
+    if outer is None:
+        _WALKS = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _WALKS = None
+
+
+def _walk(folder: str) -> list[str]:
+    """Every file below a local folder (Beam's `LocalFileSystem._list` order and joins)."""
+    if _WALKS is not None and folder in _WALKS:
+        return _WALKS[folder]
+    found = [os.path.join(d, f) for d, _, files in os.walk(folder) for f in files]
+    if _WALKS is not None:
+        _WALKS[folder] = found
+    return found
+
+
+def local_match(pattern: str) -> list[FileMetadata]:
+    """Beam's `LocalFileSystem.match` of a glob, with the same files and metadata, but Beam
+    stats every file below the folder before the pattern's first glob character and then
+    matches their names, where this matches the names first and stats only the matches: a
+    pattern for one copy of a corpus beside many others stats that copy alone."""
+    if pattern.endswith("/"):
+        pattern += "*"
+    folder = os.path.dirname(re.match(r"^[^[*?]*", pattern).group(0))
+    if not os.path.exists(folder):
+        return []
+    name_matches = re.compile(FileSystem.translate_pattern(pattern)).match
+    found = []
+    for path in _walk(folder):
+        if name_matches(path):
+            try:
+                st = os.stat(path)
+            except OSError:  # gone since the walk, as Beam skips it
+                continue
+            found.append(FileMetadata(path, st.st_size, st.st_mtime))
+    return sorted(found, key=lambda m: m.path)
 
 
 def files_under(folder: str) -> list[FileMetadata]:

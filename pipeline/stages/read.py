@@ -70,7 +70,8 @@ def one_listing():
     if outer is None:
         _LISTINGS = {}
     try:
-        yield
+        with fsio.shared_walks():
+            yield
     finally:
         if outer is None:
             _LISTINGS = None
