@@ -135,4 +135,13 @@ def input_files_holding(doc_id: str, chunks: list[Chunk], lo: int, hi: int, tmp:
             key = chunk.path.rsplit("/", 1)[-1].rsplit("-", 1)[0]  # see ChunkWriter.write
             marker = read_marker(FileSystems.join(tmp, "items", key + ".json"))
             files += [f for f in marker.get("inputs", []) if f not in files]
-    return "read from " + ", ".join(files) if files else "input files unknown"
+    return "read from " + named_files(doc_id, files) if files else "input files unknown"
+
+
+def named_files(doc_id: str, files: list[str], most: int = 4) -> str:
+    """The files a chunk read that can hold `doc_id`: those whose path ends in the id's path (a
+    file's document id is its source and relative path), else the first `most` of them."""
+    rel = doc_id.split(":", 1)[-1]
+    named = [f for f in files if f == rel or f.endswith("/" + rel)] or files
+    more = f" and {len(named) - most} more files" if len(named) > most else ""
+    return ", ".join(named[:most]) + more

@@ -1,0 +1,40 @@
+"""A document id read twice stops the build naming the files that hold it, not every file
+that was read with them."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from pipeline.stages.instances import named_files
+from tests.helpers import ROOT, build_shards
+
+
+def test_the_files_named_are_those_whose_path_is_the_ids():
+    files = [f"/c/copy-{k}/{name}" for k in (0, 1) for name in ("a.txt", "b/a.txt", "b.txt")]
+    assert named_files("books:b/a.txt", files) == "/c/copy-0/b/a.txt, /c/copy-1/b/a.txt"
+    # a file below another folder may have that id too (its input's folder is not known here)
+    assert named_files("books:a.txt", files) == (
+        "/c/copy-0/a.txt, /c/copy-0/b/a.txt, /c/copy-1/a.txt, /c/copy-1/b/a.txt"
+    )
+
+
+def test_an_id_no_path_holds_names_the_first_files_and_counts_the_rest():
+    files = [f"/in/{k}.jsonl" for k in range(7)]
+    assert named_files("jsonl:same", files[:2]) == "/in/0.jsonl, /in/1.jsonl"
+    assert named_files("jsonl:same", files) == (
+        "/in/0.jsonl, /in/1.jsonl, /in/2.jsonl, /in/3.jsonl and 3 more files"
+    )
+
+
+def test_two_copies_of_a_book_folder_stop_the_build_naming_the_two_files(tmp_path):
+    for k in (0, 1):
+        shutil.copytree(f"{ROOT}/sample/books", tmp_path / f"copy-{k}")
+    inputs = ",".join(f"books:{tmp_path}/copy-{k}" for k in (0, 1))
+    with pytest.raises(SystemExit, match="occurs twice in the input") as e:
+        build_shards(str(tmp_path / "out"), "--vocab-size", "300", inputs=inputs)
+    message = str(e.value)
+    doc = message.split("'")[1].split(":", 1)[1]
+    assert f"read from {tmp_path}/copy-0/{doc}, {tmp_path}/copy-1/{doc})" in message
+    assert message.count(str(tmp_path)) == 2
