@@ -11,15 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from model.finetune.config import FinetuneConfig
-from model.finetune.data import (
-    GLUE_TASKS,
-    GlueTask,
-    data_files,
-    read_glue_test,
-    read_tsv,
-    sequence_features,
-)
+from model.finetune.features import sequence_features
 from model.finetune.metrics import accuracy, binary_f1, matthews_corrcoef, pearson, spearman
+from model.finetune.readers import GLUE_TASKS, GlueTask, data_files, read_glue_test, read_tsv
 from model.finetune.task import Predict, Task
 
 

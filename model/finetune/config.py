@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from model.finetune.data import GLUE_TASKS, check_task
+from model.finetune.readers import GLUE_TASKS, check_task
 
 
 @dataclass(frozen=True)

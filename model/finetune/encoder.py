@@ -13,7 +13,7 @@ from torch import nn
 from model.bert import BertModel, init_weights
 from model.config import BertConfig, flag_hint
 from model.finetune.config import FinetuneConfig
-from model.finetune.data import load_tokenizer
+from model.finetune.features import load_tokenizer
 from model.hf_import import is_hf_directory, load_pretrained
 from model.run_dir import load_checkpoint
 

@@ -25,8 +25,9 @@ import torch
 from model.data import PAD_MULTIPLE
 from model.finetune.classify import Classify, Regress
 from model.finetune.config import FinetuneConfig, default_run
-from model.finetune.data import GLUE_TASKS, check_task, truncation_report
 from model.finetune.encoder import TaskModel, build_model, read_encoder
+from model.finetune.features import truncation_report
+from model.finetune.readers import GLUE_TASKS, check_task
 from model.finetune.spans import Spans
 from model.finetune.tag import Tag
 from model.finetune.task import Task

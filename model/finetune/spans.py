@@ -11,14 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from model.finetune.config import FinetuneConfig
-from model.finetune.data import (
-    SquadExample,
-    answer_is_aligned,
-    data_files,
-    read_squad,
-    span_features,
-)
+from model.finetune.features import span_features
 from model.finetune.metrics import squad_scores
+from model.finetune.readers import SquadExample, answer_is_aligned, data_files, read_squad
 from model.finetune.task import Predict, Task
 
 

@@ -8,8 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from model.finetune.config import FinetuneConfig
-from model.finetune.data import IGNORE, data_files, read_conll, token_features
+from model.finetune.features import IGNORE, token_features
 from model.finetune.metrics import entity_f1
+from model.finetune.readers import data_files, read_conll
 from model.finetune.task import Predict, Task
 
 

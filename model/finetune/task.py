@@ -2,7 +2,7 @@
 which classification, tagging and span extraction differ. The kinds are `classify.Classify`
 and `classify.Regress` (GLUE), `tag.Tag` (CoNLL NER) and `spans.Spans` (SQuAD v1.1).
 
-A feature is a dict as `model.finetune.data` makes it (`ids`, `types`, `label`, and what the
+A feature is a dict as `model.finetune.features` makes it (`ids`, `types`, `label`, and what the
 kind needs to read its predictions back); `predict` turns features into logits, one numpy array
 each: the head's outputs for the sequence (a pooled kind), or for each of its positions.
 """

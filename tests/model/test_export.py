@@ -15,7 +15,7 @@ from model.cli import main
 from model.config import BertConfig
 from model.data import LoaderConfig, PretrainingData, open_shards
 from model.export import hf_state_dict
-from model.finetune.data import load_tokenizer
+from model.finetune.features import load_tokenizer
 from model.run_dir import load_checkpoint
 
 transformers = pytest.importorskip("transformers")

@@ -11,18 +11,11 @@ import numpy as np
 import pytest
 
 from model.cli import main
-from model.finetune.data import (
-    IGNORE,
-    SquadExample,
-    load_tokenizer,
-    read_conll,
-    read_tsv,
-    span_features,
-    token_features,
-)
+from model.finetune.features import IGNORE, load_tokenizer, span_features, token_features
 from model.finetune.metrics import (
     squad_scores,
 )
+from model.finetune.readers import SquadExample, read_conll, read_tsv
 from model.finetune.spans import Spans
 from tests.model.helpers import (
     finetune_args,
@@ -219,8 +212,8 @@ def test_no_dropout_between_the_encoder_and_the_span_head():
 
 def test_every_task_is_read_as_its_kind():
     from model.finetune.classify import Classify, Regress
-    from model.finetune.data import TASKS
     from model.finetune.loop import KINDS
+    from model.finetune.readers import TASKS
     from model.finetune.tag import Tag
 
     assert list(KINDS) == list(TASKS)

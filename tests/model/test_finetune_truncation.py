@@ -11,13 +11,13 @@ import pytest
 from tokenizers import BertWordPieceTokenizer
 
 from model.cli import main
-from model.finetune.data import (
-    SquadExample,
+from model.finetune.features import (
     sequence_features,
     span_features,
     token_features,
     truncation_report,
 )
+from model.finetune.readers import SquadExample
 from tests.model.helpers import VOCAB, finetune_args, write_sst2
 
 

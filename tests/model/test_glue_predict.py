@@ -86,7 +86,7 @@ def test_predict_is_refused_before_training_when_it_cannot_be_done(
 
 @pytest.mark.parametrize("task, index", [("qqp", "id"), ("cola", "index")])
 def test_each_task_reads_its_own_test_header(tmp_path, task, index):
-    from model.finetune.data import GLUE_TASKS, read_glue_test
+    from model.finetune.readers import GLUE_TASKS, read_glue_test
 
     spec = GLUE_TASKS[task]
     path = tmp_path / "test.tsv"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from model.cli import main
-from model.finetune.data import SquadExample, answer_is_aligned, read_squad
+from model.finetune.readers import SquadExample, answer_is_aligned, read_squad
 from tests.model.helpers import finetune_args, squad_article, write_squad
 
 CONTEXT = "john lives in paris . mary works at google ."
