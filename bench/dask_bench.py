@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from bench.procmem import TreePoll, dir_bytes, measure_build
+from bench.rows import row as bench_row
 
 MB = 1 << 20
 CORPUS = "data/corpora/kernel-docs-200mb/text"
@@ -90,7 +91,7 @@ def build_cmd(inputs: str, out: Path, workers: int, vocab: str | None) -> list[s
     return cmd + (["--vocab", vocab] if vocab else [])
 
 
-def row(runner: str, text_bytes: int, wall: float, cpu: float, per_worker: list[int]) -> dict:
+def record(runner: str, text_bytes: int, wall: float, cpu: float, per_worker: list[int]) -> dict:
     return {
         "runner": runner,
         "mb": round(text_bytes / MB, 1),
@@ -105,7 +106,7 @@ def run_local(inputs: str, out: Path, workers: int, vocab, text_bytes: int) -> d
     shutil.rmtree(out, ignore_errors=True)
     got = measure_build(build_cmd(inputs, out, workers, vocab), out / "shards" / ".building")
     cpu = max(got.reaped_cpu, got.tree_cpu)
-    result = row("local", text_bytes, got.wall, cpu, [got.peak_one])
+    result = record("local", text_bytes, got.wall, cpu, [got.peak_one])
     result["peak_tree_gib"] = round(got.peak / (1 << 30), 3)
     return result
 
@@ -119,7 +120,7 @@ def run_dask(inputs: str, out: Path, workers: int, vocab, text_bytes: int, scrat
         cluster = poll.stop()
     driver = got.tree_cpu
     cpu = driver + sum(c for c, _ in cluster.values())
-    result = row("dask", text_bytes, got.wall, cpu, [cluster[p][1] for p in pids[1:]])
+    result = record("dask", text_bytes, got.wall, cpu, [cluster[p][1] for p in pids[1:]])
     result["driver_cpu_s"] = round(driver, 1)
     result["scheduler_cpu_s"] = round(cluster[pids[0]][0], 1)
     return result
@@ -150,10 +151,8 @@ def rows(data: str = "data") -> list[dict]:
             f"peak per worker {r['peak_worker_gib']} GiB"
             + (f", identical to local: {r['identical_to_local']}" if r["runner"] == "dask" else "")
         )
-        rate = {"area": "dask", "unit": "MB/CPU-s", "note": note}
-        out.append(
-            {**rate, "metric": f"build rate, {r['runner']} runner", "value": r["mb_per_cpu_s"]}
-        )
+        metric = f"build rate, {r['runner']} runner"
+        out.append(bench_row(metric, r["mb_per_cpu_s"], "MB/CPU-s", note, "dask"))
     return out
 
 

@@ -26,6 +26,7 @@ import tempfile
 import numpy as np
 
 from bench.procmem import run_measured
+from bench.rows import rows_for
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns
 
@@ -34,9 +35,7 @@ TARGET_SHARE = 0.20  # export CPU at most this share of the build's
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _row(metric: str, value, unit: str, note: str) -> dict:
-    value = round(value, 3) if isinstance(value, float) else value
-    return {"area": "export", "metric": metric, "value": value, "unit": unit, "note": note}
+_row = rows_for("export", digits=3)
 
 
 def source_inputs(data: str) -> tuple[str, str]:

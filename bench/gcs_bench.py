@@ -22,6 +22,8 @@ import time
 import urllib.parse
 from collections import Counter
 
+from bench.rows import row as bench_row
+
 GB = 1e9
 
 
@@ -111,7 +113,7 @@ def rows_of(r: dict) -> list[dict]:
     )
 
     def row(metric, value, unit):
-        return {"area": "gcs", "metric": metric, "value": value, "unit": unit, "note": note}
+        return bench_row(metric, value, unit, note, "gcs")
 
     out = [
         row(f"{r['name']}: requests per GB of text", round(r["requests"] * per_gb), "requests"),

@@ -33,7 +33,6 @@ from pathlib import Path
 import numpy as np
 
 from bench.procmem import Measured, run_measured
-from bench.reference.side_by_side import row
 from bench.reference.sides import (
     CORPUS,
     DATA,
@@ -46,6 +45,7 @@ from bench.reference.sides import (
     train_vocab,
     txt_files,
 )
+from bench.rows import row
 
 LDDL_ENV = os.environ.get("LDDL_ENV", f"{DATA}/lddl-env")
 RUNNER = Path(__file__).with_name("lddl_run.py")

@@ -32,6 +32,7 @@ import time
 
 import torch
 
+from bench.rows import rows_for
 from model.batches import batches
 from model.bert import BertForPreTraining, pretraining_loss, training_flops
 from model.config import preset
@@ -43,8 +44,7 @@ from schemas.synthetic import SyntheticConfig, write_synthetic_set
 VOCAB_SIZE = 30522
 
 
-def _row(metric: str, value: float, unit: str, note: str) -> dict:
-    return {"area": "model", "metric": metric, "value": value, "unit": unit, "note": note}
+_row = rows_for("model")
 
 
 def synthetic_shards(directory: str, rows: int, whole_word: bool = False) -> str:

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from bench.procmem import dir_bytes, measure_build
+from bench.rows import row as bench_row
 
 MB = 1 << 20
 KERNEL_DOCS = "debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation"
@@ -76,15 +77,8 @@ def run(data: str = "data", sizes=(200, 500, 1000, 2000), workers=(2,), vocab=No
                 f"{got['cpu_s']} CPU s, peak process {got['peak_process_gib']} GiB, "
                 f"peak temp {got['peak_tmp_gib']} GiB ({got['tmp_over_shards']}x the shards)"
             )
-            rows.append(
-                {
-                    "area": "scale",
-                    "metric": f"peak memory, {mb} MB, {w} worker(s)",
-                    "value": got["peak_rss_gib"],
-                    "unit": "GiB",
-                    "note": note,
-                }
-            )
+            metric = f"peak memory, {mb} MB, {w} worker(s)"
+            rows.append(bench_row(metric, got["peak_rss_gib"], "GiB", note, "scale"))
             print(json.dumps(got), flush=True)
     return rows
 

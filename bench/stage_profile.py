@@ -28,6 +28,7 @@ from pathlib import Path
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before `tokenizers` is imported
 
 from bench.reference.sides import SEED, build, slice_files, text_root, train_vocab  # noqa: E402
+from bench.rows import row as bench_row  # noqa: E402
 
 STAGES = (
     "read",
@@ -186,13 +187,13 @@ def bench_rows(corpus: str, mb: float = 200.0) -> list[dict]:
         shutil.rmtree(tmp, ignore_errors=True)
     note = f"{size / 1e6:.1f} MB reference format, seq 128, dupe 5, 1 worker"
     return [
-        {
-            "area": "profile",
-            "metric": f"{corpus}: {r['stage']}",
-            "value": r["cpu_s"],
-            "unit": "CPU-s",
-            "note": f"{r['share']:.0%} of the build; {note}",
-        }
+        bench_row(
+            f"{corpus}: {r['stage']}",
+            r["cpu_s"],
+            "CPU-s",
+            f"{r['share']:.0%} of the build; {note}",
+            "profile",
+        )
         for r in table
     ]
 

@@ -22,6 +22,7 @@ import time
 
 import pyarrow as pa
 
+from bench.rows import rows_for
 from schemas.inspection import summarize
 from schemas.reader import ShardSet
 from schemas.row_batch import RowRules
@@ -44,8 +45,7 @@ def _timed(fn, repeats: int) -> tuple[float, float, object]:
     return min(walls), min(cpus), out
 
 
-def _row(metric: str, value: float, unit: str, note: str) -> dict:
-    return {"area": "validate", "metric": metric, "value": round(value), "unit": unit, "note": note}
+_row = rows_for("validate", digits=0)
 
 
 def _kernel(directory: str, repeats: int) -> tuple[float, int]:

@@ -38,6 +38,7 @@ if str(ROOT) not in sys.path:
 
 import mwparserfromhell  # noqa: E402
 
+from bench.rows import rows_for  # noqa: E402
 from pipeline.sources.compressed import DecompressingReader  # noqa: E402
 from pipeline.sources.documents import Tally  # noqa: E402
 from pipeline.sources.wikipedia.pages import iter_pages  # noqa: E402
@@ -55,8 +56,7 @@ def gensim_file(name: str, data: Path = ROOT / "data" / "gensim") -> bytes:
     return path.read_bytes()
 
 
-def row(metric: str, value: float, unit: str, note: str = "") -> dict:
-    return {"area": "wikipedia", "metric": metric, "value": value, "unit": unit, "note": note}
+row = rows_for("wikipedia")
 
 
 def cpu_seconds(fn) -> tuple[float, object]:

@@ -54,6 +54,7 @@ from bench.reference.sides import (
     tokenizer_floor,
     train_vocab,
 )
+from bench.rows import row, rows_for
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,7 @@ class BenchConfig:
 # --- the figures as rows of `make bench`'s table -----------------------------------------------
 
 
-def row(metric: str, value, unit: str, note: str = "", area: str = "pipeline") -> dict:
-    return {"area": area, "metric": metric, "value": value, "unit": unit, "note": note}
+_row = rows_for("pipeline")
 
 
 def speed_rows(
@@ -88,7 +88,7 @@ def speed_rows(
     rows = []
     if reference is None:
         rows.append(
-            row(
+            _row(
                 f"{corpus}: ratio to the reference",
                 "n/a",
                 "",
@@ -99,7 +99,7 @@ def speed_rows(
         if reference is not None:
             note = f"{rate:.3f} / {reference:.3f} MB per CPU-second, same run"
             rows.append(
-                row(
+                _row(
                     f"{corpus}: {w} worker(s) vs the reference",
                     round(rate / reference, 1),
                     "x",
@@ -107,7 +107,7 @@ def speed_rows(
                 )
             )
         rows.append(
-            row(
+            _row(
                 f"{corpus}: {w} worker(s), share of the tokenizer floor",
                 round(100 * rate / floor),
                 "%",
@@ -160,8 +160,8 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
     mb = slice_size / 1e6
     floor = tokenizer_floor(vocab, files, slice_size)
     rows = [
-        row(f"{corpus}: vocab training", round(vocab_s, 1), "s", f"{n_vocab:,} pieces, one copy"),
-        row(f"{corpus}: floor, encode_batch_fast", round(floor, 3), "MB/CPU-s", f"{mb:.1f} MB"),
+        _row(f"{corpus}: vocab training", round(vocab_s, 1), "s", f"{n_vocab:,} pieces, one copy"),
+        _row(f"{corpus}: floor, encode_batch_fast", round(floor, 3), "MB/CPU-s", f"{mb:.1f} MB"),
     ]
     python, ref, ref_rate = reference_python(), None, None
     if python is None:
@@ -173,7 +173,7 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
             f"{mb:.1f} MB, {ref.cpu:.0f} CPU-s, {ref.wall:.0f} s wall "
             f"(TensorFlow start-up included), peak {ref.tree.peak / 2**30:.2f} GiB"
         )
-        rows.append(row(f"{corpus}: the reference", round(ref_rate, 3), "MB/CPU-s", note))
+        rows.append(_row(f"{corpus}: the reference", round(ref_rate, 3), "MB/CPU-s", note))
     sets = []
     for k in range(cfg.seeds):
         out = f"{work}/slice-{k}"
@@ -183,7 +183,7 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
             inst = sum(s["rows"] for s in manifest["shards"])
             note = f"{mb:.1f} MB, {measured.cpu:.0f} CPU-s, {measured.wall:.0f} s wall, {inst} rows"
             rows.append(
-                row(f"{corpus}: ours on the slice", round(mb / measured.cpu, 3), "MB/CPU-s", note)
+                _row(f"{corpus}: ours on the slice", round(mb / measured.cpu, 3), "MB/CPU-s", note)
             )
     rates, walls = {}, {}
     dirs, size = corpus_files("text", cfg.mb, root)
@@ -196,7 +196,7 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
             f"({size / 1e6 / measured.wall / w:.3f} MB/s per worker), {inst / measured.wall:,.0f} "
             f"rows/s, peak {measured.peak / 2**30:.2f} GiB"
         )
-        rows.append(row(f"{corpus}: ours, {w} worker(s)", round(rates[w], 3), "MB/CPU-s", note))
+        rows.append(_row(f"{corpus}: ours, {w} worker(s)", round(rates[w], 3), "MB/CPU-s", note))
         shutil.rmtree(f"{work}/big-{w}", ignore_errors=True)  # 200 MB of text: ~1 GB of shards
     rows += speed_rows(corpus, floor, ref_rate, rates)
     if 1 in walls and 2 in walls:
@@ -225,8 +225,8 @@ def scaling_rows(corpus: str, walls: dict[int, float], pair: list[float], size: 
         "files started together, so start-up runs in parallel too"
     )
     return [
-        row(f"{corpus}: 2 workers against 1, wall", round(alone / walls[2], 2), "x", note),
-        row(f"{corpus}: two 1-worker builds at once", round(2 * alone / max(pair), 2), "x", limit),
+        _row(f"{corpus}: 2 workers against 1, wall", round(alone / walls[2], 2), "x", note),
+        _row(f"{corpus}: two 1-worker builds at once", round(2 * alone / max(pair), 2), "x", limit),
     ]
 
 
@@ -267,9 +267,9 @@ def books_rows(mb: float, vocab: str, workers: tuple[int, ...], tmp: str) -> lis
     floor = raw_floor(vocab, dirs, size)
     note = f"{split_size / 1e6:.1f} MB, one copy; the fast route {fast_rate / nltk_rate:.1f}x"
     rows = [
-        row("split: NLTK PunktSentenceTokenizer alone", round(nltk_rate, 3), "MB/CPU-s", note),
-        row("split: the fast route alone, same sentences", round(fast_rate, 3), "MB/CPU-s", note),
-        row("floor: split + encode_batch_fast, 1 thread", round(floor, 3), "MB/CPU-s", "books"),
+        _row("split: NLTK PunktSentenceTokenizer alone", round(nltk_rate, 3), "MB/CPU-s", note),
+        _row("split: the fast route alone, same sentences", round(fast_rate, 3), "MB/CPU-s", note),
+        _row("floor: split + encode_batch_fast, 1 thread", round(floor, 3), "MB/CPU-s", "books"),
     ]
     walls = {}
     for w in workers:
@@ -280,11 +280,11 @@ def books_rows(mb: float, vocab: str, workers: tuple[int, ...], tmp: str) -> lis
             f"{size / 1e6:.0f} MB, {measured.cpu:.0f} CPU-s, {measured.wall:.0f} s wall, peak "
             f"{measured.peak / 2**30:.2f} GiB; {floor / rate:.1f}x the floor's time"
         )
-        rows.append(row(f"books format, {w} worker(s)", round(rate, 3), "MB/CPU-s", note))
+        rows.append(_row(f"books format, {w} worker(s)", round(rate, 3), "MB/CPU-s", note))
     if 1 in walls and 2 in walls:
         note = f"{walls[1]:.1f} s with 1 worker, {walls[2]:.1f} s with 2"
         rows.append(
-            row("books: 2 workers against 1, wall", round(walls[1] / walls[2], 2), "x", note)
+            _row("books: 2 workers against 1, wall", round(walls[1] / walls[2], 2), "x", note)
         )
     return rows
 
