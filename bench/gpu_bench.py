@@ -67,6 +67,9 @@ GPU_CASES = [
     for c in (False, True)
 ] + [Case("base", s, b, c, pack=True) for s, b in ((128, 256), (512, 64)) for c in (False, True)]
 CPU_CASES = [Case("tiny", 128, 8, False), Case("tiny", 128, 8, False, pack=True)]
+# When not told: untimed steps first, timed steps, loader processes.
+GPU_WARMUP, GPU_STEPS, GPU_WORKERS = 10, 30, 2
+CPU_WARMUP, CPU_STEPS, CPU_WORKERS = 2, 3, 0
 
 
 def peak_tflops(device: torch.device) -> tuple[str, float]:
@@ -304,6 +307,26 @@ def _cases(cuda: bool, only: list[str] | None) -> list[Case]:
     return cases
 
 
+def cuda_device(force_cpu: bool = False) -> torch.device:
+    """The GPU, with TF32 matmuls and convolutions allowed, else the CPU."""
+    if force_cpu or not torch.cuda.is_available():
+        return torch.device("cpu")
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return torch.device("cuda")
+
+
+def gpu_case(name: str, shards_dir: str) -> dict | None:
+    """GPU case `name`'s record, as `run` writes it, on the shard set in `shards_dir` (of the
+    case's sequence length), with the GPU's warm-up, steps and loader workers; None without
+    CUDA."""
+    device = cuda_device()
+    if device.type != "cuda":
+        return None
+    (case,) = _cases(True, [name])
+    return run_case(case, shards_dir, device, GPU_WARMUP, GPU_STEPS, GPU_WORKERS)
+
+
 def _run_cases(
     cases: list[Case], device: torch.device, warmup: int, steps: int, workers: int, tmp: str
 ) -> list[dict]:
@@ -340,15 +363,12 @@ def run(
     workers: int | None = None,
     force_cpu: bool = False,
 ) -> dict:
-    cuda = torch.cuda.is_available() and not force_cpu
-    device = torch.device("cuda" if cuda else "cpu")
+    device = cuda_device(force_cpu)
+    cuda = device.type == "cuda"
     cases = _cases(cuda, only)
-    steps = steps if steps is not None else (30 if cuda else 3)
-    warmup = warmup if warmup is not None else (10 if cuda else 2)
-    workers = workers if workers is not None else (2 if cuda else 0)
-    if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    steps = steps if steps is not None else (GPU_STEPS if cuda else CPU_STEPS)
+    warmup = warmup if warmup is not None else (GPU_WARMUP if cuda else CPU_WARMUP)
+    workers = workers if workers is not None else (GPU_WORKERS if cuda else CPU_WORKERS)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         results = _run_cases(cases, device, warmup, steps, workers, tmp)
@@ -375,9 +395,12 @@ def run(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help=f"directory for {RESULT_NAME}")
-    parser.add_argument("--steps", type=int, help="timed steps per case (30 on GPU, 3 on CPU)")
-    parser.add_argument("--warmup", type=int, help="untimed steps first (10 on GPU, 2 on CPU)")
-    parser.add_argument("--workers", type=int, help="loader processes (2 on GPU, 0 on CPU)")
+    for flag, what, gpu, cpu in (
+        ("--steps", "timed steps per case", GPU_STEPS, CPU_STEPS),
+        ("--warmup", "untimed steps first", GPU_WARMUP, CPU_WARMUP),
+        ("--workers", "loader processes", GPU_WORKERS, CPU_WORKERS),
+    ):
+        parser.add_argument(flag, type=int, help=f"{what} ({gpu} on GPU, {cpu} on CPU)")
     parser.add_argument("--only", nargs="+", help="case names, e.g. base-128 base-128-compile")
     parser.add_argument("--cpu", action="store_true", help="the CPU fallback even with CUDA")
     args = parser.parse_args(argv)

@@ -14,7 +14,8 @@
   sequence (the batch-size rule); real (non-pad) tokens per CPU-second of the mini preset's
   training step at seq 512, packed against padded (one thread, the same batch of sequences);
   and the packed loader's rate on the synthetic set.
-- On a CUDA machine only: base at seq 128 in bf16, sequences/s, tokens/s and MFU.
+- On a CUDA machine only: base at seq 128 in bf16, sequences/s, tokens/s and MFU
+  (`bench.gpu_bench`'s base-128 case, on the loader's synthetic shards).
 
     python -m bench.model_bench [--preset mini] [--batch 32] [--steps 5] [--json FILE]
 """
@@ -32,13 +33,14 @@ import time
 
 import torch
 
+from bench.gpu_bench import gpu_case
 from bench.rows import rows_for
 from model.batches import batches
-from model.bert import BertForPreTraining, pretraining_loss, training_flops
+from model.bert import BertForPreTraining, pretraining_loss
 from model.config import preset
 from model.data import LoaderConfig, PretrainingData, open_shards
 from model.pretrain import model_config
-from model.training import PEAK_BF16_TFLOPS, adamw, packed_inputs
+from model.training import adamw, packed_inputs
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 
 VOCAB_SIZE = 30522
@@ -311,38 +313,20 @@ def bench_packing(tmp: str) -> list[dict]:
     return out + step
 
 
-def bench_gpu(shards: str, batch_size: int = 128, steps: int = 20) -> list[dict]:
-    """base, seq 128, bf16 autocast, fused AdamW: sequences/s, tokens/s, MFU (CUDA only)."""
-    if not torch.cuda.is_available():
+def bench_gpu(shards: str) -> list[dict]:
+    """base at seq 128 in bf16 on CUDA: `bench.gpu_bench`'s base-128 case (the package's
+    Trainer) on the loader's synthetic shards; sequences/s, tokens/s, MFU (by
+    `model.bert.training_flops`). No rows without CUDA."""
+    r = gpu_case("base-128", shards)
+    if r is None:
         return []
-    dev = torch.device("cuda")
-    torch.backends.cuda.matmul.allow_tf32 = True
-    cfg = preset("base", VOCAB_SIZE)
-    model = BertForPreTraining(cfg, torch.Generator().manual_seed(0)).to(dev)
-    opt = adamw(model, 1e-4, 0.01, fused=True)
-    data = PretrainingData(open_shards(shards), [0], LoaderConfig(batch_size=batch_size))
-    batch = {k: v.to(dev) for k, v in data.batch(0).items()}
-    step = _ours_step(model, opt, batch)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        for _ in range(3):
-            step()
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-    dt = (time.perf_counter() - t) / steps
-    ids = batch["input_ids"]
-    flops = training_flops(cfg, ids.numel(), ids.size(1), len(batch["mlm_labels"]))
-    name = torch.cuda.get_device_name(dev)
-    peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), 0.0)
-    note = f"{name}, base, batch {batch_size} x {ids.size(1)}, bf16 autocast"
+    note = f"{r['device']}, base, batch {r['batch']} x {r['seq']}, bf16 autocast, bench.gpu_bench"
     rows = [
-        _row("GPU base seq/s", round(batch_size / dt, 1), "seq/s", note),
-        _row("GPU base tokens/s", round(ids.numel() / dt), "tokens/s", note),
+        _row("GPU base seq/s", round(r["seq_per_s"], 1), "seq/s", note),
+        _row("GPU base tokens/s", round(r["tokens_per_s"]), "tokens/s", note),
     ]
-    if peak:
-        rows.append(_row("GPU base MFU", round(flops / dt / (peak * 1e12), 3), "fraction", note))
+    if r["mfu_model_formula"] is not None:
+        rows.append(_row("GPU base MFU", round(r["mfu_model_formula"], 3), "fraction", note))
     return rows
 
 
