@@ -23,9 +23,9 @@ from pipeline.core.instances import (
     Rows,
     TokenizedDoc,
     assemble_rows,
+    flat_pair_array,
     mask_rows,
-    pair_array,
-    plan_document,
+    plan_into,
     unit_tables,
 )
 from pipeline.core.keys import generator, scalar_generator, stable_hash
@@ -81,11 +81,11 @@ def plan_bucket(units, cfg: InstanceConfig) -> tuple[list[TokenizedDoc], np.ndar
     docs = [doc for _, doc in units]
     offsets, ids = unit_tables(docs)
     can_pick_other = len(set(ids)) > 1
-    pairs = []
+    flat: list[int] = []
     for i, (p, doc) in enumerate(units):
         rng = scalar_generator(cfg.seed, "instances", p, doc.id)
-        pairs.extend(plan_document(offsets, ids, i, cfg, rng, can_pick_other))
-    return docs, pair_array(pairs)
+        plan_into(flat, offsets, ids, i, cfg, rng, can_pick_other)
+    return docs, flat_pair_array(flat)
 
 
 def build_bucket(bucket: int, units, cfg: InstanceConfig, spec):

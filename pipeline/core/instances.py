@@ -5,7 +5,7 @@ with four documented differences: random-next documents come from the same bucke
 document is never the current one; random replacement pieces are never special pieces; with
 whole-word masking the 80/10/10 choice is made per word.
 
-The work is split so that little Python runs per instance: `plan_document` walks a document's
+The work is split so that little Python runs per instance: `plan_into` walks a document's
 sentences and decides each pair as a handful of integers (the draws that depend on each other),
 `assemble_rows` gathers all pairs of a bucket into `[CLS] A [SEP] B [SEP]` rows in one numpy
 pass, and `mask_rows` masks all rows at once with the contract's rule (`schemas.masking`, which
@@ -64,8 +64,12 @@ A_UNIT, RANDOM_NEXT, SHORT, FORCED = 0, 6, 7, 8  # columns of `pair_array`
 
 def pair_array(pairs: Sequence[Pair]) -> np.ndarray:
     """Pairs as one int64 array, a row per pair and a column per `Pair` field."""
-    n = len(Pair._fields)
-    return np.fromiter(chain.from_iterable(pairs), np.int64, len(pairs) * n).reshape(-1, n)
+    return flat_pair_array(list(chain.from_iterable(pairs)))
+
+
+def flat_pair_array(flat: list) -> np.ndarray:
+    """`plan_into`'s list as `pair_array`'s array."""
+    return np.fromiter(flat, np.int64, len(flat)).reshape(-1, len(Pair._fields))
 
 
 @dataclass(frozen=True)
@@ -119,30 +123,38 @@ def truncate_pair(a: np.ndarray, b: np.ndarray, max_tokens: int, rng: random.Ran
 
 
 def plan_document(offsets, ids, index: int, cfg: InstanceConfig, rng, can_pick_other: bool):
-    """All pairs (`Pair`s) of one document pass: the reference's loop, its draws in its order,
-    from a `random.Random` (a scalar draw costs ~60 ns there, ~500 ns from numpy), in one
-    function with local names (it runs once per pair of the corpus).
+    """All pairs (`Pair`s) of one document pass (`plan_into`), for tests and tools."""
+    flat: list[int] = []
+    plan_into(flat, offsets, ids, index, cfg, rng, can_pick_other)
+    n = len(Pair._fields)
+    return [Pair(*flat[k : k + n]) for k in range(0, len(flat), n)]
+
+
+def plan_into(out: list, offsets, ids, index: int, cfg: InstanceConfig, rng, can_pick_other):
+    """All pairs of one document pass, appended to `out` as the fields of `Pair` one after
+    another: the reference's loop, its draws in its order, from a `random.Random` (a scalar
+    draw costs ~60 ns there, ~500 ns from numpy), in one function with local names (it runs
+    once per pair of the corpus).
 
     `offsets[u]` are unit u's sentence offsets (a list), `ids[u]` its document id; B may come
     from another unit of the bucket, never the same document. A one-sentence chunk needs another
     document (`FORCED_RANDOM`) and is dropped without one; then every B follows A
-    (`FORCED_ACTUAL`)."""
-    draw = rng.random
+    (`FORCED_ACTUAL`). The reference adds a sentence at a time until the chunk reaches the
+    target; a bisection finds that sentence at once."""
+    draw, extend, find = rng.random, out.extend, bisect.bisect_left
     offs, me, n_units = offsets[index], ids[index], len(ids)
     last, max_tokens, p_random = len(offs) - 2, cfg.max_num_tokens, cfg.random_next_prob
     short = draw() < cfg.short_seq_prob
     target = 2 + int(draw() * (max_tokens - 1)) if short else max_tokens  # randint(2, max)
-    pairs: list[Pair] = []
-    start, i = 0, 0
-    while i <= last:
-        if i < last and offs[i + 1] - offs[start] < target:
-            i += 1
-            continue
+    start = 0
+    while start <= last:
+        # the first sentence i >= start with offs[i + 1] - offs[start] >= target, else the last
+        i = find(offs, offs[start] + target, start + 1, last + 1) - 1
         k = i + 1 - start
         if k < 2:
             a_end, random_next, forced = i + 1, True, FORCED_RANDOM
             if not can_pick_other:
-                start = i = i + 1
+                start = i + 1
                 continue
         else:
             a_end = start + 1 + int(draw() * (k - 1))  # randint(1, k - 1) sentences for A
@@ -158,22 +170,11 @@ def plan_document(offsets, ids, index: int, cfg: InstanceConfig, rng, can_pick_o
             i = a_end - 1  # the sentences after A go back to the document
         else:
             b_unit, b_lo, b_hi = index, a_hi, offs[i + 1]
-        af, ab, bf, bb = truncation_plan(a_hi - a_lo, b_hi - b_lo, max_tokens, rng)
-        pairs.append(
-            Pair(
-                index,
-                a_lo + af,
-                a_hi - ab,
-                b_unit,
-                b_lo + bf,
-                b_hi - bb,
-                random_next,
-                short,
-                forced,
-            )
-        )
-        start = i = i + 1
-    return pairs
+        if a_hi - a_lo + b_hi - b_lo > max_tokens:
+            af, ab, bf, bb = truncation_plan(a_hi - a_lo, b_hi - b_lo, max_tokens, rng)
+            a_lo, a_hi, b_lo, b_hi = a_lo + af, a_hi - ab, b_lo + bf, b_hi - bb
+        extend((index, a_lo, a_hi, b_unit, b_lo, b_hi, random_next, short, forced))
+        start = i + 1
 
 
 def random_span(offs: Sequence[int], target_b: int, rng: random.Random) -> tuple[int, int]:
