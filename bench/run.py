@@ -1,11 +1,19 @@
-"""`make bench`: every benchmark's figures as one table, and as JSON in bench/results/bench.json.
+"""`make bench`: every benchmark's figures as one table, as JSON in bench/results/bench.json,
+and into the committed store that docs/benchmarks.md's current figures are rendered from.
 
     python -m bench.run                       # all areas (pipeline needs `make corpora` first)
     python -m bench.run --only model validate # some areas
     python -m bench.run --only pipeline --pipeline-slice-mb 5   # a quicker side-by-side
     python -m bench.run --pipeline-mb 200
+    python -m bench.run --only lddl --no-store  # a trial: the store and the page stay as they are
 
-Timings are measurements on the machine at hand, never assertions in tests.
+Each area that ran without failing replaces its file in bench/figures/ (`<area>.json`: its rows
+with the date, host, CPUs, load, commit, files changed from the commit, seconds and arguments),
+and docs/benchmarks.md's generated blocks are rendered again (bench/report.py). Adding or
+refreshing an area is that one command followed by a commit of bench/figures/<area>.json and
+docs/benchmarks.md; a run made elsewhere with `--out FILE` is added by
+`python -m bench.report --add FILE`. Timings are measurements on the machine at hand, never
+assertions in tests.
 """
 
 from __future__ import annotations
@@ -15,8 +23,13 @@ import datetime
 import json
 import os
 import platform
+import subprocess
 import sys
+import time
 import traceback
+from pathlib import Path
+
+from bench import report
 
 AREAS = (
     "pipeline",
@@ -82,7 +95,59 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def provenance() -> dict:
+    """Where and on what code a run measured: host, CPUs, load, the commit and any files changed
+    from it in the working tree (a figure measured on uncommitted code says so)."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    changed = git("diff", "--name-only", "HEAD").splitlines()
+    return {
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "load": round(os.getloadavg()[0], 2),
+        "commit": git("rev-parse", "HEAD"),
+        "changed": changed,
+    }
+
+
+def area_argv(area: str, args, ap: argparse.ArgumentParser) -> list[str]:
+    """The arguments that gave one area's figures: `--only AREA` and its own non-defaults."""
+    argv = ["--only", area]
+    for name, value in vars(args).items():
+        if name.startswith(area + "_") and value != ap.get_default(name):
+            flag = "--" + name.replace("_", "-")
+            argv += [flag, *map(str, value)] if isinstance(value, list) else [flag, str(value)]
+    return argv
+
+
+def run_areas(args, ap: argparse.ArgumentParser) -> tuple[dict[str, dict], list[str]]:
+    """Each area's run (provenance, seconds, rows) and the areas that failed."""
+    runs, failed = {}, []
+    for area in args.only:
+        start = {"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        start.update(provenance())
+        began = time.perf_counter()
+        try:
+            rows = run_area(area, args)
+        except (Exception, SystemExit) as e:  # one area failing still reports the others
+            failed.append(area)
+            print(f"{area}: failed: {e}", file=sys.stderr)
+            traceback.print_exc()
+            continue
+        runs[area] = {
+            **start,
+            "load_after": round(os.getloadavg()[0], 2),
+            "seconds": round(time.perf_counter() - began),
+            "argv": area_argv(area, args, ap),
+            "rows": rows,
+        }
+    return runs, failed
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -101,30 +166,31 @@ def main(argv=None) -> int:
         "--lddl-mb", type=float, default=60.0, help="MB of books text per corpus for LDDL"
     )
     ap.add_argument("--out", default="bench/results/bench.json")
+    ap.add_argument(
+        "--no-store",
+        action="store_true",
+        help="leave bench/figures/ and docs/benchmarks.md as they are",
+    )
+    ap.add_argument("--store", type=Path, default=report.STORE, help="default: bench/figures")
+    ap.add_argument("--doc", type=Path, default=report.DOC, help="default: docs/benchmarks.md")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
-    rows, failed = [], []
-    for area in args.only:
-        try:
-            rows += run_area(area, args)
-        except (Exception, SystemExit) as e:  # one area failing still reports the others
-            failed.append(area)
-            print(f"{area}: failed: {e}", file=sys.stderr)
-            traceback.print_exc()
+    runs, failed = run_areas(args, ap)
+    rows = [r for run in runs.values() for r in run["rows"]]
     print(table(rows))
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(
-            {
-                "rows": rows,
-                "failed": failed,
-                "host": platform.node(),
-                "cpus": os.cpu_count(),
-                "at": datetime.datetime.now().isoformat(),
-            },
-            f,
-            indent=1,
-        )
+        json.dump({"rows": rows, "failed": failed, "runs": runs}, f, indent=1)
     print(f"wrote {args.out}")
+    if runs and not args.no_store:
+        for path in report.store_runs(runs, args.store):
+            print(f"stored {path}")
+        if report.write_doc(args.doc, args.store):
+            print(f"rendered {args.doc}")
     return 1 if failed else 0
 
 
