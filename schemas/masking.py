@@ -199,7 +199,12 @@ def _select(
     key <<= _POSITION_BITS  # in place: this is the hot path of dynamic re-masking
     key |= col
     np.copyto(key, _NOT_A_CANDIDATE << _POSITION_BITS | col, where=~cand)
-    kth = np.take_along_axis(np.sort(key, axis=1), np.maximum(budget - 1, 0)[:, None], axis=1)
+    # each row's budget-th smallest key: among its `most` smallest, put in order (budgets are
+    # at most `max_predictions`; partitioning is linear where sorting a whole row is not)
+    most = min(int(budget.max(initial=0)), t) or 1
+    smallest = np.partition(key, most - 1, axis=1)[:, :most] if most < t else key.copy()
+    smallest.sort(axis=1)
+    kth = np.take_along_axis(smallest, np.maximum(budget - 1, 0)[:, None], axis=1)
     chosen = (key <= kth) & cand & (budget > 0)[:, None]
     where = np.flatnonzero(chosen)
     return chosen, where, rng.random(len(where))
