@@ -1,6 +1,6 @@
-"""The build on a Dask cluster of separate processes (a `dask scheduler` and two `dask worker`s
-on localhost, over TCP) writes the local runner's bytes; and the Dask runner's defects that
-`pipeline.runners.dask_runner` works around stay worked around."""
+"""The build on a Dask cluster (a scheduler and two single-threaded worker processes on
+localhost, over TCP) writes the local runner's bytes; and the Dask runner's
+defects that `pipeline.runners.dask_runner` works around stay worked around."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
     StandardOptions,
 )
 
-from bench.dask_bench import dask_cluster  # noqa: E402
 from pipeline.runners.dask_runner import DaskRunner  # noqa: E402
 from pipeline.runners.run import DASK_RUNNER, pipeline_options  # noqa: E402
 from tests.helpers import SAMPLE, build_shards, file_digests  # noqa: E402
@@ -30,9 +29,22 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> str:
-    """The scheduler's address; the scheduler and workers are stopped after the module."""
-    with dask_cluster(2, str(tmp_path_factory.mktemp("dask"))) as (address, _):
-        yield address
+    """The scheduler's address: a scheduler in this process and two worker processes, each
+    one thread, which the driver reaches over TCP as it would a remote cluster's; all are
+    stopped after the module. The workers are spawned with this process's `sys.path`, so
+    they import this checkout's code and the DoFns defined here, as the driver does."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address=None,
+        local_directory=str(tmp_path_factory.mktemp("dask")),
+    ) as local:
+        yield local.scheduler_address
 
 
 def test_the_short_name_means_beams_dask_runner():
