@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from pipeline.sources.documents import Document, Tally
-from pipeline.sources.streams import iter_lines, text_stream
+from pipeline.sources.streams import iter_lines, small_text, text_stream
 
 EDGE_WINDOW = 50  # paragraphs searched at each end, at most a quarter of the book
 
@@ -69,15 +69,34 @@ _SENTENCE_END = re.compile(r"[.!?]")
 # cheaper than either search (which tries every alternative at every character).
 # `tests/pipeline/test_books_reader.py` checks each alternative against these lists.
 _LICENCE_WORDS = (
-    "smashwords", "license notes", "licensed for your personal", "all rights reserved", "isbn",
-    "copyright ", "\u00a9", "(c) ", "is a work of fiction", "no part of this ",
+    "smashwords",
+    "license notes",
+    "licensed for your personal",
+    "all rights reserved",
+    "isbn",
+    "copyright ",
+    "\u00a9",
+    "(c) ",
+    "is a work of fiction",
+    "no part of this ",
 )
 _FRONT_WORDS = _LICENCE_WORDS + (
-    "contents", " edition", "first published in", "first printing in", "cover ", "published by",
-    "edited by", "printed in",
+    "contents",
+    " edition",
+    "first published in",
+    "first printing in",
+    "cover ",
+    "published by",
+    "edited by",
+    "printed in",
 )
 _BACK_WORDS = _LICENCE_WORDS + (
-    "http", "www.", ".com", "goodreads", "leave a review", "write a review",
+    "http",
+    "www.",
+    ".com",
+    "goodreads",
+    "leave a review",
+    "write a review",
 )
 # The characters other than A-Z that case-insensitive matching takes for an ASCII letter, and
 # that lower() does not lower to it (tested over all of Unicode).
@@ -108,16 +127,21 @@ def _joined(lines: list[str]) -> str:
     return " ".join(" ".join(lines).split())
 
 
-def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Iterator[Document]:
-    """One book per file; paragraphs split on blank lines, lines inside a paragraph joined.
-    A file with no text at all is dropped (counted as `documents_dropped.empty_file`); a
-    binary file is a bad record; front and back matter are stripped (`strip_boilerplate`)."""
-    f = text_stream(f, rel, tally)
-    if f is None:
-        return
+# a line break, then one or more lines of whitespace alone, each with its line break
+_BLANK_LINES = re.compile(r"\n(?:[^\S\n]*\n)+")
+
+
+def text_paragraphs(text: str) -> list[str]:
+    """`line_paragraphs` of a text held whole, without a Python step per line: the blocks
+    between blank lines, each block's whitespace runs one space (`\\s` is `str.isspace`)."""
+    return [p for p in (" ".join(block.split()) for block in _BLANK_LINES.split(text)) if p]
+
+
+def line_paragraphs(f: BinaryIO, tally: Tally) -> list[str]:
+    """A stream's paragraphs, split on blank lines, a paragraph's lines joined (`_joined`), in
+    bounded memory (`iter_lines`)."""
     paragraphs: list[str] = []
     current: list[str] = []
-    too_long = tally.counts["lines_dropped.too_long"]
     for line in iter_lines(f, tally):
         if line.strip():
             current.append(line.strip())
@@ -126,6 +150,19 @@ def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Ite
             current = []
     if current:
         paragraphs.append(_joined(current))
+    return paragraphs
+
+
+def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Iterator[Document]:
+    """One book per file; paragraphs split on blank lines, lines inside a paragraph joined.
+    A file with no text at all is dropped (counted as `documents_dropped.empty_file`); a
+    binary file is a bad record; front and back matter are stripped (`strip_boilerplate`)."""
+    f = text_stream(f, rel, tally)
+    if f is None:
+        return
+    too_long = tally.counts["lines_dropped.too_long"]
+    text, f = small_text(f)
+    paragraphs = text_paragraphs(text) if text is not None else line_paragraphs(f, tally)
     if not paragraphs:  # a book of overlong lines only is not an empty file
         overlong = tally.counts["lines_dropped.too_long"] > too_long
         tally.drop("only_overlong_lines" if overlong else "empty_file")

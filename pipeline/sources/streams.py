@@ -164,6 +164,27 @@ def iter_lines(
         yield decode(pending, tally)
 
 
+def small_text(f: BinaryIO, limit: int | None = None) -> tuple[str | None, BinaryIO]:
+    """A whole stream as text when `iter_lines` would yield all of it as it is: at most `limit`
+    bytes (`DEFAULT_MAX_LINE_BYTES`: so no line is too long), no NUL byte, valid UTF-8. Else
+    None, and the stream to read instead (the bytes read so far, then the rest)."""
+    limit = DEFAULT_MAX_LINE_BYTES if limit is None else limit
+    parts, size = [], 0
+    while size <= limit:
+        chunk = f.read(CHUNK_BYTES)
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+    data = b"".join(parts)
+    if size <= limit and b"\0" not in data:
+        try:
+            return data.decode("utf-8"), f
+        except UnicodeDecodeError:
+            pass
+    return None, PrefixedReader(data, f)
+
+
 def decode(raw: bytes, tally: Tally) -> str:
     if b"\0" in raw:  # never text; dropped and counted
         tally.inc("nul_bytes_dropped", raw.count(b"\0"))
