@@ -87,6 +87,7 @@ def encode_documents(
     sp = vocab.special_ids
     controls = np.array([sp.pad, sp.cls, sp.sep, sp.mask])
     flat = flat.astype(np.uint16 if vocab.id_type == "uint16" else np.uint32, copy=False)
+    is_control = np.isin(flat, controls)  # for all documents at once: most have none
     ends = np.cumsum(lengths)
     out: list[TokenizedDoc] = []
     first = 0
@@ -99,7 +100,7 @@ def encode_documents(
             offsets = np.zeros(len(kept) + 1, dtype=np.int64)
             np.cumsum(kept, out=offsets[1:])
             ids = flat[lo : lo + int(offsets[-1])]
-            control = np.isin(ids, controls)
+            control = is_control[lo : lo + int(offsets[-1])]
             if control.any():
                 ids = ids.copy()
                 ids[control] = sp.unk

@@ -110,7 +110,10 @@ def folded(text: str) -> str:
 
 def _may_hold(text: str, words: tuple[str, ...]) -> bool:
     low = folded(text)
-    return any(w in low for w in words)
+    for w in words:  # a loop, not any() over a generator: this runs for most paragraphs
+        if w in low:
+            return True
+    return False
 
 
 def _front(paragraph: str) -> bool:
