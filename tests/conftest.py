@@ -1,4 +1,6 @@
-"""Shared fixtures: a shard set built by the pipeline from the bundled sample corpus."""
+"""Shared fixtures: a shard set built by the pipeline from the bundled sample corpus, synthetic
+sets written by `schemas` alone, each exported (the sets that exports are read back from), and
+a local GCS."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.helpers import build_shards
+from tests.helpers import build_shards, expected_rows
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +19,34 @@ def sample_shards(tmp_path_factory) -> str:
     out = str(tmp_path_factory.mktemp("sample") / "out")
     assert build_shards(out, "--num-shards", "4") == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def synthetic_shards(tmp_path_factory) -> str:
+    """A finished 4-shard synthetic set, about 3,000 rows; read-only (copy before changing)."""
+    from schemas.synthetic import SyntheticConfig, write_synthetic_set
+
+    out = str(tmp_path_factory.mktemp("synthetic") / "out")
+    write_synthetic_set(out, SyntheticConfig(rows=3000, shards=4, seed=1))
+    return out
+
+
+@pytest.fixture(scope="session")
+def wide_shards(tmp_path_factory) -> str:
+    """A small synthetic set whose vocab needs uint32 ids (and 3-byte varints)."""
+    from schemas.synthetic import SyntheticConfig, write_synthetic_set
+
+    out = str(tmp_path_factory.mktemp("wide") / "out")
+    write_synthetic_set(out, SyntheticConfig(rows=400, shards=2, vocab_size=70_000, seed=3))
+    return out
+
+
+@pytest.fixture(scope="module", params=["synthetic", "pipeline", "wide"])
+def export_source(request) -> tuple[str, list[dict]]:
+    """A set to export, and its rows as the exports must hold them (`expected_rows`)."""
+    name = {"pipeline": "sample_shards", "synthetic": "synthetic_shards", "wide": "wide_shards"}
+    out = request.getfixturevalue(name[request.param])
+    return out, expected_rows(out)
 
 
 @pytest.fixture

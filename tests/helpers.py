@@ -1,6 +1,6 @@
 """Helpers shared by several test files: the sample corpus, a build of it, the digests that
-say two shard sets hold the same bytes, and Google's vocab layout. Fixtures live in
-conftest.py; test files import from here, never from each other."""
+say two shard sets hold the same bytes, the rows an export must hold, and Google's vocab
+layout. Fixtures live in conftest.py; test files import from here, never from each other."""
 
 from __future__ import annotations
 
@@ -46,6 +46,36 @@ def shard_set(out: str) -> dict:
     files = {e["path"]: read(f"{out}/{e['path']}") for e in manifest["shards"]}
     files.update({name: read(f"{out}/{name}") for name in BUILD_FILES})
     return {"manifest": manifest, **files}
+
+
+def expected_rows(out: str) -> list[dict]:
+    """Every row of the set, in shard order, in the fixed-length layout of Google's BERT, as an
+    export must hold it: from the Arrow shards through `to_pylist`, a plain loop per row, not
+    through the export's code."""
+    from schemas.reader import ShardSet
+
+    ss = ShardSet.open(out)
+    seq, preds = ss.shard_config.max_seq_length, ss.shard_config.max_predictions_per_seq
+    rows = []
+    for i in range(len(ss)):
+        for r in ss.table(i).to_pylist():
+            n, k, b = len(r["input_ids"]), len(r["masked_positions"]), r["segment_b_start"]
+            rows.append(
+                {
+                    "ids": r["input_ids"],
+                    "segment_b_start": b,
+                    "positions": r["masked_positions"],
+                    "labels": r["masked_labels"],
+                    "nsp": int(r["is_random_next"]),
+                    "input_ids": r["input_ids"] + [0] * (seq - n),
+                    "input_mask": [1] * n + [0] * (seq - n),
+                    "segment_ids": [0] * b + [1] * (n - b) + [0] * (seq - n),
+                    "masked_lm_positions": r["masked_positions"] + [0] * (preds - k),
+                    "masked_lm_ids": r["masked_labels"] + [0] * (preds - k),
+                    "masked_lm_weights": [1.0] * k + [0.0] * (preds - k),
+                }
+            )
+    return rows
 
 
 def google_layout(vocab: Vocab) -> Vocab:

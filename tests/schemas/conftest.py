@@ -1,18 +1,11 @@
-"""Good shard sets to break: synthetic ones (fast, any config) and the pipeline's sample set."""
+"""Good shard sets to break: synthetic ones (fast, any config) and the pipeline's sample set
+(`synthetic_shards` and `sample_shards` live in tests/conftest.py: tests/bench reads them too)."""
 
 from __future__ import annotations
 
 import pytest
 
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
-
-
-@pytest.fixture(scope="session")
-def synthetic_shards(tmp_path_factory) -> str:
-    """A finished 4-shard synthetic set, about 3,000 rows; read-only (copy before changing)."""
-    out = str(tmp_path_factory.mktemp("synthetic") / "out")
-    write_synthetic_set(out, SyntheticConfig(rows=3000, shards=4, seed=1))
-    return out
 
 
 @pytest.fixture(scope="session")
