@@ -21,6 +21,7 @@ import sys
 import time
 import urllib.parse
 from collections import Counter
+from functools import partial
 
 from bench.rows import row as bench_row
 
@@ -112,9 +113,7 @@ def rows_of(r: dict) -> list[dict]:
         f"{r['units_files']} units files, {r['buckets']} buckets"
     )
 
-    def row(metric, value, unit):
-        return bench_row(metric, value, unit, note, "gcs")
-
+    row = partial(bench_row, note=note, area="gcs")
     out = [
         row(f"{r['name']}: requests per GB of text", round(r["requests"] * per_gb), "requests"),
         row(f"{r['name']}: read per GB of text", round(r["bytes_down"] * per_gb / GB, 2), "GB"),
