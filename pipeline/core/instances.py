@@ -185,22 +185,24 @@ def random_span(offs: Sequence[int], target_b: int, rng: random.Random) -> tuple
 
 
 def assemble_rows(units: Sequence[TokenizedDoc], p: np.ndarray, spec: TokenSpec) -> Rows:
-    """`[CLS] A [SEP] B [SEP]` for every pair (rows of `pair_array`), in one vectorised gather."""
-    flat = np.concatenate([u.ids for u in units])
+    """`[CLS] A [SEP] B [SEP]` for every pair (rows of `pair_array`), in one vectorised gather:
+    each row is five ranges of the units' ids laid end to end, [CLS] and [SEP] being ranges of
+    one piece appended after them."""
+    ids = [u.ids for u in units]
+    frame = np.array([spec.cls, spec.sep], dtype=ids[0].dtype if ids else np.uint32)
+    flat = np.concatenate([*ids, frame])
+    cls, sep = len(flat) - 2, len(flat) - 1
     base = np.zeros(len(units), dtype=np.int64)
-    np.cumsum([len(u.ids) for u in units[:-1]], out=base[1:])
-    a_start, la = base[p[:, 0]] + p[:, 1], p[:, 2] - p[:, 1]
-    b_start, lb = base[p[:, 3]] + p[:, 4], p[:, 5] - p[:, 4]
-    lengths = la + lb + 3
+    np.cumsum([len(u) for u in ids[:-1]], out=base[1:])
+    la, lb = p[:, 2] - p[:, 1], p[:, 5] - p[:, 4]
+    starts = np.empty((len(p), 5), np.int64)
+    starts[:, 0], starts[:, 2], starts[:, 4] = cls, sep, sep
+    starts[:, 1], starts[:, 3] = base[p[:, 0]] + p[:, 1], base[p[:, 3]] + p[:, 4]
+    lengths = np.ones((len(p), 5), np.int64)
+    lengths[:, 1], lengths[:, 3] = la, lb
     offsets = np.zeros(len(p) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    row = offsets[:-1]
-    out = np.empty(int(offsets[-1]), dtype=flat.dtype)
-    out[row] = spec.cls
-    out[row + 1 + la] = spec.sep
-    out[offsets[1:] - 1] = spec.sep
-    out[segment_gather(row + 1, la)] = flat[segment_gather(a_start, la)]
-    out[segment_gather(row + 2 + la, lb)] = flat[segment_gather(b_start, lb)]
+    np.cumsum(la + lb + 3, out=offsets[1:])
+    out = flat[segment_gather(starts.reshape(-1), lengths.reshape(-1))]
     return Rows(out, offsets, (la + 2).astype(np.uint16))
 
 
