@@ -67,14 +67,15 @@ def split_words(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     sentence_starts = offsets[:-1][offsets[:-1] < len(data)]
     starts[sentence_starts] = alnum[sentence_starts] | (kind[sentence_starts] == _MARK)
     in_word = kind != _SPACE
-    n = np.concatenate(([0], np.cumsum(starts)))
-    lengths = np.bincount(n[1:][in_word] - 1, minlength=int(n[-1]))
-    word_offsets = np.zeros(int(n[-1]) + 1, np.int64)
-    np.cumsum(lengths, out=word_offsets[1:])
+    last = in_word.copy()  # a word's last byte: the next one starts a word or is a space
+    last[:-1] &= starts[1:] | ~in_word[1:]
+    first = np.flatnonzero(starts)
+    word_offsets = np.zeros(len(first) + 1, np.int64)
+    np.cumsum(np.flatnonzero(last) + 1 - first, out=word_offsets[1:])
     words = pa.LargeStringArray.from_buffers(
-        int(n[-1]), pa.py_buffer(word_offsets), pa.py_buffer(data[in_word])
+        len(first), pa.py_buffer(word_offsets), pa.py_buffer(data[in_word])
     )
-    return words, n[offsets]
+    return words, np.searchsorted(first, offsets)
 
 
 class WordCache:
