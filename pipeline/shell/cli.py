@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 
+from pipeline.runners.allocator import reuse_freed_memory
 from pipeline.shell.arguments import (
     Help,
     add_input_args,
@@ -389,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"error: {problem}")
     if args.dask_address:
         rest = [*rest, f"--dask_client_address={args.dask_address}"]
+    reuse_freed_memory()
     runner = {"build": run_build, "vocab": run_vocab, "punkt": run_punkt}[args.command]
     try:
         with interrupts_unwind(), one_listing():
