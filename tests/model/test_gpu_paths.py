@@ -19,9 +19,6 @@ import os
 
 import pytest
 import torch
-import torch._dynamo
-import torch._inductor.config as inductor_config
-from torch._dynamo.utils import counters
 
 import model.training as training
 from model.cli import main
@@ -58,8 +55,21 @@ def plain(shards_dir, tmp_path_factory) -> list[dict]:
 
 
 @pytest.fixture
+def counters():
+    """Dynamo's counters (graphs compiled, recompilations), cleared; dynamo is imported here,
+    not at collection, which every test process would pay for."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    return counters
+
+
+@pytest.fixture
 def fallback_random():
     """Compiled dropout draws from torch's generator, as eager dropout does."""
+    import torch._dynamo
+    import torch._inductor.config as inductor_config
+
     torch._dynamo.reset()
     with inductor_config.patch(fallback_random=True):
         yield
@@ -68,7 +78,7 @@ def fallback_random():
 
 @pytest.mark.slow
 def test_pretraining_compiles_and_does_not_recompile_after_warm_up(
-    shards_dir, tmp_path, plain, monkeypatch, fallback_random
+    shards_dir, tmp_path, plain, monkeypatch, fallback_random, counters
 ):
     graphs: list[int] = []
     real_step = training.Trainer.step
@@ -89,7 +99,9 @@ def test_pretraining_compiles_and_does_not_recompile_after_warm_up(
 
 
 @pytest.mark.slow
-def test_packed_pretraining_compiled_bf16_against_plain(shards_dir, tmp_path, fallback_random):
+def test_packed_pretraining_compiled_bf16_against_plain(
+    shards_dir, tmp_path, fallback_random, counters
+):
     """Packed batches have one shape, (batch, max_seq_length); only the counts of masked
     positions and of rows vary, which the dynamic graph takes without recompiling."""
     packed = ("--pack", "--batch-size", "4")
@@ -154,7 +166,7 @@ def finetune_plain(pretrained_run, tmp_path_factory) -> list[float]:
 
 @pytest.mark.slow
 def test_finetuning_compiled_fused_bf16_against_plain(
-    pretrained_run, tmp_path, finetune_plain, fallback_random
+    pretrained_run, tmp_path, finetune_plain, fallback_random, counters
 ):
     counters.clear()
     run = _finetuning(pretrained_run, str(tmp_path))
