@@ -9,16 +9,18 @@ import shutil
 
 import pytest
 
-from tests.helpers import build_shards, expected_rows
+from tests.helpers import build_shards, built_once, expected_rows
 
 
 @pytest.fixture(scope="session")
 def sample_shards(tmp_path_factory) -> str:
-    """A finished shard set (4 shards) built from sample/ with default settings; read-only:
-    copy it (`copy_shards`) before changing anything."""
-    out = str(tmp_path_factory.mktemp("sample") / "out")
-    assert build_shards(out, "--num-shards", "4") == 0
-    return out
+    """A finished shard set (4 shards) built from sample/ with default settings, once for all
+    test processes; read-only: copy it (`copy_shards`) before changing anything."""
+
+    def build(out: str) -> None:
+        assert build_shards(out, "--num-shards", "4") == 0
+
+    return built_once(tmp_path_factory, "sample", build)
 
 
 @pytest.fixture(scope="session")
@@ -26,9 +28,8 @@ def synthetic_shards(tmp_path_factory) -> str:
     """A finished 4-shard synthetic set, about 3,000 rows; read-only (copy before changing)."""
     from schemas.synthetic import SyntheticConfig, write_synthetic_set
 
-    out = str(tmp_path_factory.mktemp("synthetic") / "out")
-    write_synthetic_set(out, SyntheticConfig(rows=3000, shards=4, seed=1))
-    return out
+    cfg = SyntheticConfig(rows=3000, shards=4, seed=1)
+    return built_once(tmp_path_factory, "synthetic", lambda out: write_synthetic_set(out, cfg))
 
 
 @pytest.fixture(scope="session")
@@ -36,9 +37,8 @@ def wide_shards(tmp_path_factory) -> str:
     """A small synthetic set whose vocab needs uint32 ids (and 3-byte varints)."""
     from schemas.synthetic import SyntheticConfig, write_synthetic_set
 
-    out = str(tmp_path_factory.mktemp("wide") / "out")
-    write_synthetic_set(out, SyntheticConfig(rows=400, shards=2, vocab_size=70_000, seed=3))
-    return out
+    cfg = SyntheticConfig(rows=400, shards=2, vocab_size=70_000, seed=3)
+    return built_once(tmp_path_factory, "wide", lambda out: write_synthetic_set(out, cfg))
 
 
 @pytest.fixture(scope="module", params=["synthetic", "pipeline", "wide"])

@@ -4,10 +4,12 @@ layout. Fixtures live in conftest.py; test files import from here, never from ea
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import hashlib
 import json
 import os
+from collections.abc import Callable
 
 from schemas.vocab import SPECIAL_TOKENS, Vocab
 
@@ -21,6 +23,23 @@ def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:
     from pipeline.shell.cli import main
 
     return main(["build", "--input", inputs, "--out", out, "--workers", "1", *extra])
+
+
+def built_once(tmp_path_factory, name: str, make: Callable[[str], object]) -> str:
+    """`make(path)` once for the whole run, its path returned: with make test's processes
+    (pytest-xdist) the first to ask makes it, under a lock, in the folder their temporary
+    folders share, and the others wait for it and read the same one. Read-only to its users,
+    as a session fixture is."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # popen-gw0, popen-gw1, ... sit side by side in it
+    path, done = root / f"once-{name}", root / f"once-{name}.done"
+    with open(root / f"once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            make(str(path))
+            done.touch()
+    return str(path)
 
 
 def file_digests(out: str) -> dict[str, str]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import built_once
 from tests.model.helpers import config, write_shard_set
 
 
 @pytest.fixture(scope="session")
 def shards_dir(tmp_path_factory) -> str:
     """Three shards of 96 learnable rows each, lengths 16..64 (shared, read-only)."""
-    return write_shard_set(str(tmp_path_factory.mktemp("shards")))
+    return built_once(tmp_path_factory, "model-shards", write_shard_set)
 
 
 @pytest.fixture
@@ -35,13 +36,15 @@ def _one_thread():
 
 @pytest.fixture(scope="session")
 def pretrained_run(shards_dir, tmp_path_factory) -> str:
-    """A run directory after 60 tiny-model steps on `shards_dir` (last.pt, metrics, vocab)."""
+    """A run directory after 60 tiny-model steps on `shards_dir` (last.pt, metrics, vocab),
+    made once for all test processes; read-only."""
     from model.pretrain import pretrain
 
-    run = str(tmp_path_factory.mktemp("runs") / "tiny")
-    cfg = config(
-        shards_dir, run, steps=60, batch_size=16, warmup=6, log_every=10, ckpt_every=60,
-        eval_batches=5,
-    )
-    pretrain(cfg)
-    return run
+    def run(path: str) -> None:
+        cfg = config(
+            shards_dir, path, steps=60, batch_size=16, warmup=6, log_every=10, ckpt_every=60,
+            eval_batches=5,
+        )
+        pretrain(cfg)
+
+    return built_once(tmp_path_factory, "tiny-run", run)
