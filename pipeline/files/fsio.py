@@ -249,11 +249,12 @@ def listed_size(path: str) -> int:
     return size(path)
 
 
-def match(pattern: str) -> list[FileMetadata]:
+def match(pattern: str, walks: dict | None = None) -> list[FileMetadata]:
     """The files a glob names (`*` within a name, `**` across folders, as Beam's patterns
-    mean on every filesystem), sorted by path; none when nothing matches."""
+    mean on every filesystem), sorted by path; none when nothing matches. `walks`: see
+    `local_match`."""
     if is_local(pattern) and any(c in pattern for c in GLOB_CHARS):
-        return local_match(pattern)
+        return local_match(pattern, walks)
     if not is_gcs(pattern):
         try:
             found = [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
@@ -267,39 +268,23 @@ def match(pattern: str) -> list[FileMetadata]:
     return sorted((m for m in found if regex.match(m.path)), key=lambda m: m.path)
 
 
-_WALKS: dict[str, list[str]] | None = None  # local folder -> its files, inside `shared_walks`
-
-
-@contextmanager
-def shared_walks():
-    """Inside, each local folder is walked once, however many patterns below it are matched
-    (`books/[c]opy-000/**`, `books/[c]opy-001/**`, ... each list all of `books/`)."""
-    global _WALKS
-    outer = _WALKS
-    if outer is None:
-        _WALKS = {}
-    try:
-        yield
-    finally:
-        if outer is None:
-            _WALKS = None
-
-
-def _walk(folder: str) -> list[str]:
-    """Every file below a local folder (Beam's `LocalFileSystem._list` order and joins)."""
-    if _WALKS is not None and folder in _WALKS:
-        return _WALKS[folder]
+def _walk(folder: str, walks: dict | None) -> list[str]:
+    """Every file below a local folder (Beam's `LocalFileSystem._list` order and joins); from
+    `walks` (folder -> files) when it holds the folder, and kept there."""
+    if walks is not None and folder in walks:
+        return walks[folder]
     found = [os.path.join(d, f) for d, _, files in os.walk(folder) for f in files]
-    if _WALKS is not None:
-        _WALKS[folder] = found
+    if walks is not None:
+        walks[folder] = found
     return found
 
 
-def local_match(pattern: str) -> list[FileMetadata]:
+def local_match(pattern: str, walks: dict | None = None) -> list[FileMetadata]:
     """Beam's `LocalFileSystem.match` of a glob, with the same files and metadata, but Beam
     stats every file below the folder before the pattern's first glob character and then
     matches their names, where this matches the names first and stats only the matches: a
-    pattern for one copy of a corpus beside many others stats that copy alone."""
+    pattern for one copy of a corpus beside many others stats that copy alone. `walks`: see
+    `_walk` (the input listing of a command walks each folder once for all its patterns)."""
     if pattern.endswith("/"):
         pattern += "*"
     folder = os.path.dirname(re.match(r"^[^[*?]*", pattern).group(0))
@@ -307,7 +292,7 @@ def local_match(pattern: str) -> list[FileMetadata]:
         return []
     name_matches = re.compile(FileSystem.translate_pattern(pattern)).match
     found = []
-    for path in _walk(folder):
+    for path in _walk(folder, walks):
         if name_matches(path):
             try:
                 st = os.stat(path)
@@ -317,7 +302,7 @@ def local_match(pattern: str) -> list[FileMetadata]:
     return sorted(found, key=lambda m: m.path)
 
 
-def files_under(folder: str) -> list[FileMetadata]:
+def files_under(folder: str, walks: dict | None = None) -> list[FileMetadata]:
     """Every file below `folder`, at any depth, sorted by path (a name prefix on object
     stores: `folder/`); the file itself when `folder` names a file; none when neither."""
     folder = folder.rstrip("/")
@@ -329,7 +314,7 @@ def files_under(folder: str) -> list[FileMetadata]:
         return exact or sorted(below, key=lambda m: m.path)
     if is_local(folder) and not os.path.isdir(folder):
         return match(folder) if os.path.exists(folder) else []
-    return match(folder + "/**")
+    return match(folder + "/**", walks)
 
 
 def entries(folder: str) -> tuple[list[str], list[str]]:

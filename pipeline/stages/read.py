@@ -57,6 +57,7 @@ def glob_root(pattern: str) -> str:
 
 _LISTINGS: dict | None = None  # InputSpec -> its listing, inside `one_listing`
 _SIZES: dict[str, int] = {}  # path -> stored size, from the listings inside `one_listing`
+_WALKS: dict[str, list[str]] = {}  # local folder -> its files, for the inputs' listings inside it
 
 
 @contextlib.contextmanager
@@ -70,12 +71,12 @@ def one_listing():
     if outer is None:
         _LISTINGS = {}
     try:
-        with fsio.shared_walks():
-            yield
+        yield
     finally:
         if outer is None:
             _LISTINGS = None
             _SIZES.clear()
+            _WALKS.clear()
 
 
 def listed(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
@@ -94,11 +95,12 @@ def listed(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
 
 def list_files(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
     pattern = spec.pattern
+    walks = _WALKS if _LISTINGS is not None else None  # the inputs' folders, walked once
     if any(c in pattern for c in GLOB_CHARS):
-        found = fsio.match(pattern)
+        found = fsio.match(pattern, walks)
         root = glob_root(pattern)
     else:
-        found = fsio.files_under(pattern)
+        found = fsio.files_under(pattern, walks)
         one_file = len(found) == 1 and found[0].path == pattern.rstrip("/")
         root = glob_root(pattern) if one_file else pattern.rstrip("/")
     out = []

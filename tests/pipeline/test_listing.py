@@ -98,3 +98,21 @@ def test_the_folder_of_many_patterns_is_walked_once_inside_a_listing(tree, monke
     open(os.path.join(tree, "copy-000", "new.txt"), "w").close()
     assert len(listed(specs[0])) == 5
     assert walks == [tree, tree]
+
+
+def test_what_the_build_lists_while_it_runs_is_listed_afresh(tree, tmp_path):
+    """Inside a command's listing only the inputs' folders are walked once: the progress line's
+    look at the build area (and every other listing) sees the files written since."""
+    from pipeline.files.fsio import write_marker
+    from pipeline.shell.progress import Snapshot
+
+    building = str(tmp_path / "building")
+    tmp = f"{building}/tmp"
+    with one_listing():
+        listed(InputSpec("text", f"{tree}/[c]opy-00*/**"))
+        write_marker(f"{tmp}/progress/a.json", {"bytes": 5, "documents": 1})
+        assert Snapshot(tmp, building, {}).bytes == 5
+        write_marker(f"{tmp}/progress/b.json", {"bytes": 7, "documents": 1})
+        assert Snapshot(tmp, building, {}).bytes == 12
+        open(os.path.join(tree, "copy-000", "late.txt"), "w").close()
+        assert f"{tree}/copy-000/late.txt" in [m.path for m in fsio.files_under(tree)]
