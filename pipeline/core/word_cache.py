@@ -1,22 +1,25 @@
-"""WordPiece for ASCII text through a word cache: the ids HF's BERT tokenizer gives, faster.
+"""WordPiece for ASCII and Latin-1 text through a word cache: the BERT tokenizer's ids, faster.
 
 BERT's tokenizer cleans and lowercases the text, splits it into words at whitespace and
 punctuation, then runs WordPiece on each word. Prose repeats its words (4 MB of the kernel
 documentation holds 856,000 words of only 16,600 kinds), so WordPiece on each distinct word once
 and a table lookup for every other occurrence does most of the work in a few numpy calls.
 
-The split is written here only for ASCII, where it is short and exact: control characters other
-than tab, newline and carriage return are dropped, letters are lowercased (uncased vocabs), and a
-word is a run of letters and digits or a single one of the 32 ASCII punctuation marks. The pieces
-of each distinct word still come from the tokenizer itself (`learn`). Everything else goes to the
-tokenizer whole: sentences with any non-ASCII character (Unicode normalisation, accents, Chinese
-characters, Unicode punctuation), and sentences holding a special token's text such as "[SEP]",
-which the tokenizer matches before it cleans the text. `tests/pipeline/test_word_cache.py`
-compares both routes on hostile text.
+The split is written here for ASCII, Latin-1's letters and six wide punctuation marks (dashes and
+curly quotes), where it is short and exact: control characters other than tab, newline and
+carriage return are dropped, ASCII letters are lowercased (uncased vocabs), and a word is a run
+of letters and digits or a single punctuation mark. The pieces of each distinct word still come
+from the tokenizer itself (`learn`), so its normalisation (accents stripped, lowercasing) is its
+own, word by word: for these characters it depends on no neighbour. Everything else goes to the
+tokenizer whole: sentences with any other non-ASCII character (Unicode normalisation beyond
+Latin-1, Chinese characters, other Unicode punctuation and spaces), and sentences holding a
+special token's text such as "[SEP]", which the tokenizer matches before it cleans the text.
+`tests/pipeline/test_word_cache.py` compares both routes on hostile text.
 """
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Sequence
 from itertools import chain
@@ -29,34 +32,49 @@ from tokenizers import Tokenizer
 from schemas.shard import segment_gather
 from schemas.vocab import SPECIAL_TOKENS
 
+# The non-ASCII characters the split below knows: U+00C0-U+00FF (Latin-1's letters, and x and
+# / signs, which BERT keeps inside words as it does every symbol outside ASCII), and the dashes
+# and curly quotes, punctuation to BERT, each a word alone. Their normalisation (accents
+# stripped, lowercased) is the tokenizer's, per word, and depends on no neighbour.
+LATIN_LETTERS = "".join(map(chr, range(0xC0, 0x100)))
+WIDE_MARKS = "\u2013\u2014\u2018\u2019\u201c\u201d"
+_OTHER_CHARACTER = re.compile(f"[^\x00-\x7f{LATIN_LETTERS}{WIDE_MARKS}]")
+
 
 def by_cache(sentence: str) -> bool:
     """Whether the word cache gives this sentence the tokenizer's ids (else the tokenizer does)."""
-    if not sentence.isascii():
+    if not sentence.isascii() and _OTHER_CHARACTER.search(sentence):
         return False
     return "[" not in sentence or not any(t in sentence for t in SPECIAL_TOKENS)
 
 
-# What BERT's split makes of each ASCII byte: whitespace ends a word, a letter or digit joins
-# the letters and digits next to it, a punctuation mark is a word alone, and the cleaning drops
-# the other control characters (so the letters on either side of one join).
-_SPACE, _ALNUM, _MARK, _DROPPED = 0, 1, 2, 3
+# What BERT's split makes of each byte of such text: whitespace ends a word, a letter or digit
+# joins the letters and digits next to it (the two bytes of a Latin-1 letter are letter bytes),
+# a punctuation mark is a word alone (the three bytes of a wide mark: its first, then two
+# continuing it), and the cleaning drops the other control characters (so the letters on
+# either side of one join).
+_SPACE, _ALNUM, _MARK, _DROPPED, _MARK_CONT = 0, 1, 2, 3, 4
 _CLASS = np.full(256, _DROPPED, np.uint8)
 _CLASS[[ord(c) for c in " \t\n\r"]] = _SPACE
 _CLASS[[ord(c) for c in string.ascii_letters + string.digits]] = _ALNUM
 _CLASS[[ord(c) for c in string.punctuation]] = _MARK
+_CLASS[0xC3] = _ALNUM  # the first byte of U+00C0-U+00FF
+_CLASS[0xE2] = _MARK  # the first byte of the wide marks
+_CLASS[0x80:0xC0] = _MARK_CONT  # a continuation byte: a letter's after 0xC3, else a mark's
 
 
 def split_words(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """ASCII sentences (a large_string array) split into BERT's words, as one array of words,
-    and each sentence's first word (sentences + 1 offsets into it): the bytes are classed
-    (`_CLASS`) and cut where a word starts, with no pass of Python or regular expression over
-    the text."""
+    """Sentences that `by_cache` takes (a large_string array) split into BERT's words, as one
+    array of words, and each sentence's first word (sentences + 1 offsets into it): the bytes
+    are classed (`_CLASS`) and cut where a word starts, with no pass of Python or regular
+    expression over the text."""
     offsets = np.frombuffer(text.buffers()[1], np.int64)[text.offset : text.offset + len(text) + 1]
     data = text.buffers()[2]
     data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
     data, offsets = data[offsets[0] : offsets[-1]], offsets - offsets[0]
     kind = _CLASS[data]
+    if len(data) and data.max() >= 0x80:
+        kind[1:][(kind[1:] == _MARK_CONT) & (data[:-1] == 0xC3)] = _ALNUM
     kept = kind != _DROPPED
     if not kept.all():
         data, kind = data[kept], kind[kept]

@@ -15,6 +15,10 @@ WORDS = ["the", "The", "THE", "kernel", "Kernel's", "x86_64", "3.14", "don't", "
 ODD = [" ", "\t", "\n", "\r", "\x00", "\x01", "\x0b", "\x0c", "\x1c", "\x1f", "\x7f", "[", "]"]
 ODD += list("!\"#$%&'()*+,-./:;<=>?@\\^_`{|}~") + ["[SEP]", "[sep]", "[MASK]", "[UNK]", "[CLS]"]
 ODD += ["[PAD]", "[SE\x01P]", "é", "Ünïcode", "中文", "\u2014", "\u00a0", "\u2028", "\ufffd"]
+# what the cache takes beyond ASCII, and its neighbours that it does not
+ODD += ["\u00c0", "\u00ff", "\u00d7", "\u00f7", "\u00df", "\u00c6", "\u2013", "\u2018", "\u2019"]
+ODD += ["\u201c", "\u201d", "na\u00efve", "\u00bf", "\u00b5", "\u2012", "\u2015", "\u201e"]
+ODD += ["e\u0301"]
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +52,12 @@ def test_sentence_pieces_equal_the_tokenizer_on_hostile_text(vocab, lowercase):
     assert flat.tolist() == [i for ids in expected for i in ids]
 
 
-def test_special_token_text_and_non_ascii_go_to_the_tokenizer():
+def test_special_token_text_and_other_non_ascii_go_to_the_tokenizer():
     assert by_cache("plain text, with [brackets].")
     assert not by_cache("before [SEP] after")
-    assert not by_cache("caf\u00e9")
+    assert by_cache("caf\u00e9 \u00c9cole \u201cna\u00efve\u201d \u2014 2\u00d73")
+    for other in ("\u4e2d\u6587", "a\u00a0b", "\u0101", "\u03b1", "\u2212", "caf\u00e9 [SEP]"):
+        assert not by_cache(other), other
 
 
 def test_the_cache_starts_over_past_its_limit_with_the_same_ids(vocab):
