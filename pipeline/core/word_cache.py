@@ -32,10 +32,11 @@ from tokenizers import Tokenizer
 from schemas.shard import segment_gather
 from schemas.vocab import SPECIAL_TOKENS
 
-# The non-ASCII characters the split below knows: U+00C0-U+00FF (Latin-1's letters, and x and
-# / signs, which BERT keeps inside words as it does every symbol outside ASCII), and the dashes
-# and curly quotes, punctuation to BERT, each a word alone. Their normalisation (accents
-# stripped, lowercased) is the tokenizer's, per word, and depends on no neighbour.
+# The non-ASCII characters the split below knows: U+00C0-U+00FF (Latin-1's letters, and its
+# multiplication and division signs, which BERT keeps inside words as it does every symbol
+# outside ASCII), and the dashes and curly quotes, punctuation to BERT, each a word alone.
+# Their normalisation (accents stripped, lowercased) is the tokenizer's, per word, and depends
+# on no neighbour.
 LATIN_LETTERS = "".join(map(chr, range(0xC0, 0x100)))
 WIDE_MARKS = "\u2013\u2014\u2018\u2019\u201c\u201d"
 _OTHER_CHARACTER = re.compile(f"[^\x00-\x7f{LATIN_LETTERS}{WIDE_MARKS}]")

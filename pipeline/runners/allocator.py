@@ -3,8 +3,7 @@
 A build's stages allocate and free large numpy arrays over and over: a bucket's rows, their
 gather indices, masking's keys. glibc gives an allocation above its mmap threshold (at most
 32 MiB) pages of its own and returns them on free, so the next array of that size faults in
-and zeroes every page again: on the kernel docs as books, half a million page faults and a
-tenth of the build's CPU time in the kernel. Told to allocate from its heap alone and to
+and zeroes every page again, in the kernel's time. Told to allocate from its heap alone and to
 return freed memory to the system only past `TRIM_BYTES`, it hands the same pages back out.
 The peak stays what the largest arrays need at once; what was freed below it stays mapped
 until the process ends (docs/benchmarks.md, raw formats, has the figures).
