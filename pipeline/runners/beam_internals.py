@@ -12,6 +12,8 @@ table on the installed Beam and fails when a use outside it appears in `pipeline
 from __future__ import annotations
 
 import importlib
+import sys
+import threading
 
 SUPPORTED_BEAM = "2.77.0"  # the pin in pyproject.toml
 
@@ -89,6 +91,7 @@ USED_ON_BEAMS_OBJECTS: dict[str, tuple[str, str]] = {
     ),
     "run_pipeline": ("apache_beam.runners.dask.dask_runner", "DaskRunner.run_pipeline"),
     "reraise_augmented": ("apache_beam.runners.common", "DoFnRunner._reraise_augmented"),
+    "StateSampler": ("apache_beam.runners.worker.statesampler", "StateSampler"),
 }
 
 
@@ -160,3 +163,19 @@ def add_argparse_args(options_class, parser) -> None:
     """The options a `PipelineOptions` class registers, added to `parser`."""
     require("add_argparse_args")
     options_class._add_argparse_args(parser)
+
+
+def stop_stranded_samplers() -> None:
+    """End the sampling thread of a bundle that an interrupt cut short. Beam's
+    `StateSampler.start` starts its thread (not a daemon) before it sets `started`, and
+    `process_bundle`'s cleanup stops the sampler only when `started` is set: a SIGINT or SIGTERM
+    raised between the two leaves the thread running, and the interpreter waits for it at exit
+    forever (docs/runners.md has the reproduction). Called once an interrupt has unwound the
+    build, in the thread that ran it; without Beam imported it does nothing."""
+    if "apache_beam.runners.worker.statesampler" not in sys.modules:
+        return
+    sampler = resolve(*USED_ON_BEAMS_OBJECTS["StateSampler"])
+    for thread in threading.enumerate():
+        owner = getattr(getattr(thread, "_target", None), "__self__", None)
+        if isinstance(owner, sampler) and not owner.finished:
+            owner.stop()  # sets `finished`, which ends the thread's loop, and joins it

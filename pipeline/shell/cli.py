@@ -396,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
         with interrupts_unwind(), one_listing():
             return runner(args, rest)
     except KeyboardInterrupt as e:  # Interrupted, or a Ctrl-C before the handlers were set
+        from pipeline.runners.beam_internals import stop_stranded_samplers
+
+        stop_stranded_samplers()
         if args.verbose:
             import traceback
 

@@ -212,3 +212,51 @@ def test_the_handlers_are_restored_and_threads_keep_theirs():
     t.start()
     t.join()
     assert not failed
+
+
+# Beam's `StateSampler.start` as it is, up to where a signal can raise: the sampling thread
+# started, `started` not yet set, which `process_bundle`'s cleanup reads to decide to stop it.
+STRANDING_START = """
+import sys, threading
+from apache_beam.runners.worker import statesampler, statesampler_fast
+def start(self):
+    self.tracked_thread = threading.current_thread()
+    statesampler.set_current_tracker(self)
+    statesampler_fast.StateSampler.start(self)
+    raise KeyboardInterrupt
+statesampler.StateSampler.start = start
+"""
+
+
+def test_an_interrupt_that_strands_beams_sampling_thread_still_ends_the_build(tmp_path):
+    """The signal lands inside Beam's bundle start, where Beam's cleanup would leave its
+    sampling thread (not a daemon) running and the process waiting for it forever: the build
+    ends in its line, with the interrupt's exit status."""
+    code = STRANDING_START + (
+        "from tests.helpers import build_shards\n"
+        f"sys.exit(build_shards({str(tmp_path / 'out')!r}, '--num-shards', '4'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert done.stderr.endswith(INTERRUPTED)
+
+
+def test_stranded_sampling_threads_are_stopped():
+    import threading
+
+    from apache_beam.runners.worker import statesampler, statesampler_fast
+    from apache_beam.utils.counters import CounterFactory
+
+    from pipeline.runners.beam_internals import stop_stranded_samplers
+
+    before = set(threading.enumerate())
+    sampler = statesampler.StateSampler("stage", CounterFactory(), sampling_period_ms=1)
+    statesampler_fast.StateSampler.start(sampler)  # as an interrupt leaves it
+    sampler.stop_if_still_running()  # Beam's cleanup: nothing, `started` is not set
+    (thread,) = set(threading.enumerate()) - before
+    assert thread.is_alive() and not thread.daemon
+    stop_stranded_samplers()
+    assert sampler.finished and not thread.is_alive()
+    stop_stranded_samplers()  # nothing left: nothing done
