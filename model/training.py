@@ -194,7 +194,19 @@ def build_model(cfg: TrainConfig, model_cfg: BertConfig, d: Dist) -> Pretraining
     ids = [d.device.index] if d.device.type == "cuda" else None
     ddp = DistributedDataParallel(raw, device_ids=ids) if d.world > 1 else None
     model = raw if ddp is None else ddp
-    return PretrainingModel(raw, ddp, torch.compile(model, dynamic=True) if cfg.compile else model)
+    return PretrainingModel(raw, ddp, compiled(model) if cfg.compile else model)
+
+
+def compiled(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` under torch.compile with dynamic shapes: one graph for every batch length.
+
+    The model's floats (LayerNorm's eps, dropout's p) are constants, and dynamo is told so:
+    traced as symbols, they make inductor specialize them after the fact and restart the
+    whole analysis, a second trace and lowering of the graph (docs/benchmarks.md, "Model")."""
+    import torch._dynamo.config
+
+    torch._dynamo.config.specialize_float = True
+    return torch.compile(model, dynamic=True)
 
 
 class Trainer(Stepper):

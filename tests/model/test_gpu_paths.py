@@ -76,6 +76,22 @@ def fallback_random():
     torch._dynamo.reset()
 
 
+def restarted_analyses(monkeypatch) -> list[str]:
+    """Dynamo's restarts of a frame's analysis (each traces the frame again), as it logs them."""
+    from torch._dynamo import convert_frame
+
+    seen: list[str] = []
+    info = convert_frame.log.info
+
+    def logged(msg, *args, **kwargs):
+        if str(msg).startswith("Restarting analysis"):
+            seen.append(str(msg) % args)
+        info(msg, *args, **kwargs)
+
+    monkeypatch.setattr(convert_frame.log, "info", logged)
+    return seen
+
+
 @pytest.mark.slow
 def test_pretraining_compiles_and_does_not_recompile_after_warm_up(
     shards_dir, tmp_path, plain, monkeypatch, fallback_random, counters
@@ -89,12 +105,14 @@ def test_pretraining_compiles_and_does_not_recompile_after_warm_up(
         return stats
 
     monkeypatch.setattr(training.Trainer, "step", step_and_count)
+    restarts = restarted_analyses(monkeypatch)
     counters.clear()
     compiled = _pretrain(shards_dir, str(tmp_path / "compiled"), "--compile")
     # Batches vary in length (padding to a multiple of 8) and in masked positions: the one
     # dynamic-shape graph compiled at the first step serves them all.
     assert graphs[0] >= 1 and graphs == [graphs[0]] * STEPS
     assert not counters["recompiles"]
+    assert not restarts, restarts  # traced once: the model's floats are constants
     _close(compiled, plain, 1e-4)
 
 
