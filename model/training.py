@@ -197,7 +197,7 @@ def build_model(cfg: TrainConfig, model_cfg: BertConfig, d: Dist) -> Pretraining
     return PretrainingModel(raw, ddp, compiled(model) if cfg.compile else model)
 
 
-def compiled(model: torch.nn.Module) -> torch.nn.Module:
+def compiled(model: torch.nn.Module, backend: str = "inductor") -> torch.nn.Module:
     """`model` under torch.compile with dynamic shapes: one graph for every batch length.
 
     The model's floats (LayerNorm's eps, dropout's p) are constants, and dynamo is told so:
@@ -206,7 +206,7 @@ def compiled(model: torch.nn.Module) -> torch.nn.Module:
     import torch._dynamo.config
 
     torch._dynamo.config.specialize_float = True
-    return torch.compile(model, dynamic=True)
+    return torch.compile(model, dynamic=True, backend=backend)
 
 
 class Trainer(Stepper):

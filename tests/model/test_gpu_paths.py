@@ -170,7 +170,7 @@ def _finetune_losses(run: Finetuning, *, backend=None, autocast=False, fused=Non
     torch.manual_seed(run.cfg.seed)
     opt = adamw(run.model, 1e-4, 0.01, eps=1e-6, fused=fused)
     sched = warmup_linear(opt, 1, STEPS)
-    model = None if backend is None else torch.compile(run.model, dynamic=True, backend=backend)
+    model = None if backend is None else training.compiled(run.model, backend)
     stepper = Stepper(
         run.model, opt, sched, run.loss_of, run.device, autocast=autocast, clip=1.0, model=model
     )
@@ -184,13 +184,15 @@ def finetune_plain(pretrained_run, tmp_path_factory) -> list[float]:
 
 @pytest.mark.slow
 def test_finetuning_compiled_fused_bf16_against_plain(
-    pretrained_run, tmp_path, finetune_plain, fallback_random, counters
+    pretrained_run, tmp_path, finetune_plain, fallback_random, counters, monkeypatch
 ):
+    restarts = restarted_analyses(monkeypatch)
     counters.clear()
     run = _finetuning(pretrained_run, str(tmp_path))
     compiled = _finetune_losses(run, backend="aot_eager")
     assert compiled == pytest.approx(finetune_plain, abs=1e-4)
     assert counters["stats"]["unique_graphs"] >= 1 and not counters["recompiles"]
+    assert not restarts, restarts
     fused = _finetune_losses(_finetuning(pretrained_run, str(tmp_path)), fused=True)
     assert fused == pytest.approx(finetune_plain, abs=1e-4)
     bf16 = _finetune_losses(_finetuning(pretrained_run, str(tmp_path)), autocast=True)
