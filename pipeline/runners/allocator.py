@@ -1,4 +1,5 @@
-"""The C allocator of a build's processes, told to keep the memory it frees for reuse.
+"""The C allocator of a build's processes, told to keep the memory it frees for reuse (when the
+build is given its vocab: `pipeline.shell.cli` does not tell it where a vocab is trained).
 
 A build's stages allocate and free large numpy arrays over and over: a bucket's rows, their
 gather indices, masking's keys. glibc gives an allocation above its mmap threshold (at most

@@ -48,11 +48,20 @@ def test_a_large_array_comes_from_the_heap_and_its_memory_stays_there():
     assert int(mapped) >= 64 and int(kept) < 64  # glibc's default: mapped, then returned
 
 
-def test_the_build_command_tells_the_allocator(monkeypatch, tmp_path):
+@pytest.mark.parametrize(
+    "command, told",
+    [
+        (["build", "--vocab", "vocab.txt"], True),
+        (["build"], False),  # it trains its vocab
+        (["vocab"], False),
+    ],
+    ids=["build-given-vocab", "build-training-its-vocab", "vocab"],
+)
+def test_a_build_with_a_given_vocab_tells_the_allocator(monkeypatch, tmp_path, command, told):
     import pipeline.shell.cli as cli
 
     calls = []
     monkeypatch.setattr(cli, "reuse_freed_memory", lambda: calls.append(1))
     with pytest.raises(SystemExit):
-        cli.main(["build", "--input", f"text:{tmp_path}/none", "--out", str(tmp_path / "o")])
-    assert calls == [1]
+        cli.main([*command, "--input", f"text:{tmp_path}/none", "--out", str(tmp_path / "o")])
+    assert calls == ([1] if told else [])
