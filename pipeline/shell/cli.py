@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         rest = [*rest, f"--dask_client_address={args.dask_address}"]
     if args.command == "build" and args.vocab is not None:
         # Not where a vocab is trained: the trainer's freed memory would stay in the heap under
-        # what the later stages allocate, the peak 1.6x glibc's default (docs/benchmarks.md).
+        # what the later stages allocate, raising the peak (docs/benchmarks.md has the figures).
         reuse_freed_memory()
     runner = {"build": run_build, "vocab": run_vocab, "punkt": run_punkt}[args.command]
     try:
