@@ -200,7 +200,8 @@ def build_model(cfg: TrainConfig, model_cfg: BertConfig, d: Dist) -> Pretraining
 def compiled(model: torch.nn.Module, backend: str = "inductor") -> torch.nn.Module:
     """`model` under torch.compile with dynamic shapes: one graph for every batch length.
 
-    The model's floats (LayerNorm's eps, dropout's p) are constants, and dynamo is told so:
+    The model's floats (LayerNorm's eps, dropout's p) are constants, and dynamo is told so
+    (a setting of this process's dynamo, for every graph it compiles after):
     traced as symbols, they make inductor specialize them after the fact and restart the
     whole analysis, a second trace and lowering of the graph (docs/benchmarks.md, "Model")."""
     import torch._dynamo.config
