@@ -250,6 +250,7 @@ def _finetune_parser(sub) -> None:
         "--seed", type=int, default=0, help="seed for the head, dropout and order (default: 0)"
     )
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    _finetune_step_flags(p)
     p.add_argument(
         "--log-every", type=int, default=50, help="steps between progress lines (default: 50)"
     )
@@ -258,6 +259,27 @@ def _finetune_parser(sub) -> None:
         action="store_true",
         help="GLUE: also label test.tsv (MNLI: test_matched.tsv, test_mismatched.tsv) with the "
         "best checkpoint, as the GLUE server takes it (RUN/SST-2.tsv, ...)",
+    )
+
+
+def _finetune_step_flags(p: argparse.ArgumentParser) -> None:
+    """Fine-tuning: precision and compilation of the training step, defaults as
+    `FinetuneConfig` has them; evaluation and --predict run the eager model in fp32."""
+    from model.finetune.config import PRECISIONS, FinetuneConfig
+
+    p.add_argument(
+        "--precision",
+        default=FinetuneConfig.precision,
+        choices=PRECISIONS,
+        help="of the training step; auto: bf16 autocast on CUDA, fp32 on CPU (default: "
+        "%(default)s); dev evaluation and --predict run in fp32",
+    )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        default=FinetuneConfig.compile,
+        help="torch.compile the training forward (dynamic shapes); dev evaluation and --predict "
+        "run the model eager",
     )
 
 

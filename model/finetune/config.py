@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from model.finetune.readers import GLUE_TASKS, check_task
 
+PRECISIONS = ("auto", "bf16", "fp32")
+
 
 @dataclass(frozen=True)
 class FinetuneConfig:
@@ -25,6 +27,8 @@ class FinetuneConfig:
     max_answer_length: int = 30  # squad: longest predicted answer, in tokens
     seed: int = 0
     device: str = "cpu"
+    precision: str = "auto"  # the training step: auto (bf16 on CUDA, fp32 on CPU) | bf16 | fp32
+    compile: bool = False  # torch.compile the training forward (evaluation runs eager)
     log_every: int = 50
     predict: bool = False  # GLUE: label the test files with the best checkpoint, server layout
 
@@ -39,6 +43,10 @@ class FinetuneConfig:
             raise ValueError("fine-tuning: epochs, batch size and lr must be positive")
         if not 0 <= self.warmup_ratio < 1 or self.max_seq_length < 8:
             raise ValueError("fine-tuning: warmup ratio in [0, 1), max sequence length >= 8")
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"fine-tuning: precision is auto, bf16 or fp32, not {self.precision!r}"
+            )
 
 
 def default_run(ckpt: str, task: str) -> str:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+import model.training as training
 from model.data import PAD_MULTIPLE
 from model.finetune.classify import Classify, Regress
 from model.finetune.config import FinetuneConfig, default_run
@@ -60,7 +61,8 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
     max_len = args.max_seq_length or kind_of(args.task).max_seq_length
     run = args.run or default_run(args.ckpt, args.task)
     fields = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "doc_stride")
-    fields += ("max_query_length", "max_answer_length", "seed", "device", "log_every", "predict")
+    fields += ("max_query_length", "max_answer_length", "seed", "device", "precision", "compile")
+    fields += ("log_every", "predict")
     return FinetuneConfig(
         task=args.task,
         data=args.data,
@@ -172,13 +174,23 @@ def _batches(run: Finetuning, steps: int):
 
 def _stepper(run: Finetuning, steps: int) -> Stepper:
     """Pre-training's step on the task model: AdamW (eps 1e-6) with its parameter grouping,
-    the warm-up then linear decay, bf16 autocast on a GPU, gradients clipped to norm 1."""
+    the warm-up then linear decay, bf16 autocast as --precision says (auto: on a GPU),
+    gradients clipped to norm 1; with --compile the training forward is compiled (dynamic
+    shapes), while evaluation and --predict (`Finetuning.predict`) call the eager model in fp32."""
     cfg, model = run.cfg, run.model
     optimizer = adamw(model, cfg.lr, cfg.weight_decay, eps=1e-6)
     scheduler = warmup_linear(optimizer, int(cfg.warmup_ratio * steps), steps)
-    autocast = run.device.type == "cuda"
+    bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and run.device.type == "cuda")
+    forward = training.compiled(model) if cfg.compile else None
     return Stepper(
-        model, optimizer, scheduler, run.loss_of, run.device, autocast=autocast, clip=1.0
+        model,
+        optimizer,
+        scheduler,
+        run.loss_of,
+        run.device,
+        autocast=bf16,
+        clip=1.0,
+        model=forward,
     )
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from model.cli import main
+from model.finetune.config import FinetuneConfig
 
 
 def test_export_without_a_checkpoint_says_missing_and_how_to_make_one(tmp_path, capsys):
@@ -42,3 +45,22 @@ def test_refusals_that_name_a_flag_also_give_its_make_spelling(shards_dir, tmp_p
     assert "choose a multiple of 2, e.g. --batch-size 2 (make: ARGS='--batch-size 2')" in (
         capsys.readouterr().err
     )
+
+
+def test_finetune_refuses_an_unknown_precision_in_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    args = ["finetune", "--task", "sst2", "--data", str(tmp_path), "--ckpt", str(tmp_path)]
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--run", str(run), "--precision", "fp16"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(
+        "bert-model finetune: error: argument --precision: invalid choice: 'fp16'"
+    )
+    assert "auto" in err[-1] and "bf16" in err[-1] and "fp32" in err[-1]
+    assert not run.exists()
+    # The config itself, built without the command line, refuses it the same way.
+    with pytest.raises(
+        ValueError, match="^fine-tuning: precision is auto, bf16 or fp32, not 'fp16'$"
+    ):
+        FinetuneConfig(task="sst2", data="d", ckpt="c", run=str(run), precision="fp16")

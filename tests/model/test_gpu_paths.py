@@ -27,7 +27,7 @@ from model.finetune.encoder import build_model, read_encoder
 from model.finetune.loop import Finetuning, _batches, kind_of
 from model.run_dir import load_checkpoint
 from model.training import Stepper, adamw, warmup_linear
-from tests.model.helpers import metrics
+from tests.model.helpers import finetune_args, metrics
 
 SST2 = os.path.join(os.path.dirname(__file__), "..", "..", "sample", "finetune", "sst2")
 STEPS = 6
@@ -197,3 +197,64 @@ def test_finetuning_compiled_fused_bf16_against_plain(
     assert fused == pytest.approx(finetune_plain, abs=1e-4)
     bf16 = _finetune_losses(_finetuning(pretrained_run, str(tmp_path)), autocast=True)
     assert bf16 == pytest.approx(finetune_plain, abs=0.05) and bf16 != finetune_plain
+
+
+def _finetune_cli(pretrained_run: str, run: str, *extra: str) -> list[dict]:
+    """`bert-model finetune` on the sample SST-2 (40 training rows, batch 8: 5 steps an epoch)
+    for STEPS steps, every one logged, the dev set evaluated after the fifth and the sixth."""
+    args = finetune_args("sst2", SST2, pretrained_run, run, "--epochs", "1.2", "--log-every", "1")
+    assert main([*args, *extra]) == 0
+    return metrics(run)
+
+
+def _losses(records: list[dict]) -> list[float]:
+    assert [r["step"] for r in records] == list(range(1, STEPS + 1))
+    assert [r["step"] for r in records if "dev" in r] == [5, STEPS]
+    return [r["loss"] for r in records]
+
+
+def _saved_config(run: str) -> dict:
+    return torch.load(os.path.join(run, "model.pt"), weights_only=True)["config"]
+
+
+@pytest.fixture(scope="module")
+def finetune_cli_plain(pretrained_run, tmp_path_factory) -> list[dict]:
+    """The reference: `bert-model finetune` with its defaults, eager fp32 on the CPU."""
+    return _finetune_cli(pretrained_run, str(tmp_path_factory.mktemp("ft-cli") / "plain"))
+
+
+@pytest.mark.slow
+def test_finetune_cli_compiles_the_training_forward(
+    pretrained_run, tmp_path, finetune_cli_plain, fallback_random, counters, monkeypatch
+):
+    asked: list[str] = []
+    real = training.compiled
+
+    def aot_eager(model, backend="inductor"):
+        asked.append(backend)
+        return real(model, backend="aot_eager")
+
+    monkeypatch.setattr(training, "compiled", aot_eager)
+    restarts = restarted_analyses(monkeypatch)
+    counters.clear()
+    run = str(tmp_path / "compiled")
+    compiled = _finetune_cli(pretrained_run, run, "--compile")
+    assert asked == ["inductor"]  # once, for the training forward
+    # The dynamic-shape graph serves every batch length, and the evaluations between steps (the
+    # eager model, switched to eval and back) do not make it recompile.
+    assert counters["stats"]["unique_graphs"] >= 1 and not counters["recompiles"]
+    assert not restarts, restarts
+    assert _losses(compiled) == pytest.approx(_losses(finetune_cli_plain), abs=1e-4)
+    assert _saved_config(run)["compile"] is True
+
+
+def test_finetune_cli_precision_on_the_cpu(pretrained_run, tmp_path, finetune_cli_plain):
+    fp32 = _finetune_cli(pretrained_run, str(tmp_path / "fp32"), "--precision", "fp32")
+    assert fp32 == finetune_cli_plain  # auto is fp32 on the CPU, bit for bit
+    run = str(tmp_path / "bf16")
+    bf16 = _losses(_finetune_cli(pretrained_run, run, "--precision", "bf16"))
+    plain = _losses(finetune_cli_plain)
+    assert bf16 != plain  # autocast did round
+    assert bf16 == pytest.approx(plain, abs=0.05)
+    assert _saved_config(run)["precision"] == "bf16"
+    assert _saved_config(str(tmp_path / "fp32"))["compile"] is False
