@@ -1,5 +1,6 @@
 """Local globs are matched by `fsio.local_match`: the same files and metadata as Beam's
-`LocalFileSystem.match`, which stats every file below the pattern's folder first."""
+`LocalFileSystem.match`, which stats every file below the pattern's folder first, where ours
+walks only the folders the glob's leading names match."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ NAMES = (
     "other/copy-000.txt",
     "odd name/é ß.txt",
     "top.txt",
+    "copy/000/y.txt",  # what "?", "[!x]" and "[.-0]" match across a "/" in Beam's globs
 )
 
 
@@ -32,6 +34,8 @@ def tree(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x" * (k + 1))
         os.utime(path, (1_000_000 + k, 1_000_000 + k))
+    os.symlink(tmp_path / "copy-000", tmp_path / "link-000")  # os.walk does not enter it
+    os.symlink(tmp_path / "top.txt", tmp_path / "copy-011" / "top-link.txt")
     return str(tmp_path)
 
 
@@ -68,6 +72,22 @@ def ours(pattern: str) -> list[tuple[str, int, float]]:
         "missing*/x",
         "c[!o]*/**",
         "[!c]*/**",
+        "copy?000/**",
+        "copy[!x]000/**",
+        "copy[.-0]000/**",
+        "[c]opy-000/sub/[d]eep/*",
+        "c*/s*/*.txt",
+        "*/sub/**",
+        "[c]opy-0[01]1/*",
+        "[cl]*/**",
+        "[l]ink-000/*",
+        "link-000/*",
+        "[]c]opy-000/*",
+        "[c/]opy-000/*",
+        "[c-d]opy-000/*",
+        "[c]opy-000[/]sub/*",
+        "[c]opy-000/sub",
+        "[c]opy-000/sub/",
     ],
 )
 def test_local_globs_match_what_beam_matches(tree, rel):
@@ -75,7 +95,7 @@ def test_local_globs_match_what_beam_matches(tree, rel):
     assert ours(pattern) == beams(pattern)
 
 
-def test_the_folder_of_many_patterns_is_walked_once_inside_a_listing(tree, monkeypatch):
+def test_a_pattern_walks_the_folders_its_names_match_each_once_inside_a_listing(tree, monkeypatch):
     walks, real_walk = [], os.walk
 
     def walk(top, *args, **kwargs):
@@ -86,7 +106,8 @@ def test_the_folder_of_many_patterns_is_walked_once_inside_a_listing(tree, monke
     specs = [InputSpec("text", f"{tree}/[c]opy-00{k}/**") for k in (0, 1)]
     with one_listing():
         first = [listed(s) for s in specs]
-    assert walks == [tree]
+        assert fsio.match(f"{tree}/[c]opy-000/*.txt", {})  # walked again: another listing
+    assert walks == [f"{tree}/copy-000", f"{tree}/copy-001", f"{tree}/copy-000"]
     assert [len(x) for x in first] == [4, 2]
     assert [rel for *_, rel, _ in first[0]] == [
         "copy-000/a.txt",
@@ -94,10 +115,30 @@ def test_the_folder_of_many_patterns_is_walked_once_inside_a_listing(tree, monke
         "copy-000/sub/b.txt",
         "copy-000/sub/deep/c.txt",
     ]
+    # a folder walked whole serves the patterns for folders below it
+    walks.clear()
+    with one_listing():
+        whole = listed(InputSpec("text", f"{tree}/**"))
+        copies = [listed(s) for s in specs]
+    assert walks == [tree]
+    assert copies == first and len(whole) == len(NAMES) + 1  # the link to top.txt
     # outside a listing nothing is kept: a new file is seen
     open(os.path.join(tree, "copy-000", "new.txt"), "w").close()
     assert len(listed(specs[0])) == 5
-    assert walks == [tree, tree]
+    assert walks == [tree, f"{tree}/copy-000"]
+
+
+def test_a_folder_reached_through_a_link_is_walked_itself(tree, monkeypatch):
+    """os.walk of a folder does not enter the links to folders below it, so a pattern through
+    such a link is not served by the folder's walk."""
+    walks = {}
+    everything = fsio.match(f"{tree}/**", walks)
+    assert not [m for m in everything if "/link-000/" in m.path]
+    through = [m.path for m in fsio.match(f"{tree}/link-000/**", walks)]
+    assert through == [
+        m.path.replace("/copy-000/", "/link-000/") for m in fsio.match(f"{tree}/copy-000/**")
+    ]
+    assert ours(f"{tree}/link-000/**") == beams(f"{tree}/link-000/**")
 
 
 def test_what_the_build_lists_while_it_runs_is_listed_afresh(tree, tmp_path):
