@@ -274,7 +274,7 @@ def _walk(folder: str, walks: dict | None) -> list[str]:
     if walks is not None:
         if folder in walks:
             return walks[folder]
-        above = folder
+        above = folder if os.path.normpath(folder) == folder else ""  # else spelt otherwise
         while (up := os.path.dirname(above)) not in (above, ""):
             if os.path.islink(above):  # os.walk(up) does not enter it
                 break

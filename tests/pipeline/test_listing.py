@@ -128,6 +128,16 @@ def test_a_pattern_walks_the_folders_its_names_match_each_once_inside_a_listing(
     assert walks == [tree, f"{tree}/copy-000"]
 
 
+def test_a_folder_spelt_otherwise_is_walked_itself(tree):
+    """A folder named with "//" inside lists its paths that way, where the walk of a folder
+    above it spells them with one "/"."""
+    walks = {}
+    assert fsio.match(f"{tree}/**", walks)
+    odd = f"{tree}/copy-000//sub/[d]eep/*"
+    found = [(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in fsio.match(odd, walks)]
+    assert found == beams(odd) and len(found) == 1
+
+
 def test_a_folder_reached_through_a_link_is_walked_itself(tree, monkeypatch):
     """os.walk of a folder does not enter the links to folders below it, so a pattern through
     such a link is not served by the folder's walk."""
