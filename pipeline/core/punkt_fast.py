@@ -214,7 +214,10 @@ class FastPunkt:
     def decide(self, text: str, m, start: int) -> bool:
         """Whether the candidate `m`, whose context starts at `start`, breaks the text."""
         next_tok = m.group(2)
-        if next_tok is not None:
+        # A next token of only U+001C-U+001F is a token to the `regex` engine but whitespace to
+        # `str.strip`: on a line of its own, Punkt's word tokenizer drops it, the mark is then the
+        # context's last token and cannot break. Such a context is decided whole.
+        if next_tok is not None and not next_tok.isspace():
             lead = self.lead(text[start : m.end()])
             if lead is True:  # a break before the next token, whatever it is
                 return True

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.core.punkt_fast import FastPunkt, splitter
@@ -69,6 +69,7 @@ def test_same_sentences_as_punkt_on_hostile_text(punkt, parts) -> None:
 
 @settings(max_examples=800, deadline=None)
 @given(st.lists(alphabet, max_size=60).map("".join))
+@example(".\n\x1c .")  # found by this test: see the separator test below
 def test_same_sentences_as_punkt_on_punctuation_soup(punkt, text) -> None:
     tok, fast = punkt
     assert fast.tokenize(text) == tok.tokenize(text)
@@ -103,6 +104,22 @@ def test_punkts_examples_and_corners(punkt, text) -> None:
     tok, fast = punkt
     assert fast.tokenize(text) == tok.tokenize(text)
     assert fast.spans(text) == list(tok.span_tokenize(text))
+
+
+SEPARATORS = ["\x1c", "\x1d", "\x1e", "\x1f", "\x1c\x1f"]
+
+
+@pytest.mark.parametrize("word", [".", "word.", "Word?", "end!", "Mr.", "J.", "12.", "e.g.", "..."])
+@pytest.mark.parametrize("gap", ["\n", " \n", "\n ", "\n\n", "\t\n\t", " "])
+def test_a_next_token_of_separator_characters_alone(punkt, word, gap) -> None:
+    """U+001C-U+001F are a token to Punkt's `regex` patterns but whitespace to `str.strip`: after
+    a line break, such a token is dropped from the context, so the mark before it is the
+    context's last token and does not break; on the mark's own line it is kept and does."""
+    tok, fast = punkt
+    for sep in SEPARATORS:
+        for tail in ["", " x", " The", "\nThe end.", " ."]:
+            text = f"A {word}{gap}{sep}{tail}"
+            assert fast.tokenize(text) == tok.tokenize(text), text
 
 
 def test_many_seeded_texts(punkt) -> None:
