@@ -82,23 +82,31 @@ class ForkedWorkers:
             cmd = [sys.executable, "-m", "apache_beam.runners.worker.sdk_worker_main"]
             self.started.append(subprocess.Popen(cmd, env={**os.environ, **environ}))
             return
-        pid, write = self.waiting.popleft()
+        pid, write = self.waiting[0]
+        self.started.append(pid)  # first: reaped by close() whatever interrupts from here on
+        self.waiting.popleft()
         with os.fdopen(write, "wb") as pipe:
             pipe.write(json.dumps(environ).encode())
-        self.started.append(pid)
 
     def close(self, kill: bool = False) -> None:
         """Release unused children, wait for the others to end (killing any still running
         after `STOP_SECONDS`, or at once with `kill`: the run failed), forget the pool."""
         _POOLS.pop(self.key, None)
-        while self.waiting:
-            pid, write = self.waiting.popleft()
-            os.close(write)
-            self.started.append(pid)
-        deadline = time.monotonic() + (0.0 if kill else STOP_SECONDS)
-        for child in self.started:
-            _reap(child, deadline)
-        self.started.clear()
+        try:
+            while self.waiting:
+                pid, write = self.waiting[0]
+                self.started.append(pid)
+                self.waiting.popleft()
+                os.close(write)
+            deadline = time.monotonic() + (0.0 if kill else STOP_SECONDS)
+            for child in self.started:
+                _reap(child, deadline)
+        except BaseException:  # a signal while waiting for them: none may outlive this process
+            for child in self.started:
+                _reap(child, 0.0)
+            raise
+        finally:
+            self.started.clear()
 
 
 def fork_is_safe() -> bool:
