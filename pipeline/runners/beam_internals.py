@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+import weakref
 
 SUPPORTED_BEAM = "2.77.0"  # the pin in pyproject.toml
 
@@ -92,6 +93,9 @@ USED_ON_BEAMS_OBJECTS: dict[str, tuple[str, str]] = {
     "run_pipeline": ("apache_beam.runners.dask.dask_runner", "DaskRunner.run_pipeline"),
     "reraise_augmented": ("apache_beam.runners.common", "DoFnRunner._reraise_augmented"),
     "StateSampler": ("apache_beam.runners.worker.statesampler", "StateSampler"),
+    # run.py: graph construction without Beam's repeated introspection (docs/runners.md)
+    "get_dofn_specs": ("apache_beam.transforms.userstate", "get_dofn_specs"),
+    "view_as": ("apache_beam.options.pipeline_options", "PipelineOptions.view_as"),
 }
 
 
@@ -179,3 +183,38 @@ def stop_stranded_samplers() -> None:
         owner = getattr(getattr(thread, "_target", None), "__self__", None)
         if isinstance(owner, sampler) and not owner.finished:
             owner.stop()  # sets `finished`, which ends the thread's loop, and joins it
+
+
+def memoize_dofn_specs() -> None:
+    """Make Beam's `userstate.get_dofn_specs` remember its answer for each DoFn instance.
+
+    Beam asks it again and again while it builds, checks and translates a graph (about eight
+    times per ParDo: `is_stateful_dofn`, `validate_stateful_dofn`, `to_runner_api_parameter`,
+    the runner's DoFnSignature), and each time it wraps every method of the DoFn and takes its
+    `inspect.signature`: 622 calls and 19,600 signatures for the 79 ParDos of a build of
+    sample/. The answer depends only on the DoFn's methods, which Beam never changes once the
+    DoFn is made. A DoFn that cannot be a weak dictionary key (unhashable, or without weak
+    references) is inspected every time, as before; an error Beam raises is raised every time.
+    Callers get fresh sets, so none can change another's. Idempotent; it applies to this
+    process and to the worker processes forked from it afterwards."""
+    require("get_dofn_specs")
+    from apache_beam.transforms import userstate
+
+    real = userstate.get_dofn_specs
+    if getattr(real, "memoized", False):
+        return
+    found: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def get_dofn_specs(dofn):
+        try:
+            specs = found.get(dofn)
+        except TypeError:  # unhashable, or no weak reference to it
+            return real(dofn)
+        if specs is None:
+            specs = found[dofn] = real(dofn)
+        return set(specs[0]), set(specs[1])
+
+    get_dofn_specs.memoized = True
+    get_dofn_specs.__wrapped__ = real
+    get_dofn_specs.__doc__ = real.__doc__
+    userstate.get_dofn_specs = get_dofn_specs

@@ -27,8 +27,32 @@ DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 DASK_RUNNERS = {"daskrunner", "dask", DASK_RUNNER.lower()}
 
 
+class BuildOptions(PipelineOptions):
+    """Beam's options, each view made once: `view_as(cls)` returns the view it made before.
+
+    Beam builds a view for each question it asks of the options while it constructs a graph
+    (`TypeOptions` for every type check, `StandardOptions` for every applied transform), and
+    each view parses the flags again with a parser holding every option Beam knows: 672 views
+    for a build of sample/. A view holds nothing of its own: its values live in the options'
+    shared `_all_options`, which a view made later would read and write alike, so one view
+    per class answers every question the same. The views are not copied or pickled with the
+    options (Beam deep-copies them into its Pipeline); a copy makes its own."""
+
+    def view_as(self, cls):
+        views = self.__dict__.setdefault("_views", {})  # past __setattr__, which allows options
+        view = views.get(cls)
+        if view is None:
+            view = views[cls] = super().view_as(cls)
+        return view
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state.pop("_views", None)
+        return state
+
+
 def pipeline_options(beam_args: list[str], runner: str, workers: int) -> PipelineOptions:
-    options = PipelineOptions(beam_args)
+    options = BuildOptions(beam_args)
     if runner.lower() in DASK_RUNNERS:
         runner = DASK_RUNNER
         # workers of the local cluster started when no --dask-address is given
@@ -47,6 +71,10 @@ def make_pipeline(options: PipelineOptions, workers=None) -> beam.Pipeline:
     """The graph's pipeline on the runner the options name; `workers`, a
     `pipeline.runners.local_workers.ForkedWorkers`, runs a local multi-process graph on its
     children."""
+    from pipeline.runners.beam_internals import memoize_dofn_specs, require
+
+    memoize_dofn_specs()
+    require("view_as")  # BuildOptions overrides it
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     if runner.lower() in DASK_RUNNERS:
         return beam.Pipeline(runner=dask_runner(), options=options)

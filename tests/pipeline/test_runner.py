@@ -45,3 +45,89 @@ def test_a_graph_refused_while_built_leaves_no_temporary_folder(monkeypatch, tmp
     with pytest.raises(SystemExit, match="^error: no input matches x\\*$"):
         run_pipeline(refuse, pipeline_options([], "DirectRunner", 1), verbose=False)
     assert list(tmp_path.iterdir()) == []
+
+
+class _Double(beam.DoFn):
+    def process(self, x):
+        yield 2 * x
+
+
+def test_each_dofn_is_inspected_once_while_its_graph_is_built(monkeypatch):
+    from apache_beam.transforms import userstate
+
+    from pipeline.runners.beam_internals import memoize_dofn_specs
+
+    inspected, asked = [], []
+    real = userstate.get_dofn_specs
+
+    def inspect(dofn):
+        inspected.append(dofn)
+        return real(dofn)
+
+    monkeypatch.setattr(userstate, "get_dofn_specs", inspect)
+    memoize_dofn_specs()
+    memoized = userstate.get_dofn_specs
+
+    def ask(dofn):  # what Beam calls, in front of the memo
+        asked.append(dofn)
+        return memoized(dofn)
+
+    ask.memoized = True  # make_pipeline installs nothing over it
+    monkeypatch.setattr(userstate, "get_dofn_specs", ask)
+    double = _Double()
+    p = make_pipeline(pipeline_options([], "DirectRunner", 1))
+    with p:
+        assert_that(p | beam.Create([1, 2]) | beam.ParDo(double), equal_to([2, 4]))
+    assert asked.count(double) >= 3  # Beam asks again and again about the one DoFn
+    assert inspected.count(double) == 1
+    specs = memoized(double)
+    specs[0].add("changed by a caller")
+    assert memoized(double) == (set(), set())  # each caller gets its own sets
+
+
+def test_a_dofn_that_is_no_dictionary_key_is_inspected_every_time(monkeypatch):
+    import dataclasses
+
+    from apache_beam.coders import VarIntCoder
+    from apache_beam.transforms import userstate
+
+    from pipeline.runners.beam_internals import memoize_dofn_specs
+
+    bag = beam.DoFn.StateParam(userstate.BagStateSpec("s", VarIntCoder()))
+
+    @dataclasses.dataclass
+    class Unhashable(beam.DoFn):  # eq without hash: no dictionary key
+        factor: int = 2
+
+        def process(self, x, state=bag):
+            yield x
+
+    inspected = []
+    real = userstate.get_dofn_specs
+    monkeypatch.setattr(userstate, "get_dofn_specs", lambda d: inspected.append(d) or real(d))
+    memoize_dofn_specs()
+    fn = Unhashable()
+    states, timers = userstate.get_dofn_specs(fn)
+    assert [s.name for s in states] == ["s"] and timers == set()
+    assert userstate.get_dofn_specs(fn) == (states, timers)
+    assert len(inspected) == 2
+
+
+def test_the_options_make_each_view_once_and_share_its_values():
+    import copy
+    import pickle
+
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    options = pipeline_options(["--direct_num_workers", "3"], "DirectRunner", 2)
+    assert options.view_as(DirectOptions) is options.view_as(DirectOptions)
+    options.view_as(StandardOptions).streaming = True
+    assert options.view_as(StandardOptions).streaming is True
+    assert PipelineOptions.view_as(options, StandardOptions).streaming is True  # a fresh view
+    assert options.get_all_options()["streaming"] is True
+    assert options.view_as(DirectOptions).direct_num_workers == 2  # the workers asked for
+    for made in (copy.deepcopy(options), pickle.loads(pickle.dumps(options))):
+        assert "_views" not in made.__dict__  # a copy makes its own views
+        assert made.get_all_options() == options.get_all_options()
+        made.view_as(StandardOptions).streaming = False
+        assert options.view_as(StandardOptions).streaming is True
