@@ -3,6 +3,7 @@ OUT's lock never kept by a child, and Beam's own workers whenever forking is not
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -88,6 +89,57 @@ def test_unused_children_end_when_the_pool_closes():
         """
     )
     assert "all 3 reaped" in done.stdout
+
+
+def test_a_signal_while_the_pool_starts_or_closes_leaves_no_child():
+    """Ctrl-C (a KeyboardInterrupt) landing inside `start` or inside `close`'s wait: every
+    child is still reaped, the last one killed, before the interrupt goes on."""
+    done = run_python(
+        """
+        import os, time
+        import pipeline.runners.local_workers as lw
+
+        pool = lw.ForkedWorkers(2)
+        first = pool.waiting[0][0]
+        real_fdopen = os.fdopen
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+        lw.os.fdopen = interrupted  # the signal lands as start() hands the child its work
+        try:
+            pool.start({})
+        except KeyboardInterrupt:
+            pass
+        lw.os.fdopen = real_fdopen
+        print("started holds the child:", first in pool.started)
+
+        sleeper = os.fork()
+        if sleeper == 0:  # a worker that would run on and on
+            time.sleep(60)
+            os._exit(0)
+        pool.started.append(sleeper)
+        real_reap, calls = lw._reap, []
+        def reap(child, deadline):
+            calls.append(child)
+            if len(calls) == 1:  # the signal lands while close() waits for the first child
+                raise KeyboardInterrupt
+            return real_reap(child, deadline)
+        lw._reap = reap
+        began = time.monotonic()
+        try:
+            pool.close()
+        except KeyboardInterrupt:
+            print("the interrupt went on")
+        try:
+            os.waitpid(-1, os.WNOHANG)
+            print("a child is left")
+        except ChildProcessError:
+            print("all reaped in", round(time.monotonic() - began), "s")
+        """
+    )
+    assert "started holds the child: True" in done.stdout, done.stdout + done.stderr
+    assert "the interrupt went on" in done.stdout
+    reaped = re.search(r"all reaped in (\d+) s", done.stdout)
+    assert reaped and int(reaped.group(1)) < 10, done.stdout  # killed, not waited for (60 s)
 
 
 def test_a_child_does_not_keep_out_locked(tmp_path):
