@@ -188,15 +188,15 @@ def stop_stranded_samplers() -> None:
 def memoize_dofn_specs() -> None:
     """Make Beam's `userstate.get_dofn_specs` remember its answer for each DoFn instance.
 
-    Beam asks it again and again while it builds, checks and translates a graph (about eight
-    times per ParDo: `is_stateful_dofn`, `validate_stateful_dofn`, `to_runner_api_parameter`,
-    the runner's DoFnSignature), and each time it wraps every method of the DoFn and takes its
-    `inspect.signature`: 622 calls and 19,600 signatures for the 79 ParDos of a build of
-    sample/. The answer depends only on the DoFn's methods, which Beam never changes once the
-    DoFn is made. A DoFn that cannot be a weak dictionary key (unhashable, or without weak
-    references) is inspected every time, as before; an error Beam raises is raised every time.
-    Callers get fresh sets, so none can change another's. Idempotent; it applies to this
-    process and to the worker processes forked from it afterwards."""
+    Beam asks it again and again while it builds, checks and translates a graph (about eight times
+    per ParDo: `is_stateful_dofn`, `validate_stateful_dofn`, `to_runner_api_parameter`, the
+    runner's DoFnSignature), and each time it wraps every method of the DoFn and takes its
+    `inspect.signature` (docs/benchmarks.md, "Graph construction", has the counts). The answer
+    depends only on the DoFn's methods, which Beam never changes once the DoFn is made. A DoFn
+    that cannot be a weak dictionary key (unhashable, or without weak references) is inspected
+    every time, as before; an error Beam raises is raised every time. Callers get fresh sets, so
+    none can change another's. Idempotent; it applies to this process and to the worker
+    processes forked from it afterwards."""
     require("get_dofn_specs")
     from apache_beam.transforms import userstate
 

@@ -32,11 +32,11 @@ class BuildOptions(PipelineOptions):
 
     Beam builds a view for each question it asks of the options while it constructs a graph
     (`TypeOptions` for every type check, `StandardOptions` for every applied transform), and
-    each view parses the flags again with a parser holding every option Beam knows: 672 views
-    for a build of sample/. A view holds nothing of its own: its values live in the options'
-    shared `_all_options`, which a view made later would read and write alike, so one view
-    per class answers every question the same. The views are not copied or pickled with the
-    options (Beam deep-copies them into its Pipeline); a copy makes its own."""
+    each view parses the flags again with a parser holding every option Beam knows (the counts
+    are in docs/benchmarks.md, "Graph construction"). A view holds nothing of its own: its
+    values live in the options' shared `_all_options`, which a view made later would read and
+    write alike, so one view per class answers every question the same. The views are not copied
+    or pickled with the options (Beam deep-copies them into its Pipeline); a copy makes its own."""
 
     def view_as(self, cls):
         views = self.__dict__.setdefault("_views", {})  # past __setattr__, which allows options
