@@ -28,7 +28,7 @@ TASK_HELP = (
 def _pretrain_parser(sub) -> None:
     p = sub.add_parser("pretrain", help="MLM + NSP pre-training on a shard set")
     p.add_argument(
-        "--shards", default="out/sample", help="shard set directory (default: %(default)s)"
+        "--shards", default=TrainConfig.shards, help="shard set directory (default: %(default)s)"
     )
     p.add_argument(
         "--run",
@@ -39,7 +39,10 @@ def _pretrain_parser(sub) -> None:
         "since torchrun reads --run as its own --run-path",
     )
     p.add_argument(
-        "--model", default="tiny", choices=list(PRESETS), help="size preset (default: tiny)"
+        "--model",
+        default=TrainConfig.model,
+        choices=list(PRESETS),
+        help="size preset (default: %(default)s)",
     )
     _optimizer_flags(p)
     _recipe_flags(p)
@@ -71,14 +74,22 @@ def _shard_cache_flags(p: argparse.ArgumentParser) -> None:
 
 def _optimizer_flags(p: argparse.ArgumentParser) -> None:
     """Pre-training: steps, batch, schedule, regularisation, seed."""
-    p.add_argument("--steps", type=int, default=1000, help="optimizer steps (default: %(default)s)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=TrainConfig.steps,
+        help="optimizer steps (default: %(default)s)",
+    )
     p.add_argument(
         "--batch-size",
         type=int,
         help="sequences per step over all ranks (default: by preset, 32 for tiny, 256 for base)",
     )
     p.add_argument(
-        "--accum", type=int, default=1, help="gradient accumulation micro-batches (default: 1)"
+        "--accum",
+        type=int,
+        default=TrainConfig.accum,
+        help="gradient accumulation micro-batches (default: %(default)s)",
     )
     p.add_argument(
         "--lr",
@@ -87,13 +98,22 @@ def _optimizer_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--warmup", type=int, help="warm-up steps (default: min(10000, steps/10))")
     p.add_argument(
-        "--weight-decay", type=float, default=0.01, help="AdamW weight decay (default: 0.01)"
+        "--weight-decay",
+        type=float,
+        default=TrainConfig.weight_decay,
+        help="AdamW weight decay (default: %(default)s)",
     )
     p.add_argument(
-        "--clip", type=float, default=1.0, help="gradient norm clip, 0 = off (default: 1.0)"
+        "--clip",
+        type=float,
+        default=TrainConfig.clip,
+        help="gradient norm clip, 0 = off (default: %(default)s)",
     )
     p.add_argument(
-        "--seed", type=int, default=0, help="seed for init, dropout and data order (default: 0)"
+        "--seed",
+        type=int,
+        default=TrainConfig.seed,
+        help="seed for init, dropout and data order (default: %(default)s)",
     )
 
 
@@ -121,9 +141,9 @@ def _recipe_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--attention-dropout",
         type=float,
-        default=0.1,
+        default=TrainConfig.attention_dropout,
         help="dropout on the attention probabilities; 0 (MosaicBERT's setting) lets packed "
-        "batches on CUDA use the kernels that skip masked blocks (default: 0.1, as BERT)",
+        "batches on CUDA use the kernels that skip masked blocks (default: %(default)s, as BERT)",
     )
     p.add_argument(
         "--pack",
@@ -135,42 +155,56 @@ def _recipe_flags(p: argparse.ArgumentParser) -> None:
 
 def _runtime_flags(p: argparse.ArgumentParser) -> None:
     """Pre-training: device and precision, data order, logging, checkpoints, evaluation."""
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument(
+        "--device", default=TrainConfig.device, help="cpu or cuda (default: %(default)s)"
+    )
     p.add_argument(
         "--precision",
-        default="auto",
+        default=TrainConfig.precision,
         choices=["auto", "bf16", "fp32"],
-        help="auto: bf16 autocast on CUDA, fp32 on CPU",
+        help="auto: bf16 autocast on CUDA, fp32 on CPU (default: %(default)s)",
     )
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument(
         "--shuffle-window",
         type=int,
-        default=4,
-        help="shards whose rows are shuffled together (default: 4)",
+        default=TrainConfig.shuffle_window,
+        help="shards whose rows are shuffled together (default: %(default)s)",
     )
     p.add_argument(
-        "--workers", type=int, default=0, help="DataLoader worker processes per rank (default: 0)"
+        "--workers",
+        type=int,
+        default=TrainConfig.workers,
+        help="DataLoader worker processes per rank (default: %(default)s)",
     )
     p.add_argument(
-        "--log-every", type=int, default=10, help="steps between metrics lines (default: 10)"
+        "--log-every",
+        type=int,
+        default=TrainConfig.log_every,
+        help="steps between metrics lines (default: %(default)s)",
     )
     p.add_argument(
-        "--ckpt-every", type=int, default=500, help="steps between checkpoints (default: 500)"
+        "--ckpt-every",
+        type=int,
+        default=TrainConfig.ckpt_every,
+        help="steps between checkpoints (default: %(default)s)",
     )
     p.add_argument(
         "--holdout",
         type=int,
-        default=1,
-        help="shards held out for the final evaluation (default: 1)",
+        default=TrainConfig.holdout,
+        help="shards held out for the final evaluation (default: %(default)s)",
     )
     p.add_argument(
-        "--eval-batches", type=int, default=50, help="held-out batches per rank (default: 50)"
+        "--eval-batches",
+        type=int,
+        default=TrainConfig.eval_batches,
+        help="held-out batches per rank (default: %(default)s)",
     )
     p.add_argument(
         "--peak-tflops",
         type=float,
-        default=0.0,
+        default=TrainConfig.peak_tflops,
         help="GPU bf16 peak for MFU (default: looked up by name)",
     )
 
@@ -186,7 +220,7 @@ def _start_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--init",
-        default="",
+        default=TrainConfig.init,
         metavar="DIR",
         help="start from the weights and config.json of a Hugging Face BERT directory "
         "(save_pretrained of BertForPreTraining, BertForMaskedLM or BertModel, or our export) "
@@ -201,6 +235,8 @@ def _start_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _finetune_parser(sub) -> None:
+    from model.finetune.config import FinetuneConfig
+
     p = sub.add_parser("finetune", help="fine-tune a pre-trained checkpoint on a task")
     p.add_argument("--task", required=True, help=TASK_HELP)
     p.add_argument(
@@ -220,39 +256,64 @@ def _finetune_parser(sub) -> None:
         help="output directory (default: CKPTDIR/finetune-TASK; beside a Hugging Face "
         "directory DIR: DIR-finetune-TASK)",
     )
-    p.add_argument("--epochs", type=float, default=3.0, help="training epochs (default: 3)")
-    p.add_argument("--batch-size", type=int, default=32, help="sequences per step (default: 32)")
-    p.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default: 2e-5)")
+    cfg = FinetuneConfig  # each default's one home: its field there
     p.add_argument(
-        "--warmup-ratio", type=float, default=0.1, help="warm-up share of the steps (default: 0.1)"
+        "--epochs", type=float, default=cfg.epochs, help="training epochs (default: %(default)s)"
     )
     p.add_argument(
-        "--weight-decay", type=float, default=0.01, help="AdamW weight decay (default: 0.01)"
+        "--batch-size",
+        type=int,
+        default=cfg.batch_size,
+        help="sequences per step (default: %(default)s)",
+    )
+    p.add_argument(
+        "--lr", type=float, default=cfg.lr, help="peak learning rate (default: %(default)s)"
+    )
+    p.add_argument(
+        "--warmup-ratio",
+        type=float,
+        default=cfg.warmup_ratio,
+        help="warm-up share of the steps (default: %(default)s)",
+    )
+    p.add_argument(
+        "--weight-decay",
+        type=float,
+        default=cfg.weight_decay,
+        help="AdamW weight decay (default: %(default)s)",
     )
     p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad")
     p.add_argument(
         "--doc-stride",
         type=int,
-        default=128,
+        default=cfg.doc_stride,
         help="squad: tokens between the starts of a long context's windows, as doc_stride in the "
-        "paper's run_squad.py (default: 128)",
+        "paper's run_squad.py (default: %(default)s)",
     )
     p.add_argument(
-        "--max-query-length", type=int, default=64, help="squad: question tokens kept (default: 64)"
+        "--max-query-length",
+        type=int,
+        default=cfg.max_query_length,
+        help="squad: question tokens kept (default: %(default)s)",
     )
     p.add_argument(
         "--max-answer-length",
         type=int,
-        default=30,
-        help="squad: longest answer in tokens (default: 30)",
+        default=cfg.max_answer_length,
+        help="squad: longest answer in tokens (default: %(default)s)",
     )
     p.add_argument(
-        "--seed", type=int, default=0, help="seed for the head, dropout and order (default: 0)"
+        "--seed",
+        type=int,
+        default=cfg.seed,
+        help="seed for the head, dropout and order (default: %(default)s)",
     )
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--device", default=cfg.device, help="cpu or cuda (default: %(default)s)")
     _finetune_step_flags(p)
     p.add_argument(
-        "--log-every", type=int, default=50, help="steps between progress lines (default: 50)"
+        "--log-every",
+        type=int,
+        default=cfg.log_every,
+        help="steps between progress lines (default: %(default)s)",
     )
     p.add_argument(
         "--predict",
