@@ -94,8 +94,6 @@ class TokenizeDocuments(Stage):
 
     def expand(self, chunks):
         encode = TokenizeChunk(self.tmp, self.lowercase, self.cfg)
-        return (
-            chunks
-            | "Spread" >> beam.Reshuffle()
-            | "Encode" >> beam.ParDo(encode, beam.pvalue.AsSingleton(self.vocab))
-        )
+        # no redistribution first: with a given vocab Beam fuses this with the split and the
+        # read, each worker on its own chunks (docs/pipeline.md)
+        return chunks | "Encode" >> beam.ParDo(encode, beam.pvalue.AsSingleton(self.vocab))
