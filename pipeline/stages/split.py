@@ -80,6 +80,4 @@ class SplitSentences(Stage):
 
     def expand(self, chunks):
         split = SplitChunk(self.tmp, self.max_paragraph_chars, self.punkt_json)
-        # no redistribution first: Beam fuses this with the read, each worker splitting the
-        # chunks it wrote (docs/pipeline.md)
-        return chunks | "Split" >> beam.ParDo(split)
+        return chunks | "Spread" >> beam.Reshuffle() | "Split" >> beam.ParDo(split)

@@ -94,6 +94,8 @@ class TokenizeDocuments(Stage):
 
     def expand(self, chunks):
         encode = TokenizeChunk(self.tmp, self.lowercase, self.cfg)
-        # no redistribution first: with a given vocab Beam fuses this with the split and the
-        # read, each worker on its own chunks (docs/pipeline.md)
-        return chunks | "Encode" >> beam.ParDo(encode, beam.pvalue.AsSingleton(self.vocab))
+        return (
+            chunks
+            | "Spread" >> beam.Reshuffle()
+            | "Encode" >> beam.ParDo(encode, beam.pvalue.AsSingleton(self.vocab))
+        )
