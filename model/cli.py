@@ -257,69 +257,48 @@ def _finetune_parser(sub) -> None:
         "directory DIR: DIR-finetune-TASK)",
     )
     cfg = FinetuneConfig  # each default's one home: its field there
-    p.add_argument(
-        "--epochs", type=float, default=cfg.epochs, help="training epochs (default: %(default)s)"
-    )
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=cfg.batch_size,
-        help="sequences per step (default: %(default)s)",
-    )
-    p.add_argument(
-        "--lr", type=float, default=cfg.lr, help="peak learning rate (default: %(default)s)"
-    )
-    p.add_argument(
-        "--warmup-ratio",
-        type=float,
-        default=cfg.warmup_ratio,
-        help="warm-up share of the steps (default: %(default)s)",
-    )
-    p.add_argument(
-        "--weight-decay",
-        type=float,
-        default=cfg.weight_decay,
-        help="AdamW weight decay (default: %(default)s)",
-    )
-    p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad")
-    p.add_argument(
-        "--doc-stride",
-        type=int,
-        default=cfg.doc_stride,
-        help="squad: tokens between the starts of a long context's windows, as doc_stride in the "
-        "paper's run_squad.py (default: %(default)s)",
-    )
-    p.add_argument(
-        "--max-query-length",
-        type=int,
-        default=cfg.max_query_length,
-        help="squad: question tokens kept (default: %(default)s)",
-    )
-    p.add_argument(
-        "--max-answer-length",
-        type=int,
-        default=cfg.max_answer_length,
-        help="squad: longest answer in tokens (default: %(default)s)",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=cfg.seed,
-        help="seed for the head, dropout and order (default: %(default)s)",
-    )
+    _finetune_schedule_flags(p, cfg)
+    _squad_flags(p, cfg)
+    _defaulted(p, "--seed", int, cfg.seed, "seed for the head, dropout and order")
     p.add_argument("--device", default=cfg.device, help="cpu or cuda (default: %(default)s)")
     _finetune_step_flags(p)
-    p.add_argument(
-        "--log-every",
-        type=int,
-        default=cfg.log_every,
-        help="steps between progress lines (default: %(default)s)",
-    )
+    _defaulted(p, "--log-every", int, cfg.log_every, "steps between progress lines")
     p.add_argument(
         "--predict",
         action="store_true",
         help="GLUE: also label test.tsv (MNLI: test_matched.tsv, test_mismatched.tsv) with the "
         "best checkpoint, as the GLUE server takes it (RUN/SST-2.tsv, ...)",
+    )
+
+
+def _defaulted(p: argparse.ArgumentParser, flag: str, kind, default, text: str) -> None:
+    """A typed flag whose help ends with its default, as the config field holds it."""
+    p.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
+
+
+def _finetune_schedule_flags(p: argparse.ArgumentParser, cfg) -> None:
+    """Fine-tuning: epochs, batch, learning rate and its warm-up, weight decay."""
+    _defaulted(p, "--epochs", float, cfg.epochs, "training epochs")
+    _defaulted(p, "--batch-size", int, cfg.batch_size, "sequences per step")
+    _defaulted(p, "--lr", float, cfg.lr, "peak learning rate")
+    _defaulted(p, "--warmup-ratio", float, cfg.warmup_ratio, "warm-up share of the steps")
+    _defaulted(p, "--weight-decay", float, cfg.weight_decay, "AdamW weight decay")
+
+
+def _squad_flags(p: argparse.ArgumentParser, cfg) -> None:
+    """Fine-tuning: sequence length, and SQuAD's windows, questions and answers."""
+    p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad")
+    _defaulted(
+        p,
+        "--doc-stride",
+        int,
+        cfg.doc_stride,
+        "squad: tokens between the starts of a long context's windows, as doc_stride in the "
+        "paper's run_squad.py",
+    )
+    _defaulted(p, "--max-query-length", int, cfg.max_query_length, "squad: question tokens kept")
+    _defaulted(
+        p, "--max-answer-length", int, cfg.max_answer_length, "squad: longest answer in tokens"
     )
 
 
