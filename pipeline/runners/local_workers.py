@@ -17,6 +17,7 @@ reads end of file), so none outlives the driver.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -59,14 +60,20 @@ class ForkedWorkers:
         self.started: list[int | subprocess.Popen] = []
         sys.stdout.flush()
         sys.stderr.flush()
-        for _ in range(count):
-            self.waiting.append(self._fork())
-        _POOLS[self.key] = self
+        try:
+            with signals_held() as mask:
+                for _ in range(count):
+                    self.waiting.append(self._fork(mask))
+                _POOLS[self.key] = self
+        except BaseException:  # a signal held during the forks arrives as the block ends
+            self.close(kill=True)
+            raise
 
-    def _fork(self) -> tuple[int, int]:
+    def _fork(self, mask: set[signal.Signals]) -> tuple[int, int]:
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(write)
             for _, earlier in self.waiting:  # so each sibling sees end of file when unused
                 os.close(earlier)
@@ -80,7 +87,8 @@ class ForkedWorkers:
         safe)."""
         if not self.waiting:
             cmd = [sys.executable, "-m", "apache_beam.runners.worker.sdk_worker_main"]
-            self.started.append(subprocess.Popen(cmd, env={**os.environ, **environ}))
+            with signals_held():
+                self.started.append(subprocess.Popen(cmd, env={**os.environ, **environ}))
             return
         pid, write = self.waiting[0]
         self.started.append(pid)  # first: reaped by close() whatever interrupts from here on
@@ -107,6 +115,28 @@ class ForkedWorkers:
             raise
         finally:
             self.started.clear()
+
+
+HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """SIGINT and SIGTERM held back while this process forks; yields the signal mask before.
+
+    Python runs a signal's handler in the next Python code the main thread runs, and in a fork
+    that is the interpreter's at-fork hooks (logging's lock release among them), where CPython
+    drops whatever a hook raises: the build's `Interrupted` was lost there and the build went on
+    to publish and exit 0 (docs/runners.md). Held, a signal arrives once the block ends, in
+    the code that forked. Only the main thread runs handlers; another thread forks as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield signal.pthread_sigmask(signal.SIG_BLOCK, ())
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        yield mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def fork_is_safe() -> bool:

@@ -80,6 +80,28 @@ def test_a_signal_during_a_two_worker_build_ends_in_one_line(sig, code, tmp_path
         assert shard_hashes(out) == shard_hashes(sample_shards)
 
 
+AT_FORK_SIGNAL = """
+import os, signal, sys
+from pipeline.shell import cli
+
+def hook():  # SIGTERM as the driver forks its workers, with the build's handler set
+    if signal.getsignal(signal.SIGTERM) is cli._raise_interrupted:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+os.register_at_fork(after_in_parent=hook)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_signal_that_lands_in_a_fork_still_stops_the_build(tmp_path):
+    """A handler that runs inside the interpreter's at-fork hooks, where CPython drops what a
+    hook raises: the build went on to publish and exit 0; the signal now waits for the fork."""
+    out = str(tmp_path / "out")
+    r = run([sys.executable, "-c", AT_FORK_SIGNAL, *BUILD[3:], "--out", out, "--workers", "2"])
+    assert (r.returncode, r.stderr) == (143, INTERRUPTED)
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+
+
 @pytest.fixture
 def tiny_filesystem(tmp_path):
     """A 300 kB tmpfs (needs root and mount); remount it larger with `grow()`."""
