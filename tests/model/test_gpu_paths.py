@@ -2,10 +2,11 @@
 fused AdamW, in pre-training and in fine-tuning, each against the plain fp32 path.
 
 Inductor's first compilation in a process costs most of a minute on a small machine (its C++
-toolchain starts; later graphs cost less, and a warm cache little): pre-training is compiled by
-inductor, padded and packed; fine-tuning's model, whose encoder layers are the same, is compiled
-by dynamo and AOTAutograd with the `aot_eager` backend (the same tracing, graph breaks, guards
-and recompilation, without generating C++ again).
+toolchain starts; later graphs cost less, and a warm cache little), so every inductor
+compilation of the suite is here, in one process: pre-training, padded and packed, and
+flex attention (the route of packed batches on CUDA); fine-tuning's model, whose encoder layers
+are the same, is compiled by dynamo and AOTAutograd with the `aot_eager` backend (the same
+tracing, graph breaks, guards and recompilation, without generating C++ again).
 
 Tolerances: the compiled model and the fused optimizer compute the same arithmetic in another
 order, so their losses stay within 1e-4 of the plain path over a few steps (the compiled model
@@ -21,6 +22,7 @@ import pytest
 import torch
 
 import model.training as training
+from model.bert import attend, block_mask
 from model.cli import main
 from model.finetune.config import FinetuneConfig
 from model.finetune.encoder import build_model, read_encoder
@@ -130,6 +132,21 @@ def test_packed_pretraining_compiled_bf16_against_plain(
     _close(compiled, plain, 1e-4)
     bf16 = _pretrain(shards_dir, str(tmp_path / "bf16"), "--precision", "bf16", *packed)
     _close(bf16, plain, 0.05)
+
+
+@pytest.mark.slow
+def test_compiled_flex_attention_equals_the_block_mask_on_the_cpu():
+    """flex_attention as CUDA runs packed batches, compiled (its forward compiles for the CPU
+    too), against SDPA under the dense block mask."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 64, 16, generator=g) for _ in range(3))
+    rows = torch.sort(torch.randint(0, 5, (2, 64), generator=g), -1).values
+    rows[1, 50:] = -1  # padding
+    want = attend(q, k, v, block_mask(rows, "sdpa"), 0.0)
+    got = torch.compile(attend)(q, k, v, block_mask(rows, "flex"), 0.0)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    torch._dynamo.reset()
 
 
 def test_pretraining_in_bf16_autocast_on_the_cpu(shards_dir, tmp_path, plain):

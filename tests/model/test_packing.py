@@ -1,7 +1,8 @@
 """Packing: the plan and its filling (pure), packed batches from the loader (every row once,
 a pure function of seed, epoch and position, resumable), and the packed forward pass, which
 gives every row the MLM and NSP logits of the unpacked one, by every attention route the CPU
-runs."""
+runs (flex attention compiled: tests/model/test_gpu_paths.py, with the suite's other inductor
+compilations)."""
 
 from __future__ import annotations
 
@@ -157,22 +158,6 @@ def test_packed_logits_equal_unpacked_on_real_shards(sample_shards):
         unpacked = plain._collate(np.searchsorted([0, 1], shard), rows)
         assert len(rows) > 6  # several rows per packed sequence
         _assert_same_per_row(model, _unpacked(*unpacked), packed, routes=("sdpa", "flex"))
-
-
-@pytest.mark.slow
-def test_compiled_flex_attention_equals_the_block_mask_on_the_cpu():
-    """flex_attention as CUDA runs it, compiled (its forward compiles for the CPU too)."""
-    from model.bert import attend
-
-    torch._dynamo.reset()
-    g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 2, 64, 16, generator=g) for _ in range(3))
-    rows = torch.sort(torch.randint(0, 5, (2, 64), generator=g), -1).values
-    rows[1, 50:] = -1  # padding
-    want = attend(q, k, v, block_mask(rows, "sdpa"), 0.0)
-    got = torch.compile(attend)(q, k, v, block_mask(rows, "flex"), 0.0)
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
-    torch._dynamo.reset()
 
 
 def test_routes_by_device():
