@@ -25,6 +25,11 @@ TASK_HELP = (
 )
 
 
+def _defaulted(p: argparse.ArgumentParser, flag: str, kind, default, text: str) -> None:
+    """A typed flag whose help ends with its default, as the config field holds it."""
+    p.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
+
+
 def _pretrain_parser(sub) -> None:
     p = sub.add_parser("pretrain", help="MLM + NSP pre-training on a shard set")
     p.add_argument(
@@ -74,47 +79,22 @@ def _shard_cache_flags(p: argparse.ArgumentParser) -> None:
 
 def _optimizer_flags(p: argparse.ArgumentParser) -> None:
     """Pre-training: steps, batch, schedule, regularisation, seed."""
-    p.add_argument(
-        "--steps",
-        type=int,
-        default=TrainConfig.steps,
-        help="optimizer steps (default: %(default)s)",
-    )
+    _defaulted(p, "--steps", int, TrainConfig.steps, "optimizer steps")
     p.add_argument(
         "--batch-size",
         type=int,
         help="sequences per step over all ranks (default: by preset, 32 for tiny, 256 for base)",
     )
-    p.add_argument(
-        "--accum",
-        type=int,
-        default=TrainConfig.accum,
-        help="gradient accumulation micro-batches (default: %(default)s)",
-    )
+    _defaulted(p, "--accum", int, TrainConfig.accum, "gradient accumulation micro-batches")
     p.add_argument(
         "--lr",
         type=float,
         help="peak learning rate (default: by preset, 1e-3 for tiny, 1e-4 for base)",
     )
     p.add_argument("--warmup", type=int, help="warm-up steps (default: min(10000, steps/10))")
-    p.add_argument(
-        "--weight-decay",
-        type=float,
-        default=TrainConfig.weight_decay,
-        help="AdamW weight decay (default: %(default)s)",
-    )
-    p.add_argument(
-        "--clip",
-        type=float,
-        default=TrainConfig.clip,
-        help="gradient norm clip, 0 = off (default: %(default)s)",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=TrainConfig.seed,
-        help="seed for init, dropout and data order (default: %(default)s)",
-    )
+    _defaulted(p, "--weight-decay", float, TrainConfig.weight_decay, "AdamW weight decay")
+    _defaulted(p, "--clip", float, TrainConfig.clip, "gradient norm clip, 0 = off")
+    _defaulted(p, "--seed", int, TrainConfig.seed, "seed for init, dropout and data order")
 
 
 def _recipe_flags(p: argparse.ArgumentParser) -> None:
@@ -165,42 +145,18 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
         help="auto: bf16 autocast on CUDA, fp32 on CPU (default: %(default)s)",
     )
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument(
+    _defaulted(
+        p,
         "--shuffle-window",
-        type=int,
-        default=TrainConfig.shuffle_window,
-        help="shards whose rows are shuffled together (default: %(default)s)",
+        int,
+        TrainConfig.shuffle_window,
+        "shards whose rows are shuffled together",
     )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=TrainConfig.workers,
-        help="DataLoader worker processes per rank (default: %(default)s)",
-    )
-    p.add_argument(
-        "--log-every",
-        type=int,
-        default=TrainConfig.log_every,
-        help="steps between metrics lines (default: %(default)s)",
-    )
-    p.add_argument(
-        "--ckpt-every",
-        type=int,
-        default=TrainConfig.ckpt_every,
-        help="steps between checkpoints (default: %(default)s)",
-    )
-    p.add_argument(
-        "--holdout",
-        type=int,
-        default=TrainConfig.holdout,
-        help="shards held out for the final evaluation (default: %(default)s)",
-    )
-    p.add_argument(
-        "--eval-batches",
-        type=int,
-        default=TrainConfig.eval_batches,
-        help="held-out batches per rank (default: %(default)s)",
-    )
+    _defaulted(p, "--workers", int, TrainConfig.workers, "DataLoader worker processes per rank")
+    _defaulted(p, "--log-every", int, TrainConfig.log_every, "steps between metrics lines")
+    _defaulted(p, "--ckpt-every", int, TrainConfig.ckpt_every, "steps between checkpoints")
+    _defaulted(p, "--holdout", int, TrainConfig.holdout, "shards held out for the final evaluation")
+    _defaulted(p, "--eval-batches", int, TrainConfig.eval_batches, "held-out batches per rank")
     p.add_argument(
         "--peak-tflops",
         type=float,
@@ -269,11 +225,6 @@ def _finetune_parser(sub) -> None:
         help="GLUE: also label test.tsv (MNLI: test_matched.tsv, test_mismatched.tsv) with the "
         "best checkpoint, as the GLUE server takes it (RUN/SST-2.tsv, ...)",
     )
-
-
-def _defaulted(p: argparse.ArgumentParser, flag: str, kind, default, text: str) -> None:
-    """A typed flag whose help ends with its default, as the config field holds it."""
-    p.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
 
 
 def _finetune_schedule_flags(p: argparse.ArgumentParser, cfg) -> None:
