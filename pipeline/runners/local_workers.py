@@ -128,10 +128,8 @@ def signals_held():
     that is the interpreter's at-fork hooks (logging's lock release among them), where CPython
     drops whatever a hook raises: the build's `Interrupted` was lost there and the build went on
     to publish and exit 0 (docs/runners.md). Held, a signal arrives once the block ends, in
-    the code that forked. Only the main thread runs handlers; another thread forks as it is."""
-    if threading.current_thread() is not threading.main_thread():
-        yield signal.pthread_sigmask(signal.SIG_BLOCK, ())
-        return
+    the code that forked (the mask is the calling thread's: in another thread it only sends
+    the signal to the main thread, whose handler runs there as always)."""
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     try:
         yield mask
