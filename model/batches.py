@@ -4,12 +4,15 @@ worker processes, each building every W-th position; the sequence is the same ei
 from __future__ import annotations
 
 import itertools
+import signal
 from collections.abc import Iterator
+from functools import partial
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from model.data import PretrainingData
+from schemas.interrupts import release_in_child, signals_held
 
 
 class _Positions(IterableDataset):
@@ -43,13 +46,41 @@ def batches(
     if workers == 0:
         stream: Iterator = iter(_Positions(data, start, stop))
     else:
-        stream = iter(
-            DataLoader(
-                _Positions(data, start, stop),
-                batch_size=None,
-                num_workers=workers,
-                pin_memory=pin_memory,
-                generator=torch.Generator().manual_seed(0),  # leaves the global RNG alone
-            )
-        )
-    return (b for b in stream if b is not None)
+        # Ctrl-C and SIGTERM wait while the workers are forked (`schemas.interrupts`: one that
+        # lands in a fork's at-fork hooks is lost); each worker lets them in again.
+        try:
+            with signals_held() as mask:
+                stream = iter(
+                    DataLoader(
+                        _Positions(data, start, stop),
+                        batch_size=None,
+                        num_workers=workers,
+                        pin_memory=pin_memory,
+                        generator=torch.Generator().manual_seed(0),  # the global RNG untouched
+                        worker_init_fn=partial(_release_in_child, mask),
+                    )
+                )
+        except BaseException:  # a signal held over the forks: the workers end now, not later
+            stream = None
+            raise
+    return _yielded(stream)
+
+
+def _yielded(stream: Iterator) -> Iterator[dict[str, torch.Tensor]]:
+    """The batches of `stream`; closed (`close()`, as the caller's loop ends however it ends),
+    it lets the loader's iterator go at once, and with it the workers, which it joins."""
+    try:
+        for b in stream:
+            if b is not None:
+                yield b
+    finally:
+        del stream  # the last reference: the iterator shuts its workers down now
+
+
+def _release_in_child(mask, worker_id: int) -> None:
+    """A loader worker, as it starts: signals let in, with Python's own handlers (a Ctrl-C is
+    torch's to handle in its worker loop, and the loader ends a worker with SIGTERM), not the
+    command's, which raise for the parent's command to unwind."""
+    release_in_child(mask)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -17,7 +17,8 @@ import argparse
 import os
 import sys
 
-from model.config import PRESETS, TrainConfig, training_defaults
+from model.config import PRESETS, TrainConfig, flag_hint, training_defaults
+from schemas.interrupts import exit_code, interrupts_unwind
 
 TASK_HELP = (
     "cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli (GLUE TSV), ner (CoNLL), "
@@ -350,13 +351,34 @@ def _run(args: argparse.Namespace) -> None:
         print(f"exported to {export(args.ckpt, args.out)}")
 
 
+def interrupted_line(args: argparse.Namespace) -> str:
+    """What an interrupted command says: how to go on (pre-training, from its checkpoint)."""
+    if args.command != "pretrain":
+        return "interrupted; run the same command again"
+    try:
+        checkpoint = os.path.join(train_config(args).run, "last.pt")
+    except ValueError:
+        return "interrupted; run the same command again"
+    if not os.path.exists(checkpoint):
+        return "interrupted before the run's first checkpoint; run the same command again"
+    return (
+        f"interrupted; run the same command with {flag_hint('--resume')} to continue from "
+        f"{checkpoint}, written every --ckpt-every steps"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        _run(args)
+        with interrupts_unwind():
+            _run(args)
     except (ValueError, FileNotFoundError) as e:
         print(f"bert-model {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (`Interrupted`), or a Ctrl-C before
+        if os.environ.get("RANK", "0") == "0":  # under torchrun every rank is told: one line
+            print(interrupted_line(args), file=sys.stderr)
+        return exit_code(e)
     return 0
 
 

@@ -216,7 +216,8 @@ def _train_loop(
             if save:
                 write_checkpoint(os.path.join(cfg.run, CHECKPOINT), trainer, shards, step, position)
                 meter.reset()
-    finally:
+    finally:  # the loader's workers end here too, before an interrupted run says so
+        stream.close()
         metrics.close()
     if d.world > 1:
         dist.barrier()

@@ -20,10 +20,10 @@ import torch.distributed as dist
 
 from model.config import BertConfig, TrainConfig, flag_hint
 from model.run_shards import check_shard_set, shard_set_entry
-from model.safe_load import PickledCodeError, load_weights
+from model.safe_load import PickledCodeError, load_weights, save_weights
 from model.training import Dist, Trainer, WarmupLinear
 from schemas import storage
-from schemas.manifest import atomic_write, atomic_write_text
+from schemas.manifest import atomic_write_text
 from schemas.reader import ShardSet
 
 CHECKPOINT = "last.pt"
@@ -80,8 +80,8 @@ RECIPE_KEYS = ("mask_prob", "nsp", "attention_dropout")
 
 
 def save_checkpoint(path: str, state: dict) -> None:
-    """Write atomically: a temporary file in the same directory, fsync, rename."""
-    atomic_write(path, lambda f: torch.save(state, f))
+    """Written whole or not at all, Ctrl-C or not (`save_weights`)."""
+    save_weights(path, state)
 
 
 def rng_states(d: Dist) -> list[dict]:

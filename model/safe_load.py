@@ -1,4 +1,5 @@
-"""Reading a torch file (a checkpoint, a `pytorch_model.bin`) without ever running its code.
+"""Reading a torch file (a checkpoint, a `pytorch_model.bin`) without ever running its code, and
+writing one (`save_weights`) so that neither a crash nor Ctrl-C leaves half of it.
 
 `load_weights` is the one call to `torch.load` in the package, always with `weights_only=True`:
 plain tensors, numbers, strings and containers of them are read; a pickle that holds anything
@@ -16,6 +17,9 @@ import warnings
 
 import torch
 
+from schemas.interrupts import signals_held
+from schemas.manifest import atomic_write
+
 CONVERT_HINT = (
     "save the weights as safetensors where they were made (save_pretrained(..., "
     "safe_serialization=True), or safetensors.torch.save_file) and pass that"
@@ -24,6 +28,14 @@ CONVERT_HINT = (
 
 class PickledCodeError(ValueError):
     """A torch file holds pickled code or objects beyond plain tensors; nothing of it ran."""
+
+
+def save_weights(path: str, state: dict) -> None:
+    """`torch.save` published atomically (a temporary file beside `path`, fsync, rename), with
+    Ctrl-C and SIGTERM held until it is written: raised inside `torch.save`, an interrupt
+    became its writer's own error (`RuntimeError: ... unexpected pos`), a traceback."""
+    with signals_held():
+        atomic_write(path, lambda f: torch.save(state, f))
 
 
 def load_weights(path: str, map_location: str | torch.device | None = "cpu"):

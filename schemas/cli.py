@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 
+from schemas.interrupts import exit_code, interrupts_unwind
 from schemas.stats import normal_tail
 
 VALIDATE_HELP = """\
@@ -247,11 +248,25 @@ def main(argv: list[str] | None = None, prog: str = "bert-schemas") -> int:
     and export)."""
     args = _parser(prog).parse_args(argv)
     args.prog = prog
+    command = {"validate": _validate, "inspect": _inspect, "export": _export}[args.command]
     try:
-        return {"validate": _validate, "inspect": _inspect, "export": _export}[args.command](args)
+        with interrupts_unwind():
+            return command(args)
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM
+        print(interrupted_line(args), file=sys.stderr)
+        return exit_code(e)
+
+
+def interrupted_line(args) -> str:
+    if args.command != "export":
+        return "interrupted; run the same command again"
+    return (
+        f"interrupted; {args.dest} may hold part of the export, without its export.json: run "
+        "the same command with --overwrite to export again"
+    )
 
 
 if __name__ == "__main__":

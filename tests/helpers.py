@@ -1,6 +1,7 @@
 """Helpers shared by several test files: the sample corpus, a build of it, the digests that
-say two shard sets hold the same bytes, the rows an export must hold, and Google's vocab
-layout. Fixtures live in conftest.py; test files import from here, never from each other."""
+say two shard sets hold the same bytes, the rows an export must hold, Google's vocab layout,
+and a process's children and whether one is alive (from /proc). Fixtures live in conftest.py;
+test files import from here, never from each other."""
 
 from __future__ import annotations
 
@@ -103,3 +104,41 @@ def google_layout(vocab: Vocab) -> Vocab:
     rest = [p for p in vocab.pieces if p not in SPECIAL_TOKENS]
     head = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     return Vocab(tuple(head + [f"[unused{i}]" for i in range(99, 120)] + rest))
+
+
+def children(pid: int) -> list[int]:
+    """The pids of a process's children, from every thread of it ([] once it is gone)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        return [
+            int(c) for t in tasks for c in open(f"/proc/{pid}/task/{t}/children").read().split()
+        ]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def signal_at_fork(cli: str) -> str:
+    """A script (for `python -c`) that runs `main` of the module `cli` on its arguments and sends
+    its own process SIGTERM from an at-fork hook while the command's handler is set: the signal
+    lands inside the interpreter's at-fork hooks, where CPython drops what a handler raises."""
+    return f"""
+import os, signal, sys
+from {cli} import main
+from schemas.interrupts import active
+
+def hook():
+    if active():
+        os.kill(os.getpid(), signal.SIGTERM)
+
+os.register_at_fork(after_in_parent=hook)
+sys.exit(main(sys.argv[1:]))
+"""

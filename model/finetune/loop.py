@@ -32,7 +32,7 @@ from model.finetune.readers import GLUE_TASKS, check_task
 from model.finetune.spans import Spans
 from model.finetune.tag import Tag
 from model.finetune.task import Task
-from model.safe_load import load_weights
+from model.safe_load import load_weights, save_weights
 from model.training import (
     MetricsLog,
     Progress,
@@ -43,7 +43,7 @@ from model.training import (
     to_device,
     warmup_linear,
 )
-from schemas.manifest import atomic_write, atomic_write_text
+from schemas.manifest import atomic_write_text
 
 KINDS: dict[str, type[Task]] = {
     **{name: Regress if spec.regression else Classify for name, spec in GLUE_TASKS.items()},
@@ -119,7 +119,7 @@ class Finetuning:
         path = os.path.join(self.cfg.run, name)
         state = {"config": asdict(self.cfg), "labels": self.task.labels}
         state["model"] = self.model.state_dict()
-        atomic_write(path, lambda f: torch.save(state, f))
+        save_weights(path, state)
 
     def write(self, name: str, text: str) -> None:
         atomic_write_text(os.path.join(self.cfg.run, name), text)

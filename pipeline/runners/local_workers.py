@@ -17,7 +17,6 @@ reads end of file), so none outlives the driver.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -38,6 +37,7 @@ from pipeline.runners.beam_internals import (
     register_environment,
     sdk_worker_main,  # Beam's worker loop, imported here, before the fork
 )
+from schemas.interrupts import release_in_child, signals_held
 
 # overridden below: were one gone, its override would silently never run
 beam_internals.require(
@@ -73,7 +73,7 @@ class ForkedWorkers:
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            release_in_child(mask)
             os.close(write)
             for _, earlier in self.waiting:  # so each sibling sees end of file when unused
                 os.close(earlier)
@@ -115,26 +115,6 @@ class ForkedWorkers:
             raise
         finally:
             self.started.clear()
-
-
-HELD = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def signals_held():
-    """SIGINT and SIGTERM held back while this process forks; yields the signal mask before.
-
-    Python runs a signal's handler in the next Python code the main thread runs, and in a fork
-    that is the interpreter's at-fork hooks (logging's lock release among them), where CPython
-    drops whatever a hook raises: the build's `Interrupted` was lost there and the build went on
-    to publish and exit 0 (docs/runners.md). Held, a signal arrives once the block ends, in
-    the code that forked (the mask is the calling thread's: in another thread it only sends
-    the signal to the main thread, whose handler runs there as always)."""
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
-    try:
-        yield mask
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def fork_is_safe() -> bool:

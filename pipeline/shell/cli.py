@@ -17,9 +17,7 @@ import contextlib
 import dataclasses
 import json
 import os
-import signal
 import sys
-import threading
 import time
 
 from pipeline.runners.allocator import reuse_freed_memory
@@ -35,6 +33,7 @@ from pipeline.shell.arguments import (
     vocab_config,
 )
 from pipeline.stages.read import expand_pattern, one_listing
+from schemas.interrupts import exit_code, interrupts_unwind
 
 
 def check_inputs(cfg):
@@ -277,65 +276,6 @@ def disk_full_line(out: str) -> str:
     )
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM, raised in the main thread so the build unwinds as after a failure:
-    its workers are killed, OUT's lock released, and what is finished kept for --resume."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-_DEFERRED: list[int] = []  # a signal that arrived inside a finalizer, raised once it returned
-DEFER_SECONDS = 0.01
-
-
-def _raise_interrupted(signum, frame) -> None:
-    if _in_finalizer(frame):
-        # Python ignores what a `__del__` raises, and gRPC's channels catch everything in
-        # theirs: raised there, the interrupt would be lost and the build go on. Ask again once
-        # the finalizer has returned.
-        _DEFERRED.append(signum)
-        signal.setitimer(signal.ITIMER_REAL, DEFER_SECONDS)
-        return
-    for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends the process at once
-        signal.signal(sig, signal.SIG_DFL)
-    raise Interrupted(signum)
-
-
-def _raise_deferred(signum, frame) -> None:
-    if _DEFERRED:
-        _raise_interrupted(_DEFERRED.pop(), frame)
-
-
-def _in_finalizer(frame) -> bool:
-    while frame is not None:
-        if frame.f_code.co_name == "__del__":
-            return True
-        frame = frame.f_back
-    return False
-
-
-@contextlib.contextmanager
-def interrupts_unwind():
-    """While a command runs, SIGINT and SIGTERM raise `Interrupted` (after the finalizer, when
-    one was running); the handlers before are restored after. Only the main thread may set
-    handlers (a caller's thread keeps its own)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    handlers = {signal.SIGINT: _raise_interrupted, signal.SIGTERM: _raise_interrupted}
-    handlers[signal.SIGALRM] = _raise_deferred
-    before = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        _DEFERRED.clear()
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-
-
 def interrupted_line(command: str) -> str:
     if command == "build":
         return "interrupted; run the same command with --resume to continue"
@@ -407,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
 
             traceback.print_exc()
         print(interrupted_line(args.command), file=sys.stderr)
-        return 128 + getattr(e, "signum", signal.SIGINT)
+        return exit_code(e)
 
 
 if __name__ == "__main__":

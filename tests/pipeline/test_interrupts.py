@@ -17,29 +17,11 @@ from pipeline.shell.cli import NO_SPACE, disk_full_said
 from pipeline.shell.outdir import OutputError, OutputLock, check_free_space, disk_figure
 from schemas.manifest import read_manifest
 from schemas.validate.run import validate
-from tests.helpers import ROOT, SAMPLE_INPUT
+from tests.helpers import ROOT, SAMPLE_INPUT, alive, children, signal_at_fork
 
 BUILD = [sys.executable, "-m", "pipeline", "build", "--input", SAMPLE_INPUT]
 BUILD += ["--num-shards", "4", "--progress-seconds", "0"]
 INTERRUPTED = "interrupted; run the same command with --resume to continue\n"
-
-
-def children(pid: int) -> list[int]:
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-        return [
-            int(c) for t in tasks for c in open(f"/proc/{pid}/task/{t}/children").read().split()
-        ]
-    except (FileNotFoundError, ProcessLookupError):
-        return []
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def shard_hashes(out: str) -> list[str]:
@@ -80,24 +62,12 @@ def test_a_signal_during_a_two_worker_build_ends_in_one_line(sig, code, tmp_path
         assert shard_hashes(out) == shard_hashes(sample_shards)
 
 
-AT_FORK_SIGNAL = """
-import os, signal, sys
-from pipeline.shell import cli
-
-def hook():  # SIGTERM as the driver forks its workers, with the build's handler set
-    if signal.getsignal(signal.SIGTERM) is cli._raise_interrupted:
-        os.kill(os.getpid(), signal.SIGTERM)
-
-os.register_at_fork(after_in_parent=hook)
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
 def test_a_signal_that_lands_in_a_fork_still_stops_the_build(tmp_path):
     """A handler that runs inside the interpreter's at-fork hooks, where CPython drops what a
     hook raises: the build went on to publish and exit 0; the signal now waits for the fork."""
     out = str(tmp_path / "out")
-    r = run([sys.executable, "-c", AT_FORK_SIGNAL, *BUILD[3:], "--out", out, "--workers", "2"])
+    script = signal_at_fork("pipeline.shell.cli")
+    r = run([sys.executable, "-c", script, *BUILD[3:], "--out", out, "--workers", "2"])
     assert (r.returncode, r.stderr) == (143, INTERRUPTED)
     assert not os.path.exists(os.path.join(out, "manifest.json"))
 
@@ -185,55 +155,6 @@ def test_the_disk_check_with_30_mb_free_says_mb(tmp_path, monkeypatch):
     assert "needs about 2.4 GB of free disk" in str(caught.value)
     assert "its filesystem has 30.0 MB;" in str(caught.value)
     assert "0.0 GB" not in str(caught.value)
-
-
-def test_a_signal_inside_a_finalizer_is_not_lost():
-    """A `__del__` that catches everything (gRPC's channels have one) would swallow the
-    interrupt raised inside it, and the build would go on; it is raised once the finalizer has
-    returned."""
-    from pipeline.shell.cli import Interrupted, interrupts_unwind
-
-    class Swallows:
-        def __del__(self):
-            try:
-                os.kill(os.getpid(), signal.SIGTERM)
-                for _ in range(100_000):  # the handler runs in here
-                    pass
-            except BaseException:
-                pass
-
-    with pytest.raises(Interrupted) as caught:
-        with interrupts_unwind():
-            obj = Swallows()
-            del obj
-            time.sleep(2)  # the deferred interrupt arrives within it
-    assert caught.value.signum == signal.SIGTERM
-    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
-    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-
-
-def test_the_handlers_are_restored_and_threads_keep_theirs():
-    import threading
-
-    from pipeline.shell.cli import interrupts_unwind
-
-    before = signal.getsignal(signal.SIGTERM)
-    with interrupts_unwind():
-        assert signal.getsignal(signal.SIGTERM) is not before
-    assert signal.getsignal(signal.SIGTERM) is before
-    failed = []
-
-    def in_a_thread():
-        try:
-            with interrupts_unwind():
-                pass
-        except ValueError as e:  # signal.signal outside the main thread
-            failed.append(e)
-
-    t = threading.Thread(target=in_a_thread)
-    t.start()
-    t.join()
-    assert not failed
 
 
 # Beam's `StateSampler.start` as it is, up to where a signal can raise: the sampling thread

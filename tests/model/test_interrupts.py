@@ -1,0 +1,69 @@
+"""Pre-training stopped by Ctrl-C or SIGTERM, with DataLoader workers: one line that says how to go
+on (from the run's checkpoint), the shell's exit code, no traceback, no worker left, the run's
+lock free; and a signal that lands while the workers are forked stops it too."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from model.run_lock import RunLock
+from tests.helpers import alive, children, signal_at_fork
+from tests.model.helpers import REPO, cli_env, metrics
+
+PRETRAIN = ["pretrain", "--batch-size", "8", "--log-every", "1", "--eval-batches", "1"]
+PRETRAIN += ["--workers", "2"]
+
+
+def resume_line(run: str) -> str:
+    return (
+        "interrupted; run the same command with --resume (make: ARGS=--resume) to continue "
+        f"from {run}/last.pt, written every --ckpt-every steps\n"
+    )
+
+
+def test_ctrl_c_while_training_ends_in_one_line_naming_the_checkpoint(shards_dir, tmp_path):
+    run = str(tmp_path / "run")
+    args = [*PRETRAIN, "--shards", shards_dir, "--run", run, "--steps", "100000"]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "model.cli", *args, "--ckpt-every", "2"],
+        cwd=REPO,
+        env=cli_env(),
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline, path = time.monotonic() + 120, os.path.join(run, "metrics.jsonl")
+    while time.monotonic() < deadline and p.poll() is None:  # training, past a checkpoint
+        if os.path.exists(path) and len(metrics(run)) >= 4:
+            break
+        time.sleep(0.02)
+    workers = children(p.pid)
+    assert len(workers) >= 2, "the run never started its loader's workers"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert (p.returncode, err) == (130, resume_line(run))
+    assert not [w for w in workers if alive(w)]
+    with RunLock(run):  # free at once
+        pass
+
+
+def test_a_signal_that_lands_in_a_loader_fork_still_stops_training(shards_dir, tmp_path):
+    """Raised inside the interpreter's at-fork hooks, the interrupt was dropped and the run
+    trained to its last step; now the signal waits for the fork."""
+    run = str(tmp_path / "run")
+    args = [*PRETRAIN, "--shards", shards_dir, "--run", run, "--steps", "20"]
+    r = subprocess.run(
+        [sys.executable, "-c", signal_at_fork("model.cli"), *args, "--ckpt-every", "100"],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    line = "interrupted before the run's first checkpoint; run the same command again\n"
+    assert (r.returncode, r.stderr) == (143, line)
+    assert not os.path.exists(os.path.join(run, "last.pt"))

@@ -1,0 +1,119 @@
+"""`schemas.interrupts`, which every CLI of the three packages runs its command inside: a
+signal that lands in a finalizer is raised once it has returned, the handlers before are
+restored, and a thread other than the main one keeps its own; and `bert-schemas` stopped by a
+signal: one line, 130 or 143, and for an export the way to export again (`--overwrite`). The
+other commands, stopped by real signals in fresh processes: tests/pipeline/test_interrupts.py
+and tests/model/test_interrupts.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import schemas.validate.run
+from schemas.cli import main
+from schemas.export.dest import Dest
+from schemas.interrupts import Interrupted, interrupts_unwind, signals_held
+
+
+def test_a_signal_inside_a_finalizer_is_not_lost():
+    """A `__del__` that catches everything (gRPC's channels have one) would swallow the
+    interrupt raised inside it, and the command would go on; it is raised once the finalizer has
+    returned."""
+
+    class Swallows:
+        def __del__(self):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(100_000):  # the handler runs in here
+                    pass
+            except BaseException:
+                pass
+
+    with pytest.raises(Interrupted) as caught:
+        with interrupts_unwind():
+            obj = Swallows()
+            del obj
+            time.sleep(2)  # the deferred interrupt arrives within it
+    assert caught.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_the_handlers_are_restored_and_threads_keep_theirs():
+    before = signal.getsignal(signal.SIGTERM)
+    with interrupts_unwind():
+        assert signal.getsignal(signal.SIGTERM) is not before
+    assert signal.getsignal(signal.SIGTERM) is before
+    failed = []
+
+    def in_a_thread():
+        try:
+            with interrupts_unwind():
+                pass
+        except ValueError as e:  # signal.signal outside the main thread
+            failed.append(e)
+
+    t = threading.Thread(target=in_a_thread)
+    t.start()
+    t.join()
+    assert not failed
+
+
+def test_a_signal_while_held_is_raised_as_the_block_ends_whichever_thread_took_it():
+    """Inside `signals_held` the handler records the signal, even when the kernel hands it to a
+    thread that leaves it open (torch's do), and the interrupt is raised as the block ends."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)  # started before the block: both signals open
+    other.start()
+    reached = []
+    try:
+        with pytest.raises(Interrupted) as caught:
+            with interrupts_unwind(), signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.2)  # the handler runs in here, and only records it
+                reached.append(True)
+    finally:
+        stop.set()
+        other.join()
+    assert reached and caught.value.signum == signal.SIGTERM
+
+
+def signal_after(monkeypatch, owner, name: str, sig: int) -> None:
+    """`owner.name` runs, then this process gets `sig`, which interrupts the wait after it."""
+    real = getattr(owner, name)
+
+    def then_signal(*args, **kwargs):
+        real(*args, **kwargs)
+        os.kill(os.getpid(), sig)
+        time.sleep(10)  # the handler raises in here
+        raise AssertionError(f"{sig} did not interrupt")
+
+    monkeypatch.setattr(owner, name, then_signal)
+
+
+def test_ctrl_c_stops_validate_with_one_line(sample_shards, monkeypatch, capsys):
+    signal_after(monkeypatch, schemas.validate.run, "validate", signal.SIGINT)
+    assert main(["validate", sample_shards]) == 130
+    assert capsys.readouterr().err == "interrupted; run the same command again\n"
+
+
+def test_an_export_stopped_by_sigterm_says_how_to_export_again(sample_shards, tmp_path, capsys):
+    dest = str(tmp_path / "dest")
+    args = ["export", sample_shards, dest, "--format", "tfrecord"]
+    with pytest.MonkeyPatch.context() as patch:  # after the first file is published
+        signal_after(patch, Dest, "publish", signal.SIGTERM)
+        assert main(args) == 143
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        f"interrupted; {dest} may hold part of the export, without its export.json: run the "
+        "same command with --overwrite to export again"
+    )
+    assert os.listdir(dest) and "export.json" not in os.listdir(dest)
+    assert main(args) == 1  # not empty: refused
+    assert main([*args, "--overwrite"]) == 0  # what the line says works
+    assert "export.json" in os.listdir(dest)
