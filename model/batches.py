@@ -63,18 +63,9 @@ def batches(
         except BaseException:  # a signal held over the forks: the workers end now, not later
             stream = None
             raise
-    return _yielded(stream)
-
-
-def _yielded(stream: Iterator) -> Iterator[dict[str, torch.Tensor]]:
-    """The batches of `stream`; closed (`close()`, as the caller's loop ends however it ends),
-    it lets the loader's iterator go at once, and with it the workers, which it joins."""
-    try:
-        for b in stream:
-            if b is not None:
-                yield b
-    finally:
-        del stream  # the last reference: the iterator shuts its workers down now
+    # closed (the caller's loop ends, however it ends), it lets the loader's iterator go at
+    # once, and the iterator joins its workers
+    return (b for b in stream if b is not None)
 
 
 def _release_in_child(mask, worker_id: int) -> None:
