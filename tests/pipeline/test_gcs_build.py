@@ -90,8 +90,9 @@ def test_dedup_on_gcs_is_the_local_dedup(gcs_emulator, gcs_input, tmp_path):
     assert shard_set("gs://dedup/out") == shard_set(local)
 
 
-def start_build(out: str, inputs: str, gcs) -> subprocess.Popen:
-    """A build into `out` in a process of its own, returned once it has split a chunk."""
+def start_build(out: str, inputs: str, gcs, tmp: str) -> subprocess.Popen:
+    """A build into `out` in a process of its own, returned once it has split a chunk. Its
+    temporary folder is `tmp`: killed with SIGKILL, it leaves Beam's (empty) folder there."""
     code = (
         "import sys; from tests.helpers import build_shards; "
         f"sys.exit(build_shards({out!r}, '--num-shards', '4', inputs={inputs!r}))"
@@ -99,7 +100,7 @@ def start_build(out: str, inputs: str, gcs) -> subprocess.Popen:
     child = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=ROOT,
-        env=dict(os.environ),
+        env={**os.environ, "TMPDIR": tmp},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -112,12 +113,12 @@ def start_build(out: str, inputs: str, gcs) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_resume_after_sigkill(gcs_emulator, gcs_input, local_set):
+def test_resume_after_sigkill(gcs_emulator, gcs_input, local_set, tmp_path):
     """Killed mid-build: no manifest, its lock left behind (this machine, process gone: taken
     over); `--resume` ends with the uninterrupted build's bytes and an empty build area."""
     gcs_emulator.create_bucket("resume")
     out = "gs://resume/out"
-    child = start_build(out, gcs_input, gcs_emulator)
+    child = start_build(out, gcs_input, gcs_emulator, str(tmp_path))
     child.send_signal(signal.SIGKILL)
     child.wait()
     names = bucket_objects(gcs_emulator, out)
@@ -128,12 +129,12 @@ def test_resume_after_sigkill(gcs_emulator, gcs_input, local_set):
     assert not [n for n in bucket_objects(gcs_emulator, out) if "/.building/" in n]
 
 
-def test_sigterm_releases_the_lock_object(gcs_emulator, gcs_input):
+def test_sigterm_releases_the_lock_object(gcs_emulator, gcs_input, tmp_path):
     """Stopped by SIGTERM, the build unwinds: exit 143, its lock object deleted, no manifest,
     the finished work kept for --resume."""
     gcs_emulator.create_bucket("term")
     out = "gs://term/out"
-    child = start_build(out, gcs_input, gcs_emulator)
+    child = start_build(out, gcs_input, gcs_emulator, str(tmp_path))
     child.send_signal(signal.SIGTERM)
     _, err = child.communicate(timeout=60)
     assert child.returncode == 143, err[-2000:]

@@ -18,10 +18,15 @@ ARGS = ["--num-shards", "4", "--workers", "2", "--progress-seconds", "0"]
 
 
 def start(out: str, *extra: str) -> subprocess.Popen:
+    """The build in a process group of its own. Its temporary folder is next to `out`: a build
+    killed with SIGKILL leaves Beam's (empty) folder behind, and the suite leaves none in /tmp."""
     cmd = [sys.executable, "-m", "pipeline", "build", "--input", SAMPLE_INPUT, "--out", out]
+    tmp = os.path.join(os.path.dirname(out), "tmp")
+    os.makedirs(tmp, exist_ok=True)
     return subprocess.Popen(
         cmd + ARGS + list(extra),
         cwd=ROOT,
+        env={**os.environ, "TMPDIR": tmp},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: the kill takes Beam's workers too

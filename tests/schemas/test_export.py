@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import types
 
 import numpy as np
@@ -122,8 +123,12 @@ def import_streaming():
     return streaming
 
 
-def test_mds_read_by_streaming_dataset_equals_the_rows(export_source, exported, tmp_path):
+def test_mds_read_by_streaming_dataset_equals_the_rows(
+    export_source, exported, tmp_path, monkeypatch
+):
     streaming = import_streaming()
+    # the dataset's lock files go to the temporary folder and outlive it: tmp_path, not /tmp
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     _, rows = export_source
     # predownload: how far the reader's thread may run ahead of the iteration (8 samples by
     # default, then it sleeps 7 ms; the whole set: iterating 3,000 rows takes 0.5 s, not 3.5 s)
