@@ -10,7 +10,7 @@ shards. "Chunk files" is the Arrow files the stages hand each other (write and r
 What the whole build spends beyond the sum is Beam's own part: its start-up, its records and
 the runner's bookkeeping. Each stage is timed in CPU seconds of this process
 (`time.process_time`), with the tokenizer's thread pool held to one thread and the garbage
-collector set as the build's steps set it (`pipeline.stages.base.fewer_collections`).
+collector and pages set as the build's steps set them (`pipeline.stages.base.worker_settings`).
 """
 
 from __future__ import annotations
@@ -128,10 +128,10 @@ def build_buckets(chunk, totals, vocab, cfg, tmp: str, clock: Clock) -> int:
 def stage_seconds(files: list[str], vocab_path: str, tmp: str) -> dict[str, float]:
     """CPU seconds per stage for one pass of the build's functions over `files`."""
     from pipeline.core.config import InstanceConfig
-    from pipeline.stages.base import fewer_collections
+    from pipeline.stages.base import worker_settings
     from schemas.vocab import Vocab
 
-    fewer_collections()  # the collector setting every step of the build runs with
+    worker_settings()  # the collector and pages every step of the build runs with
     vocab = Vocab.load(vocab_path)
     cfg = InstanceConfig(max_seq_length=128, dupe_factor=5, seed=SEED)
     clock = Clock()

@@ -234,20 +234,20 @@ def split_rates(dirs: list[str]) -> tuple[float, float, int]:
     """MB per CPU-second of NLTK's `PunktSentenceTokenizer.tokenize` and of the fast route
     (`pipeline.core.punkt_fast`, its caches empty at the start) on the paragraphs of the first copy
     alone (distinct text: no decision is remembered from another copy), one process, with the
-    collector set as the build's steps set it; and the bytes. Both give the same sentences
-    (checked here too)."""
+    collector and pages set as the build's steps set them; and the bytes. Both give the same
+    sentences (checked here too)."""
     import gc
     import time
 
     from pipeline.core.punkt_fast import FastPunkt
     from pipeline.core.sentences import english_tokenizer
-    from pipeline.stages.base import fewer_collections
+    from pipeline.stages.base import worker_settings
 
     texts = read_text(dirs[:1])
     size = sum(len(t.encode()) for t in texts)
     paragraphs = [" ".join(p.split()) for t in texts for p in t.split("\n\n") if p.strip()]
     tok = english_tokenizer()
-    fewer_collections()
+    worker_settings()
     rates = []
     for split in (tok.tokenize, FastPunkt(tok).tokenize):
         gc.collect()

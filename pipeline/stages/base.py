@@ -9,12 +9,13 @@ class SplitSentences(Stage):
     ...
 
 `Step`: a DoFn of the build; every worker process that runs one collects garbage less often
-(`fewer_collections`).
+(`fewer_collections`) and gives numpy's arrays small pages (`small_pages`).
 """
 
 from __future__ import annotations
 
 import gc
+import os
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -38,6 +39,34 @@ def fewer_collections() -> None:
         gc.set_threshold(YOUNG_COLLECTION_EVERY, middle, old)
 
 
+# numpy asks the kernel for transparent huge pages (madvise) for every array of 4 MB or more. A
+# huge page is faulted in whole, 2 MB at a time, which is costly where free memory is not yet
+# backed (a virtual machine that hands its free memory back to its host), and every worker pays
+# it again for its first large arrays. The build's arrays are filled once and read in order, so
+# ordinary pages cost it no user time (docs/benchmarks.md, "numpy's huge pages").
+# NUMPY_MADVISE_HUGEPAGE, when set, is the user's choice and is kept.
+HUGE_PAGES_VARIABLE = "NUMPY_MADVISE_HUGEPAGE"
+
+
+def small_pages() -> None:
+    """numpy's large arrays in ordinary pages for this process, unless the user chose
+    (HUGE_PAGES_VARIABLE set) or this numpy has no switch for it."""
+    if HUGE_PAGES_VARIABLE in os.environ:
+        return
+    import numpy as np
+
+    core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
+    switch = getattr(core.multiarray, "_set_madvise_hugepage", None)
+    if switch is not None:
+        switch(False)
+
+
+def worker_settings() -> None:
+    """What every process that runs a step of the build sets first."""
+    fewer_collections()
+    small_pages()
+
+
 @dataclass(eq=False)
 class Stage(beam.PTransform):
     def __post_init__(self) -> None:
@@ -46,7 +75,7 @@ class Stage(beam.PTransform):
 
 class Step(beam.DoFn):
     def setup(self) -> None:
-        fewer_collections()
+        worker_settings()
 
 
 def next_path(tmp: str, kind: str, chunk: Chunk) -> str:

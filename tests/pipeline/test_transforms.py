@@ -270,3 +270,25 @@ def test_a_step_collects_garbage_less_often_and_never_more() -> None:
         assert gc.get_threshold()[0] == 0
     finally:
         gc.set_threshold(*saved)
+
+
+def test_a_step_gives_numpy_small_pages_unless_the_user_chose(monkeypatch) -> None:
+    """numpy's switch returns its previous setting: set on, read back what the step left."""
+    import gc
+
+    from numpy._core import multiarray
+
+    from pipeline.stages.base import HUGE_PAGES_VARIABLE, Step
+
+    switch = multiarray._set_madvise_hugepage
+    saved, threshold = switch(True), gc.get_threshold()
+    try:
+        monkeypatch.delenv(HUGE_PAGES_VARIABLE, raising=False)
+        Step().setup()
+        assert switch(True) is False
+        monkeypatch.setenv(HUGE_PAGES_VARIABLE, "1")  # the user's choice is kept
+        Step().setup()
+        assert switch(True) is True
+    finally:
+        switch(saved)
+        gc.set_threshold(*threshold)
