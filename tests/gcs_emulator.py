@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -294,6 +295,7 @@ class GcsEmulator:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self._procs.clear()
+        shutil.rmtree(self._dir, ignore_errors=True)  # the fake credentials
 
     def _call(self, method: str, path: str, body: bytes | None = None,
               direct: bool = False) -> dict:

@@ -164,6 +164,7 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
             quiet_stderr(not verbose) as stream,
             forked_workers(options) as workers,  # before any thread starts
             watch(stream) if watch else nullcontext(),
+            submission_folder(options),
         ):
             p = make_pipeline(options, workers)
             try:
@@ -180,6 +181,27 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
         raise SystemExit(f"error: {failure_line(e)}") from None
     finally:
         beam_logger.setLevel(level)
+
+
+@contextmanager
+def submission_folder(options: PipelineOptions):
+    """A job for a runner other than the local one and Dask is submitted with files Beam stages
+    for its workers (this package built as an sdist, the list of the submitting environment's
+    packages, the pickled session), each set in a folder from `tempfile.mkdtemp` that Beam
+    never removes. While such a job is submitted and run, Python's temporary folder is one of
+    the build's own, removed when the run ends."""
+    runner = (options.view_as(StandardOptions).runner or "DirectRunner").lower()
+    if runner in LOCAL_RUNNERS or runner in DASK_RUNNERS:
+        yield None
+        return
+    saved = tempfile.tempdir
+    folder = tempfile.mkdtemp(prefix="bert-shards-submit-")
+    tempfile.tempdir = folder
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = saved
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def interrupt_inside(e: BaseException) -> KeyboardInterrupt | None:

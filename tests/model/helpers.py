@@ -310,5 +310,10 @@ def pretrain_interrupted(cfg: TrainConfig, monkeypatch, steps: int) -> None:
     monkeypatch.setattr(training.Trainer, "step", real_step)
 
 
-def cli_env() -> dict:
-    return dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+def cli_env(tmp=None) -> dict:
+    """The environment of a command under test; `tmp`, its temporary folder (torchrun leaves
+    its own folder of logs there, never removed)."""
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
+    return env

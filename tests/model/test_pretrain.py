@@ -104,7 +104,7 @@ def test_ddp_on_gloo_with_two_processes(shards_dir, tmp_path):
     cmd += ["-m", "model.cli", "pretrain", "--shards", shards_dir, "--run-dir", run]
     cmd += ["--steps", "4", "--batch-size", "8", "--log-every", "1", "--ckpt-every", "2"]
     cmd += ["--eval-batches", "20"]
-    done = subprocess.run(cmd, cwd=REPO, env=cli_env(), capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=REPO, env=cli_env(tmp_path), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     records = metrics(run)
     assert [r["step"] for r in records] == [1, 2, 3, 4]

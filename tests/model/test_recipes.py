@@ -163,7 +163,7 @@ def test_ddp_packed_masked_lm_only_on_gloo(shards_dir, tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     cmd += ["-m", "model.cli", *_args(shards_dir, run, "--pack", "--no-nsp", steps=3)]
     cmd[cmd.index("--run")] = "--run-dir"
-    done = subprocess.run(cmd, cwd=REPO, env=cli_env(), capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=REPO, env=cli_env(tmp_path), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     records = metrics(run)
     assert [r["step"] for r in records] == [1, 2, 3]

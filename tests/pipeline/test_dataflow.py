@@ -7,12 +7,13 @@ Building the job description needs Beam's Dataflow client (the `gcp` extra,
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from pipeline.build import BuildConfig, build
-from pipeline.runners.run import make_pipeline, pipeline_options
+from pipeline.runners.run import make_pipeline, pipeline_options, submission_folder
 from pipeline.stages.dedup import DedupConfig
 from pipeline.stages.read import InputSpec
 
@@ -41,7 +42,9 @@ STAGES = [
 
 
 @pytest.fixture(scope="module")
-def job():
+def submitted():
+    """The job, the files Beam staged for it (found in the build's submission folder), and
+    that folder, removed once the run has ended."""
     args = ["--project", "example-project", "--region", "europe-west4"]
     args += ["--temp_location", f"{BUCKET}/tmp", "--job_name", "bert-shards-test"]
     args += ["--setup_file", str(ROOT / "setup.py"), "--dry_run", "True"]
@@ -53,9 +56,26 @@ def job():
         out=f"{BUCKET}/shards",
         dedup=DedupConfig(),
     )
-    p = make_pipeline(pipeline_options(args, "DataflowRunner", 0))
-    build(p, cfg)
-    return p.run().job
+    options = pipeline_options(args, "DataflowRunner", 0)
+    with submission_folder(options) as folder:
+        p = make_pipeline(options)
+        build(p, cfg)
+        job = p.run().job
+        staged = [name for _, _, names in os.walk(folder) for name in names]
+    return job, staged, folder
+
+
+@pytest.fixture(scope="module")
+def job(submitted):
+    return submitted[0]
+
+
+def test_beams_staged_files_go_into_a_folder_removed_after_the_run(submitted) -> None:
+    """Beam leaves the folders it stages a job's files in; the build's own is gone."""
+    _, staged, folder = submitted
+    assert "pickled_main_session" in staged
+    assert [n for n in staged if n.startswith("bert_shards-") and n.endswith(".tar.gz")]
+    assert not os.path.exists(folder)
 
 
 def transform_names(job) -> set[str]:
