@@ -142,3 +142,28 @@ def hook():
 os.register_at_fork(after_in_parent=hook)
 sys.exit(main(sys.argv[1:]))
 """
+
+
+def ctrl_c_at_fork(cli: str) -> str:
+    """A script like `signal_at_fork`'s, whose first forked child sends SIGINT to the whole
+    process group from its at-fork hook, as one Ctrl-C in a terminal that lands while the
+    command forks: the parent and the new child both receive it (start the script in a session
+    of its own)."""
+    return f"""
+import os, signal, sys
+from {cli} import main
+from schemas.interrupts import active
+
+forks = 0
+
+def forked():
+    global forks
+    forks += 1
+
+def hook():
+    if active() and not forks:
+        os.killpg(0, signal.SIGINT)
+
+os.register_at_fork(after_in_parent=forked, after_in_child=hook)
+sys.exit(main(sys.argv[1:]))
+"""

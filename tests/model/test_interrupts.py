@@ -26,6 +26,7 @@ def resume_line(run: str) -> str:
 
 
 def test_ctrl_c_while_training_ends_in_one_line_naming_the_checkpoint(shards_dir, tmp_path):
+    """Ctrl-C in a terminal: SIGINT to the whole process group, the loader's workers too."""
     run = str(tmp_path / "run")
     args = [*PRETRAIN, "--shards", shards_dir, "--run", run, "--steps", "100000"]
     p = subprocess.Popen(
@@ -35,6 +36,7 @@ def test_ctrl_c_while_training_ends_in_one_line_naming_the_checkpoint(shards_dir
         text=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job
     )
     deadline, path = time.monotonic() + 120, os.path.join(run, "metrics.jsonl")
     while time.monotonic() < deadline and p.poll() is None:  # training, past a checkpoint
@@ -43,7 +45,7 @@ def test_ctrl_c_while_training_ends_in_one_line_naming_the_checkpoint(shards_dir
         time.sleep(0.02)
     workers = children(p.pid)
     assert len(workers) >= 2, "the run never started its loader's workers"
-    p.send_signal(signal.SIGINT)
+    os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=120)
     assert (p.returncode, err) == (130, resume_line(run))
     assert not [w for w in workers if alive(w)]

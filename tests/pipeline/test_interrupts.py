@@ -17,7 +17,7 @@ from pipeline.shell.cli import NO_SPACE, disk_full_said
 from pipeline.shell.outdir import OutputError, OutputLock, check_free_space, disk_figure
 from schemas.manifest import read_manifest
 from schemas.validate.run import validate
-from tests.helpers import ROOT, SAMPLE_INPUT, alive, children, signal_at_fork
+from tests.helpers import ROOT, SAMPLE_INPUT, alive, children, ctrl_c_at_fork, signal_at_fork
 
 BUILD = [sys.executable, "-m", "pipeline", "build", "--input", SAMPLE_INPUT]
 BUILD += ["--num-shards", "4", "--progress-seconds", "0"]
@@ -34,6 +34,8 @@ def run(args: list[str]) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_during_a_two_worker_build_ends_in_one_line(sig, code, tmp_path, sample_shards):
+    """SIGINT as a terminal's Ctrl-C sends it, to the whole process group (the workers too);
+    SIGTERM as `kill` sends it, to the driver alone."""
     out = str(tmp_path / "out")
     p = subprocess.Popen(
         [*BUILD, "--out", out, "--workers", "2"],
@@ -41,6 +43,7 @@ def test_a_signal_during_a_two_worker_build_ends_in_one_line(sig, code, tmp_path
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job
     )
     deadline = time.monotonic() + 120
     workers = []
@@ -50,7 +53,10 @@ def test_a_signal_during_a_two_worker_build_ends_in_one_line(sig, code, tmp_path
             break
         time.sleep(0.02)
     assert len(workers) >= 2, "the build never started its workers"
-    p.send_signal(sig)
+    if sig == signal.SIGINT:
+        os.killpg(p.pid, sig)
+    else:
+        p.send_signal(sig)
     _, err = p.communicate(timeout=120)
     assert (p.returncode, err) == (code, INTERRUPTED)
     assert not [w for w in workers if alive(w)]
@@ -69,6 +75,23 @@ def test_a_signal_that_lands_in_a_fork_still_stops_the_build(tmp_path):
     script = signal_at_fork("pipeline.shell.cli")
     r = run([sys.executable, "-c", script, *BUILD[3:], "--out", out, "--workers", "2"])
     assert (r.returncode, r.stderr) == (143, INTERRUPTED)
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+
+
+def test_ctrl_c_while_the_workers_fork_ends_in_the_drivers_line_alone(tmp_path):
+    """The new worker receives the SIGINT too, before it has its own handlers: it once ran the
+    driver's, unwound the driver's stack it was forked with and printed a second report."""
+    out = str(tmp_path / "out")
+    script = ctrl_c_at_fork("pipeline.shell.cli")
+    r = subprocess.run(
+        [sys.executable, "-c", script, *BUILD[3:], "--out", out, "--workers", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,  # the group the script signals is the build's alone
+    )
+    assert (r.returncode, r.stderr) == (130, INTERRUPTED)
     assert not os.path.exists(os.path.join(out, "manifest.json"))
 
 
