@@ -118,6 +118,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check schemas pipeline model tests bench
+	$(PY) -m ruff format --check schemas pipeline model tests bench
 
 KERNEL_DOCS := $(DATA)/debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation
 corpora: $(STAMP)

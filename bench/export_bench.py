@@ -133,8 +133,7 @@ def format_rows(
             f"{fmt} export",
             m.cpu,
             "CPU-s",
-            f"{len(summary['files'])} files, {written / 1e6:.1f} MB written; "
-            f"{m.wall:.1f} s wall",
+            f"{len(summary['files'])} files, {written / 1e6:.1f} MB written; {m.wall:.1f} s wall",
         ),
         _row(f"{fmt} export speed", set_bytes / 1e6 / m.cpu, "MB/s/core", "shard bytes"),
         _row(
@@ -147,8 +146,7 @@ def format_rows(
             f"{fmt} export peak memory",
             m.peak / 1e6,
             "MB",
-            f"largest shard {largest / 1e6:.1f} MB (the process, Python and numpy "
-            "included)",
+            f"largest shard {largest / 1e6:.1f} MB (the process, Python and numpy included)",
         ),
     ]
 

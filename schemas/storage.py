@@ -213,8 +213,7 @@ def _require_client_library() -> None:
         import google.cloud.storage  # noqa: F401
     except ImportError:
         raise OSError(
-            "gs:// paths need google-cloud-storage: pip install -e '.[gcs]' (make venv "
-            "installs it)"
+            "gs:// paths need google-cloud-storage: pip install -e '.[gcs]' (make venv installs it)"
         ) from None
 
 
@@ -281,8 +280,7 @@ def _errors(url: str):
     except Exception as e:  # requests' and urllib3's transport errors, by module
         if type(e).__module__.split(".")[0] in ("requests", "urllib3", "google"):
             raise OSError(
-                f"{url}: cannot reach the object store ({type(e).__name__}: "
-                f"{_first_line(str(e))})"
+                f"{url}: cannot reach the object store ({type(e).__name__}: {_first_line(str(e))})"
             ) from None
         raise
 

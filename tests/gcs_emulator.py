@@ -211,8 +211,9 @@ def fake_service_account(token_uri: str) -> dict:
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
     return {
         "type": "service_account",
         "project_id": "test-project",
@@ -257,13 +258,26 @@ class GcsEmulator:
     def start(self) -> GcsEmulator:
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         emulator = subprocess.Popen(
-            [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
-             "--port", str(self.emulator_port), "--in-memory", "--quiet"], **quiet)
+            [
+                sys.executable,
+                "-m",
+                "gcp_storage_emulator",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.emulator_port),
+                "--in-memory",
+                "--quiet",
+            ],
+            **quiet,
+        )
         self._procs.append(emulator)
         _wait_for(self.emulator_port, emulator, "GCS emulator")
         proxy = subprocess.Popen(
             [sys.executable, "-c", PROXY_SOURCE, str(self.proxy_port), str(self.emulator_port)],
-            **quiet)
+            **quiet,
+        )
         self._procs.append(proxy)
         _wait_for(self.proxy_port, proxy, "GCS counting proxy")
         creds = os.path.join(self._dir, "fake-service-account.json")
@@ -297,20 +311,26 @@ class GcsEmulator:
         self._procs.clear()
         shutil.rmtree(self._dir, ignore_errors=True)  # the fake credentials
 
-    def _call(self, method: str, path: str, body: bytes | None = None,
-              direct: bool = False) -> dict:
+    def _call(
+        self, method: str, path: str, body: bytes | None = None, direct: bool = False
+    ) -> dict:
         """A request of the test's own; `direct` goes to the emulator, past the proxy's counts."""
         base = f"http://127.0.0.1:{self.emulator_port}" if direct else self.endpoint
-        req = urllib.request.Request(base + path, data=body, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            base + path, data=body, method=method, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=30) as resp:
             data = resp.read()
         return json.loads(data) if data else {}
 
     def create_bucket(self, name: str) -> None:
         """Creates a bucket, past the proxy: a build's counts never include it."""
-        self._call("POST", "/storage/v1/b?project=test-project",
-                   json.dumps({"name": name}).encode(), direct=True)
+        self._call(
+            "POST",
+            "/storage/v1/b?project=test-project",
+            json.dumps({"name": name}).encode(),
+            direct=True,
+        )
 
     def list_objects(self, bucket: str, prefix: str = "") -> list[str]:
         """Every object name under prefix (paged), without counting it against a build."""

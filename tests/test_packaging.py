@@ -21,7 +21,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TREE = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "pipeline", "schemas", "model")
 
-NO_TORCH = '''
+NO_TORCH = """
 import sys
 
 # torch and safetensors as absent as on a worker without them: importing either fails, and
@@ -29,9 +29,9 @@ import sys
 # (transformers' dependency `kernels` does so while setuptools writes the sdist's metadata).
 for name in ("torch", "safetensors"):
     sys.modules[name] = None
-'''
+"""
 
-IMPORT_ALL = r'''
+IMPORT_ALL = r"""
 import importlib, importlib.util, pkgutil, sys
 import pipeline, schemas
 for package in (pipeline, schemas):
@@ -49,7 +49,7 @@ except ImportError as e:
     print("blocked:", e)
 else:
     raise SystemExit("torch was importable: the test proves nothing")
-'''
+"""
 
 
 def _copy_tree(dst: str) -> str:
@@ -72,7 +72,9 @@ def _fresh_venv(path: str) -> tuple[str, str]:
     python = os.path.join(path, "bin", "python")
     site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     with open(os.path.join(site, "_no_torch.py"), "w", encoding="utf-8") as f:
         f.write(NO_TORCH)
@@ -86,9 +88,23 @@ def _fresh_venv(path: str) -> tuple[str, str]:
 
 def _pip(python: str, *args: str, cwd: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
-         "--no-build-isolation", "--no-index", "--disable-pip-version-check", *args],
-        cwd=cwd, capture_output=True, text=True, env=_env(),
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            *args,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=_env(),
     )
 
 
@@ -101,8 +117,11 @@ def _requires(sdist: str) -> list[str]:
     with tarfile.open(sdist) as tar:
         name = next(n for n in tar.getnames() if n.count("/") == 1 and n.endswith("/PKG-INFO"))
         info = tar.extractfile(name).read().decode()
-    return [line.split(":", 1)[1].strip() for line in info.splitlines()
-            if line.startswith("Requires-Dist:")]
+    return [
+        line.split(":", 1)[1].strip()
+        for line in info.splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
 
 
 @pytest.mark.slow
@@ -112,7 +131,10 @@ def test_the_staged_sdist_installs_the_pipeline_without_torch(tmp_path):
     # what Beam's stager runs for --setup_file when `build` is not installed, as here
     built = subprocess.run(
         [sys.executable, "setup.py", "-q", "sdist", "--dist-dir", dist],
-        cwd=src, capture_output=True, text=True, env=_env(),
+        cwd=src,
+        capture_output=True,
+        text=True,
+        env=_env(),
     )
     assert built.returncode == 0, built.stderr
     assert "warning" not in built.stderr.lower(), built.stderr
@@ -129,7 +151,10 @@ def test_the_staged_sdist_installs_the_pipeline_without_torch(tmp_path):
     installed = _pip(python, sdist, cwd=str(tmp_path))
     assert installed.returncode == 0, installed.stdout + installed.stderr
     ran = subprocess.run(
-        [python, "-c", IMPORT_ALL, site], cwd=str(tmp_path), capture_output=True, text=True,
+        [python, "-c", IMPORT_ALL, site],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
         env=_env(),
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr

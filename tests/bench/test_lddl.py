@@ -19,8 +19,7 @@ def test_source_is_a_book_a_line_as_lddls_shard_books_writes(tmp_path) -> None:
     (copy / "sub" / "b.txt").write_text("One.\nTwo.\n", encoding="utf-8")
     out = lddl_source([str(copy)], str(tmp_path / "source"), files=2)
     lines = [
-        (tmp_path / "source" / f"{k}.txt").read_text(encoding="utf-8").splitlines()
-        for k in (0, 1)
+        (tmp_path / "source" / f"{k}.txt").read_text(encoding="utf-8").splitlines() for k in (0, 1)
     ]
     assert out == str(tmp_path / "source")
     assert lines == [["copy-000_a.txt First line. Second  para."], ["copy-000_sub_b.txt One. Two."]]

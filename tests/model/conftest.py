@@ -42,7 +42,13 @@ def pretrained_run(shards_dir, tmp_path_factory) -> str:
 
     def run(path: str) -> None:
         cfg = config(
-            shards_dir, path, steps=60, batch_size=16, warmup=6, log_every=10, ckpt_every=60,
+            shards_dir,
+            path,
+            steps=60,
+            batch_size=16,
+            warmup=6,
+            log_every=10,
+            ckpt_every=60,
             eval_batches=5,
         )
         pretrain(cfg)

@@ -116,6 +116,7 @@ def test_what_the_cache_refuses(shards_dir, gs_set, tmp_path):
     with shard_cache.settings(str(tmp_path / "c"), 1.0):
         with pytest.raises(ValueError, match="for shards in an object store"):
             open_shards(shards_dir)
+
     def climb(rel, data):  # a manifest whose digest would name a file out of the folder
         if rel != "manifest.json":
             return data

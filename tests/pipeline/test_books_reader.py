@@ -33,6 +33,7 @@ def test_joining_agrees_with_collapsing_whitespace_over_all_of_unicode() -> None
 
 # One matching text per alternative of the two patterns, in mixed case and with the characters
 # that case-insensitive matching takes for ASCII letters.
+# fmt: off
 FRONT = [
     "SmashWords Edition", "License Notes", "Licensed for your personal use", "ALL RIGHTS RESERVED",
     "ISBN 978-0", "Copyright \u00a9 2011", "Copyright (c) 2011", "Copyright 2011", "\u00a9 2012",
@@ -47,6 +48,7 @@ BACK = [
     "example.COM today", "on Goodreads", "please Leave A Review", "Write a review", "\u0130sbn 2",
     "is a work of fict\u0131on", "no part of th\u0131s publication may",
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize("text", FRONT)
@@ -59,9 +61,11 @@ def test_every_back_matter_alternative_passes_the_shortcut(text) -> None:
     assert books._BACK_ANYWHERE.search(text) and _back_anywhere(text)
 
 
+# fmt: off
 PIECES = [w for t in FRONT + BACK for w in re.split(r"(\W)", t) if w] + [
     " ", " ", "\u00a0", "1999", "ed", "by", "of", "the", "\u0130", "\u0131", "\u017f", "\u212a",
 ]
+# fmt: on
 
 
 @settings(max_examples=1000, deadline=None)

@@ -19,7 +19,6 @@ from tests.helpers import BUILD_FILES, ROOT, SAMPLE, build_shards, read, shard_s
 pytest.importorskip("gcp_storage_emulator")
 
 
-
 def bucket_objects(gcs, out: str) -> list[str]:
     bucket, _, prefix = out[len("gs://") :].partition("/")
     return gcs.list_objects(bucket, prefix + "/")

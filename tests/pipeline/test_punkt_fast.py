@@ -25,6 +25,7 @@ KERNEL_BOOKS = ROOT / "data" / "corpora" / "kernel-docs" / "books"
 # whose orthographic context says "starts a sentence" or not, frequent sentence starters, the
 # collocations' words, quotes and brackets that realignment moves, Unicode letters, digits and
 # spaces that the two regular-expression engines class differently.
+# fmt: off
 WORDS = [
     "the", "The", "THE", "and", "However", "however", "But", "but", "It", "it", "a", "A", "I",
     "i", "Smith", "smith", "kernel", "Kernel", "word", "in", "In", "He", "he", "They", "they",
@@ -42,6 +43,7 @@ UNICODE = ["Ünïcode", "ünïcode", "İstanbul", "straße", "中文", "Ελλά
            "\u00e9t\u00e9", "Ǆ", "ǅ", "ǆ", "\ufffd", "x\u0301", "ﬁ"]
 SPACES = [" ", " ", " ", "", "", "  ", "\n", "\n\n", "\t", "\r", "\x0b", "\x0c", "\u00a0",
           "\u2009", "\u2028", "\x85", "\x1c", "\x1f", " \n ", "\u3000"]
+# fmt: on
 PIECES = WORDS + MARKED + MARKS + UNICODE
 
 
@@ -86,6 +88,7 @@ def test_each_decision_is_punkts(punkt, parts) -> None:
 
 # Punkt's own examples and the corners of its look-back: a candidate whose context would overlap
 # the next one's is dropped, and a whitespace at the text's very first character counts as none.
+# fmt: off
 CASES = [
     "Punkt knows that the periods in Mr. Smith and Johann S. Bach\ndo not mark sentence "
     "boundaries.  And sometimes sentences\ncan start with non-capitalized words.  i is a good "
@@ -97,6 +100,7 @@ CASES = [
     "e.g. The thing. I.e. the end.", "U.S. Army. St. Paul.", "x.\u00a0Y. z", "Done.--Next",
     ".\n.\n. dots", "word.)) (Next", "", "   ", ".", "?!", "no marks at all  ",
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize("text", CASES)

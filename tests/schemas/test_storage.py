@@ -81,9 +81,7 @@ def _report(directory: str) -> dict:
     return report
 
 
-def test_validate_on_gs_equals_local_and_reads_each_shard_once(
-    gs_set, sample_shards, gcs_emulator
-):
+def test_validate_on_gs_equals_local_and_reads_each_shard_once(gs_set, sample_shards, gcs_emulator):
     gcs_emulator.reset_stats()
     remote = _report(gs_set)
     stats = gcs_emulator.stats()
