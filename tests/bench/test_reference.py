@@ -383,9 +383,12 @@ def test_fidelity_rows_say_within_or_outside():
 
 
 def test_run_measured_counts_cpu_of_children():
+    """The parent stays a second after its child, so that polls see it alive (a command that
+    ends before the first poll has no peak to report: it ended so in a CI run)."""
     burn = "x = 0\nfor i in range(2_000_000):\n    x += i"
-    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burn!r}])"
-    measured = run_measured([sys.executable, "-c", parent])
+    parent = "import subprocess, sys, time; "
+    parent += f"subprocess.run([sys.executable, '-c', {burn!r}]); time.sleep(1)"
+    measured = run_measured([sys.executable, "-c", parent], every=0.05)
     assert measured.cpu >= 0.05  # the grandchild's loop, not only the parent's start-up
     assert measured.wall > 0 and measured.peak > 0
 
