@@ -56,7 +56,7 @@ def small_pages() -> None:
     import numpy as np
 
     core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
-    switch = getattr(core.multiarray, "_set_madvise_hugepage", None)
+    switch = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
     if switch is not None:
         switch(False)
 
