@@ -20,3 +20,21 @@ def row(
 def rows_for(area: str, digits: int | None = None):
     """`row` for one area: `rows_for("model")(metric, value, unit, note)`."""
     return partial(row, area=area, digits=digits)
+
+
+def scaling_rows(make_row, name: str, walls: dict[int, float], pair: list[float], what: str):
+    """The rows of 2 workers against 1 (`walls[w]`: wall seconds of one build with w workers)
+    and of what the machine allows: two 1-worker builds of the same input started together
+    (`pair`, their walls), so their start-up runs in parallel too. `make_row` is an area's
+    `rows_for`; `what` names the input in the notes."""
+    alone = walls[1]
+    note = f"{what}: {alone:.1f} s with 1 worker, {walls[2]:.1f} s with 2; target >= 1.8"
+    limit = (
+        f"2 x {alone:.1f} s of work in {max(pair):.1f} s: two 1-worker builds of the same "
+        "input started together, so start-up runs in parallel too"
+    )
+    both = round(2 * alone / max(pair), 2)
+    return [
+        make_row(f"{name}: 2 workers against 1, wall", round(alone / walls[2], 2), "x", note),
+        make_row(f"{name}: two 1-worker builds at once", both, "x", limit),
+    ]

@@ -29,6 +29,7 @@ import re
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # per-core figures; before `tokenizers` loads
@@ -38,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 import mwparserfromhell  # noqa: E402
 
-from bench.rows import rows_for  # noqa: E402
+from bench.rows import rows_for, scaling_rows  # noqa: E402
 from pipeline.sources.compressed import DecompressingReader  # noqa: E402
 from pipeline.sources.documents import Tally  # noqa: E402
 from pipeline.sources.wikipedia.pages import iter_pages  # noqa: E402
@@ -142,12 +143,16 @@ def build_rows(compressed: bytes, copies: int, workers: int) -> list[dict]:
         reused = ["--vocab", f"{tmp}/out/vocab.txt"]
         runs = [("", [], workers), (", vocab reused", reused, workers)]
         runs += [(", vocab reused", reused, 1)] if workers != 1 else []
-        cpus = {}
+        cpus, walls = {}, {}
         for k, (label, extra, w) in enumerate(runs):
             wall, cpu, manifest = _build(f"wikipedia:{tmp}/wiki", f"{tmp}/out{k or ''}", w, extra)
             rows += _build_rows(manifest, mb, copies, w, wall, label)
             if extra:
-                cpus[w] = cpu
+                cpus[w], walls[w] = cpu, wall
+        if 1 in walls and 2 in walls:
+            pair = side_by_side(f"wikipedia:{tmp}/wiki", tmp, reused)
+            what = f"{mb:.0f} MB XML, vocab reused"
+            rows += scaling_rows(row, "whole build, vocab reused", walls, pair, what)
         floor = split_tokenize_floor(xml, f"{tmp}/out/vocab.txt")
     note = "Punkt + the tokenizer (1 thread) on the rendered prose, per MB of XML"
     rows.append(row("floor: split + tokenize", round(mb / floor, 3), "MB/CPU-s", note))
@@ -180,6 +185,15 @@ def split_tokenize_floor(xml: bytes, vocab: str) -> float:
         return cpu_seconds(work)[0]
     finally:
         gc.set_threshold(*saved)
+
+
+def side_by_side(inputs: str, tmp: str, extra: list[str]) -> list[float]:
+    """Wall seconds of two 1-worker builds of `inputs` started together: what two processes get
+    out of this machine's cores, the most 2 workers of one build can get."""
+    outs = [f"{tmp}/pair-{k}" for k in (0, 1)]
+    with ThreadPoolExecutor(2) as pool:
+        walls = list(pool.map(lambda out: _build(inputs, out, 1, extra)[0], outs))
+    return walls
 
 
 def _build(inputs: str, out: str, workers: int, extra: list[str]) -> tuple[float, float, dict]:

@@ -54,7 +54,7 @@ from bench.reference.sides import (
     tokenizer_floor,
     train_vocab,
 )
-from bench.rows import row, rows_for
+from bench.rows import row, rows_for, scaling_rows
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,8 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
         shutil.rmtree(f"{work}/big-{w}", ignore_errors=True)  # 200 MB of text: ~1 GB of shards
     rows += speed_rows(corpus, floor, ref_rate, rates)
     if 1 in walls and 2 in walls:
-        rows += scaling_rows(corpus, walls, side_by_side(dirs, vocab, work), size)
+        pair = side_by_side(dirs, vocab, work)
+        rows += scaling_rows(_row, corpus, walls, pair, f"{size / 1e6:.0f} MB")
     if ref is not None:
         rows += fidelity_rows(corpus, *against_reference(ref.tfrecord, ref.token_ids, sets, SEED))
     return rows
@@ -215,19 +216,6 @@ def side_by_side(dirs: list[str], vocab: str, work: str) -> list[float]:
     for out in outs:
         shutil.rmtree(out, ignore_errors=True)
     return [m.wall for m in runs]
-
-
-def scaling_rows(corpus: str, walls: dict[int, float], pair: list[float], size: int) -> list:
-    alone = walls[1]
-    note = f"{size / 1e6:.0f} MB: {alone:.1f} s with 1 worker, {walls[2]:.1f} s with 2"
-    limit = (
-        f"2 x {alone:.1f} s of work in {max(pair):.1f} s: two 1-worker builds of the same "
-        "files started together, so start-up runs in parallel too"
-    )
-    return [
-        _row(f"{corpus}: 2 workers against 1, wall", round(alone / walls[2], 2), "x", note),
-        _row(f"{corpus}: two 1-worker builds at once", round(2 * alone / max(pair), 2), "x", limit),
-    ]
 
 
 def split_rates(dirs: list[str]) -> tuple[float, float, int]:

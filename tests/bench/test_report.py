@@ -157,3 +157,15 @@ def test_bench_run_stores_the_areas_it_ran_and_renders(tmp_path, monkeypatch):
     assert not (store / "lddl.json").exists()
     argv_of = json.loads((tmp_path / "b.json").read_text())["runs"]["lddl"]["argv"]
     assert argv_of == ["--only", "lddl", "--lddl-mb", "10.0"]
+
+
+def test_scaling_rows_name_the_ratio_and_the_machines_limit():
+    from bench.rows import rows_for, scaling_rows
+
+    rows = scaling_rows(rows_for("wikipedia"), "build", {1: 20.0, 2: 12.5}, [21.0, 22.0], "97 MB")
+    assert [(r["metric"], r["value"], r["unit"]) for r in rows] == [
+        ("build: 2 workers against 1, wall", 1.6, "x"),
+        ("build: two 1-worker builds at once", 1.82, "x"),
+    ]
+    assert rows[0]["note"] == "97 MB: 20.0 s with 1 worker, 12.5 s with 2; target >= 1.8"
+    assert all(r["area"] == "wikipedia" for r in rows)
