@@ -109,7 +109,12 @@ export: $(STAMP)
 TEST_JOBS ?= 2
 TEST_PROCS = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 
+# The realistic tests read real text from data/ (`make corpora`), fetched first when it is
+# missing; where the archive cannot be reached they are skipped, each saying why.
+TEST_CORPUS := data/corpora/kernel-docs/books
 test: $(STAMP)
+	@test -d '$(TEST_CORPUS)' || $(MAKE) --no-print-directory corpora DATA=data \
+		|| echo "make test: the corpora could not be fetched; the tests that read them are skipped" >&2
 	$(PY) -m pytest tests $(ARGS) $(TEST_PROCS)
 
 # For local iteration: everything but the tests marked `slow`. `make test` runs them all.
