@@ -57,7 +57,7 @@ def batches(
                         num_workers=workers,
                         pin_memory=pin_memory,
                         generator=torch.Generator().manual_seed(0),  # the global RNG untouched
-                        worker_init_fn=partial(_release_in_child, mask),
+                        worker_init_fn=partial(_release_in_worker, mask),
                     )
                 )
         except BaseException:  # a signal held over the forks: the workers end now, not later
@@ -68,10 +68,8 @@ def batches(
     return (b for b in stream if b is not None)
 
 
-def _release_in_child(mask, worker_id: int) -> None:
+def _release_in_worker(mask, worker_id: int) -> None:
     """A loader worker, as it starts: signals let in, with Python's own handlers (a Ctrl-C is
     torch's to handle in its worker loop, and the loader ends a worker with SIGTERM), not the
     command's, which raise for the parent's command to unwind."""
-    release_in_child(mask)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    release_in_child(mask, sigint=signal.default_int_handler, sigterm=signal.SIG_DFL)

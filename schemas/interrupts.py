@@ -117,10 +117,14 @@ def signals_held():
             _raise_interrupted(signum, None)
 
 
-def release_in_child(mask) -> None:
-    """In a child forked inside `signals_held`: its parent's signal mask from before the block,
-    and signals no longer held (the child's handlers are its parent's, as a fork leaves them)."""
+def release_in_child(mask, sigint, sigterm) -> None:
+    """In a child forked inside `signals_held`: its own handlers for SIGINT and SIGTERM (a fork
+    leaves it the parent command's, which would unwind the parent's stack in the child), set
+    while both are still held, so that one which landed during the fork meets them; then its
+    parent's signal mask from before the block, and signals no longer held."""
     global _HOLDING
+    signal.signal(signal.SIGINT, sigint)
+    signal.signal(signal.SIGTERM, sigterm)
     _HOLDING = 0
     _HELD.clear()
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)

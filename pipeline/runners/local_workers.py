@@ -74,11 +74,8 @@ class ForkedWorkers:
         pid = os.fork()
         if pid == 0:  # the child: never returns
             # A terminal's Ctrl-C reaches the whole process group, these children too: they leave
-            # it to the driver, which stops them as it unwinds, and end at SIGTERM. Set while the
-            # signals are still held, so that one which landed during the fork meets these.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            release_in_child(mask)
+            # it to the driver, which stops them as it unwinds, and end at SIGTERM.
+            release_in_child(mask, sigint=signal.SIG_IGN, sigterm=signal.SIG_DFL)
             os.close(write)
             for _, earlier in self.waiting:  # so each sibling sees end of file when unused
                 os.close(earlier)
