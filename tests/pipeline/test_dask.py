@@ -5,6 +5,7 @@ defects that `pipeline.runners.dask_runner` works around stay worked around."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -22,7 +23,7 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
 
 from pipeline.runners.dask_runner import DaskRunner  # noqa: E402
 from pipeline.runners.run import DASK_RUNNER, pipeline_options  # noqa: E402
-from tests.helpers import SAMPLE, build_shards, file_digests  # noqa: E402
+from tests.helpers import SAMPLE, SAMPLE_INPUT, build_shards, children, file_digests  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -33,17 +34,23 @@ def cluster(tmp_path_factory) -> str:
     one thread, which the driver reaches over TCP as it would a remote cluster's; all are
     stopped after the module. The workers are spawned with this process's `sys.path`, so
     they import this checkout's code and the DoFns defined here, as the driver does."""
+    import dask
     from distributed import LocalCluster
 
-    with LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        protocol="tcp",
-        host="127.0.0.1",
-        dashboard_address=None,
-        local_directory=str(tmp_path_factory.mktemp("dask")),
-    ) as local:
+    scratch = str(tmp_path_factory.mktemp("dask"))
+    # Dask's own scratch folder (its locks) goes there too, not into the machine's /tmp.
+    with (
+        dask.config.set({"temporary-directory": scratch}),
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            protocol="tcp",
+            host="127.0.0.1",
+            dashboard_address=None,
+            local_directory=scratch,
+        ) as local,
+    ):
         yield local.scheduler_address
 
 
@@ -75,6 +82,27 @@ def test_dedup_on_dask_equals_the_local_runners(cluster, tmp_path):
     counts = [json.load(open(f"{o}/manifest.json"))["counts"] for o in (local, on_dask)]
     assert counts[0] == counts[1]
     assert counts[0]["total"]["documents_dropped.duplicate"] > 0
+
+
+# The module's cluster, in this process, already holds the scheduler's default HTTP port.
+@pytest.mark.filterwarnings("ignore:Port 8787 is already in use")
+def test_without_an_address_the_vocab_is_built_on_a_local_cluster(
+    sample_shards, tmp_path, monkeypatch
+):
+    # `make shards RUNNER=DaskRunner WORKERS=2`: the runner starts two worker processes of its
+    # own and stops them after; Dask's scratch folder goes under tmp_path here.
+    import dask
+
+    from pipeline.shell.cli import main
+
+    out = str(tmp_path / "vocab")
+    args = ["vocab", "--input", SAMPLE_INPUT, "--out", out, "--runner", "DaskRunner"]
+    before = set(children(os.getpid()))  # the module's cluster, when it has started
+    with dask.config.set({"temporary-directory": str(tmp_path / "scratch")}):
+        assert main([*args, "--workers", "2"]) == 0
+    assert set(children(os.getpid())) == before  # its processes ended with it
+    with open(f"{out}/vocab.txt") as built, open(f"{sample_shards}/vocab.txt") as local:
+        assert built.read() == local.read()
 
 
 class EvenOdd(beam.DoFn):
