@@ -58,6 +58,8 @@ INTERNALS: dict[str, tuple[str, str]] = {
     "PipelineState": ("apache_beam.runners.runner", "PipelineState"),
     # options.py: every option Beam knows, to refuse the others
     "BeamArgumentParser": ("apache_beam.options.pipeline_options", "_BeamArgumentParser"),
+    # run.py: the runner --runner names, made and its options checked before any work starts
+    "create_runner": ("apache_beam.runners.runner", "create_runner"),
 }
 
 # The text Beam adds to an exception a step raised (`DoFnRunner._reraise_augmented` in

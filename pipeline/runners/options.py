@@ -22,6 +22,10 @@ def at_least(minimum: int):
     return parse
 
 
+class BeamOptionError(ValueError):
+    """A Beam option given a value it cannot take, as Beam's parser words it."""
+
+
 def _option_classes(cls):
     for sub in cls.__subclasses__():
         yield sub
@@ -29,12 +33,17 @@ def _option_classes(cls):
 
 
 def beam_parser() -> argparse.ArgumentParser:
-    """A parser holding every option of every registered Beam `PipelineOptions` class."""
+    """A parser holding every option of every registered Beam `PipelineOptions` class; a value
+    it cannot take raises `BeamOptionError`."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipeline.runners.beam_internals import BeamArgumentParser, add_argparse_args
 
-    parser = BeamArgumentParser(allow_abbrev=False, add_help=False)
+    class Refusing(BeamArgumentParser):
+        def error(self, message: str):  # not Beam's usage block and exit
+            raise BeamOptionError(message)
+
+    parser = Refusing(allow_abbrev=False, add_help=False)
     for cls in dict.fromkeys(_option_classes(PipelineOptions)):
         try:
             add_argparse_args(cls, parser)
@@ -49,7 +58,10 @@ def unknown_args(beam_args: list[str], ours: argparse.ArgumentParser) -> str | N
     if not beam_args:
         return None
     beam = beam_parser()
-    _, unknown = beam.parse_known_args(beam_args)
+    try:
+        _, unknown = beam.parse_known_args(beam_args)
+    except BeamOptionError as e:  # a Beam option with a value it cannot take
+        return f"{e} (a Beam pipeline option)"
     if not unknown:
         return None
     flag = next((a for a in unknown if a.startswith("-")), unknown[0])

@@ -10,6 +10,7 @@ where that is safe (`pipeline.runners.local_workers`).
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
@@ -65,6 +66,45 @@ def pipeline_options(beam_args: list[str], runner: str, workers: int) -> Pipelin
             "multi_processing" if direct.direct_num_workers > 1 else "in_memory"
         )
     return options
+
+
+def runner_problem(options: PipelineOptions) -> str | None:
+    """None when Beam can make the runner the options name and finds the options complete for
+    it (Dataflow's project, region and temp_location, say); else one line saying what is wrong.
+    Asked before any work starts: Beam itself finds out only as the graph is made, after the
+    build has claimed its output folder."""
+    runner = options.view_as(StandardOptions).runner or "DirectRunner"
+    if runner.lower() in LOCAL_RUNNERS | DASK_RUNNERS:
+        return None
+    from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
+
+    from pipeline.runners.beam_internals import create_runner
+
+    try:
+        made = create_runner(runner)
+    except (ValueError, ImportError, AttributeError):
+        return unknown_runner(runner)
+    try:
+        errors = PipelineOptionsValidator(options, made).validate()
+    except Exception as e:  # it may ask the cloud, say for a default bucket
+        last = next((ln for ln in reversed(str(e).splitlines()) if ln.strip()), type(e).__name__)
+        return f"--runner {runner}: Beam could not check its options: {last.strip()[:300]}"
+    if errors:
+        said = "; ".join(e.strip().rstrip(".") for e in errors)
+        return f"--runner {runner}: {said}; see docs/runners.md for what it needs"
+    return None
+
+
+def unknown_runner(runner: str) -> str:
+    names = ["DirectRunner", "DaskRunner"] + [
+        p.rsplit(".", 1)[-1] for p in StandardOptions.ALL_KNOWN_RUNNERS
+    ]
+    close = "." not in runner and difflib.get_close_matches(runner, list(dict.fromkeys(names)), 1)
+    hint = f"did you mean {close[0]}?" if close else "see docs/runners.md for the runners"
+    return (
+        f"--runner {runner}: not a runner Beam can make here (a name such as DirectRunner, "
+        f"DaskRunner or DataflowRunner, or a runner class's full path); {hint}"
+    )
 
 
 def make_pipeline(options: PipelineOptions, workers=None) -> beam.Pipeline:

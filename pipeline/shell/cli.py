@@ -33,6 +33,7 @@ from pipeline.shell.arguments import (
     vocab_config,
 )
 from pipeline.stages.read import expand_pattern, one_listing
+from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
 
@@ -287,7 +288,7 @@ SCHEMAS_COMMANDS = ("validate", "inspect", "export")  # forwarded to `bert-schem
 
 def parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """`bert-shards` and the parsers of its own commands, by name."""
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="bert-shards",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -324,8 +325,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return schemas_main([args.command, *rest], prog="bert-shards")
     from pipeline.runners.options import unknown_args
+    from pipeline.runners.run import pipeline_options, runner_problem
 
     problem = unknown_args(rest, commands[args.command])
+    problem = problem or runner_problem(pipeline_options(rest, args.runner, args.workers))
     if problem:
         raise SystemExit(f"error: {problem}")
     if args.dask_address:

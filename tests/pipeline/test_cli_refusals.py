@@ -17,7 +17,8 @@ def refusal(capsys, *argv: str) -> str:
         main(["build", "--input", TEXT, *argv])
     assert e.value.code not in (0, None)
     message = str(e.value.code) if isinstance(e.value.code, str) else capsys.readouterr().err
-    return message.strip().splitlines()[-1]
+    assert message.count("\n") <= 1, message  # one line: no usage block
+    return message.strip()
 
 
 @pytest.mark.parametrize(
@@ -44,6 +45,32 @@ def test_an_unknown_flag_names_the_command_it_was_given_to(tmp_path, command):
         f"error: unknown flag --zzzz; see bert-shards {command} --help for its flags "
         f"(neither a {command} flag nor a Beam pipeline option)"
     )
+
+
+def test_a_misspelled_runner_leaves_a_finished_set_as_it_was(copy_shards, capsys):
+    out = copy_shards()
+    before = sorted(os.listdir(out))
+    message = refusal(capsys, "--out", out, "--runner", "DirectRuner")
+    assert message.startswith("error: --runner DirectRuner: not a runner Beam can make here")
+    assert message.endswith("did you mean DirectRunner?")
+    assert sorted(os.listdir(out)) == before  # its manifest kept, no lock, no build area
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--runner", "mymodule.MyRunner"], "--runner mymodule.MyRunner: not a runner Beam"),
+        (["--runner", "DataflowRunner"], "--runner DataflowRunner: Missing GCS path option"),
+        (["--direct_num_workers", "abc"], "argument --direct_num_workers: invalid int value"),
+    ],
+)
+def test_beam_options_beam_would_refuse_are_refused_before_the_out_folder(
+    tmp_path, capsys, argv, said
+):
+    out = tmp_path / "out"
+    message = refusal(capsys, "--out", str(out), *argv)
+    assert message.startswith(f"error: {said}"), message
+    assert not out.exists()
 
 
 def test_beam_options_pass():
@@ -75,7 +102,9 @@ def _parser():
 )
 def test_nonsensical_values_are_refused(tmp_path, capsys, argv, named):
     message = refusal(capsys, "--out", str(tmp_path / "out"), *argv)
-    assert named in message and "must be an integer" in message
+    assert message.startswith(f"bert-shards build: error: argument {named}: must be an integer")
+    assert message.endswith("; see bert-shards build --help")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(
