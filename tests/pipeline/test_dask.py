@@ -137,3 +137,62 @@ def test_tagged_outputs_and_side_inputs_read_twice_are_carried(cluster, tmp_path
             beam.pvalue.AsSingleton(odds),
         )
     assert json.loads(seen.read_text()) == [[0, 2, 4], [0, 2, 4], [1, 3, 5, 101]]
+
+
+class Bundles(beam.DoFn):
+    """Writes one file per bundle, naming its elements: how the runner cut a collection."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+
+    def start_bundle(self):
+        self.seen = []
+
+    def process(self, x):
+        self.seen.append(x)
+
+    def finish_bundle(self):
+        import uuid
+
+        with open(os.path.join(self.folder, uuid.uuid4().hex), "w") as f:
+            json.dump(sorted(self.seen), f)
+
+
+def _written(folder) -> list:
+    return [json.loads(p.read_text()) for p in folder.iterdir()]
+
+
+def test_a_side_input_runs_once_reshuffle_spreads_and_every_branch_runs(cluster, tmp_path):
+    # Beam's own Dask runner computes a side input's producer again inside every task that
+    # reads it, drops Reshuffle (one partition) and computes only the last transform's branch.
+    calls, bundles, leaves = (tmp_path / name for name in ("calls", "bundles", "leaves"))
+    for folder in (calls, bundles, leaves):
+        folder.mkdir()
+
+    def produce(x):
+        (calls / str(x)).write_text("")  # a second call for x would find the file there
+        assert len(list(calls.iterdir())) <= 4
+        return x
+
+    options = PipelineOptions([f"--dask_client_address={cluster}"])
+    with beam.Pipeline(runner=DaskRunner(), options=options) as p:
+        side = p | "Side" >> beam.Create(range(4)) | "Produce" >> beam.Map(produce)
+        readers = p | "Readers" >> beam.Create(range(3)) | "Spread" >> beam.Reshuffle()
+        read = readers | "Read" >> beam.Map(lambda x, s: x + sum(s), beam.pvalue.AsList(side))
+        _ = read | "Again" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(side))
+        _ = (
+            p
+            | "Many" >> beam.Create(range(16))
+            | beam.Reshuffle()
+            | beam.ParDo(Bundles(str(bundles)))
+        )
+        _ = read | "Leaf" >> beam.Map(lambda x: (leaves / f"read-{x}").write_text(""))
+        _ = (
+            p
+            | "Other" >> beam.Create(["x"])
+            | "Branch" >> beam.Map(lambda x: (leaves / "branch").write_text(""))
+        )
+    assert sorted(int(c.name) for c in calls.iterdir()) == [0, 1, 2, 3]  # each once
+    cut = _written(bundles)
+    assert sorted(x for part in cut for x in part) == list(range(16)) and len(cut) > 1, cut
+    assert sorted(c.name for c in leaves.iterdir()) == ["branch", "read-6", "read-7", "read-8"]
