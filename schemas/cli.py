@@ -5,17 +5,21 @@
     bert-schemas export OUT DEST --format hdf5|tfrecord|mds [--overwrite]
 
 `validate` exits 0 only when every check passes (1 otherwise); `inspect` exits 1 when the set
-cannot be opened; `export` exits 1 when the set or DEST is refused (nothing written). None needs
-Beam or torch; `--plot` needs matplotlib. `validate` and `inspect` also read a set in Google
-Cloud Storage, OUT given as gs://BUCKET/PATH (`schemas.storage`, the `gcs` extra).
+cannot be opened; `export` exits 1 when the set or DEST is refused (nothing written). A mistake
+on the command line (an unknown flag, a value out of range, a `--plot` file that could not be
+written) is refused in one line before any work, exit status 2. None needs Beam or torch;
+`--plot` needs matplotlib. `validate` and `inspect` also read a set in Google Cloud Storage,
+OUT given as gs://BUCKET/PATH (`schemas.storage`, the `gcs` extra).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
+from schemas.command_line import OneLineParser, chosen
 from schemas.interrupts import exit_code, interrupts_unwind
 from schemas.stats import normal_tail
 
@@ -43,13 +47,14 @@ Print decoded rows (segments A and B; a masked piece shows what the model sees a
 original: [MASK→x] masked, [y→x] replaced by a random piece, [=x] kept) with their lengths
 and is_random_next label, then a summary of the whole set: rows, pieces, the padding a
 fixed-length batch (and a batch padded to its longest row) would waste, and histograms of
-the sequence length and of the masked positions per row. --plot writes the histograms as a
-PNG (needs matplotlib). OUT may be gs://BUCKET/PATH: the shards read are downloaded into
-memory, one at a time (the summary reads every shard)."""
+the sequence length and of the masked positions per row. --plot writes the histograms as an
+image, PNG or another format matplotlib writes, chosen by the file's suffix (needs
+matplotlib). OUT may be gs://BUCKET/PATH: the shards read are downloaded into memory, one at a
+time (the summary reads every shard)."""
 
 
 def _parser(prog: str = "bert-schemas") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog=prog,
         description="Validate or inspect a BERT pre-training shard set (a directory holding "
         "manifest.json, vocab.txt, tokenizer.json and shards/*.arrow).",
@@ -119,7 +124,11 @@ def _add_inspect(sub) -> None:
         metavar="R",
         help="first row to show, within the shard (default 0)",
     )
-    i.add_argument("--plot", metavar="FILE.png", help="also write the histograms to this PNG")
+    i.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also write the histograms to this image (.png, .pdf, .svg...; its folder must exist)",
+    )
     i.add_argument(
         "--batch-size",
         type=int,
@@ -180,8 +189,7 @@ def _export(args) -> int:
     except (ExportError, OSError, ValueError) as e:
         if args.verbose:
             raise
-        print(f"{args.prog} export: {e}", file=sys.stderr)
-        return 1
+        return refused(args, e)
     mb = summary.bytes / 1e6
     print(
         f"wrote {len(summary.files)} {summary.format} file(s), {summary.rows:,} rows "
@@ -192,12 +200,14 @@ def _export(args) -> int:
 
 
 def _validate(args) -> int:
+    from schemas.reader import check_set_directory
     from schemas.validate.run import validate
     from schemas.validate.state import ValidateOptions
 
-    if args.examples < 0 or args.z <= 0:
-        print("bert-schemas validate: --examples must be >= 0 and --z > 0", file=sys.stderr)
-        return 2
+    try:
+        check_set_directory(args.out)  # one line, not a table of checks that could not run
+    except (OSError, ValueError) as e:
+        return refused(args, e)
     report = validate(
         args.out, ValidateOptions(z=args.z, examples=args.examples, hashes=not args.no_hash)
     )
@@ -209,16 +219,13 @@ def _inspect(args) -> int:
     from schemas import inspection
     from schemas.reader import ShardSet
 
-    if args.batch_size < 1 or (args.n is not None and args.n < 0):
-        print("bert-schemas inspect: --batch-size must be >= 1 and --n >= 0", file=sys.stderr)
-        return 2
     try:
         ss = ShardSet.open(args.out)
+        inspection.check_shard(ss, args.shard)
         n = args.n if args.n is not None else (1 if args.row is not None else 3)
         shown = inspection.examples(ss, args.shard, args.row or 0, n) if n else []
     except (OSError, ValueError, IndexError) as e:
-        print(f"bert-schemas inspect: {e}", file=sys.stderr)
-        return 1
+        return refused(args, e)
     if shown:
         print(inspection.LEGEND + "\n")
         for e in shown:
@@ -227,27 +234,38 @@ def _inspect(args) -> int:
         try:  # reads every shard: one may be unreadable, or an object store unreachable
             summary = inspection.summarize(ss, args.batch_size, args.seed)
         except (OSError, ValueError) as e:
-            print(f"bert-schemas inspect: {e}", file=sys.stderr)
-            return 1
+            return refused(args, e)
         if not args.no_summary:
             print(inspection.format_summary(summary))
         if args.plot:
-            try:
+            try:  # the path was checked up front; a full disk is still possible
                 print(f"wrote {inspection.plot(summary, args.plot)}")
-            except ImportError:
-                print(
-                    "bert-schemas inspect: --plot needs matplotlib (pip install matplotlib)",
-                    file=sys.stderr,
-                )
-                return 1
+            except (OSError, ValueError) as e:
+                return refused(args, e)
     return 0
+
+
+def refused(args, why: object) -> int:
+    """What a command says when the set, a file it writes or a module it needs is refused at
+    run time: one line, exit status 1."""
+    print(f"{args.prog} {args.command}: error: {why}", file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str] | None = None, prog: str = "bert-schemas") -> int:
     """`prog` names the command in help and errors (`bert-shards` forwards validate, inspect
     and export)."""
-    args = _parser(prog).parse_args(argv)
+    parser = _parser(prog)
+    args = parser.parse_args(argv)
     args.prog = prog
+    missing = missing_module(args)
+    if missing:  # not a mistake on the command line: exit status 1, as a refused set
+        return refused(args, missing)
+    problem = {"validate": validate_problem, "inspect": inspect_problem}.get(
+        args.command, export_problem
+    )(args)
+    if problem:
+        chosen(parser, args).error(problem)  # one line, exit status 2, as argparse's own
     command = {"validate": _validate, "inspect": _inspect, "export": _export}[args.command]
     try:
         with interrupts_unwind():
@@ -258,6 +276,61 @@ def main(argv: list[str] | None = None, prog: str = "bert-schemas") -> int:
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM
         print(interrupted_line(args), file=sys.stderr)
         return exit_code(e)
+
+
+def missing_module(args) -> str | None:
+    """An optional module the command line asks for and this install lacks, in one line."""
+    if args.command == "inspect" and args.plot:
+        from schemas.inspection import plot_unavailable
+
+        return plot_unavailable()
+    return None
+
+
+# The first flag of a command whose value makes no sense, named with its value, or None: each
+# is asked before any work, so a mistake costs nothing.
+
+
+def validate_problem(args) -> str | None:
+    if not args.z > 0:  # NaN too
+        return f"--z must be > 0 (got {args.z})"
+    if math.isinf(args.z):
+        return f"--z must be a finite number (got {args.z}): every check would pass"
+    return below(("--examples", args.examples, 0))
+
+
+def inspect_problem(args) -> str | None:
+    problem = below(
+        ("--n", args.n, 0),
+        ("--shard", args.shard, 0),
+        ("--row", args.row, 0),
+        ("--batch-size", args.batch_size, 1),
+        ("--seed", args.seed, 0),  # numpy's generators take no negative seed
+    )
+    if problem or not args.plot:
+        return problem
+    from schemas.inspection import plot_path_problem
+
+    return plot_path_problem(args.plot)
+
+
+def export_problem(args) -> str | None:
+    from schemas.export.mds import MAX_SIZE_LIMIT
+
+    if not 1 <= args.mds_size_limit <= MAX_SIZE_LIMIT:
+        return (
+            f"--mds-size-limit must be in [1, {MAX_SIZE_LIMIT}] (got {args.mds_size_limit}): "
+            "MDS offsets are uint32"
+        )
+    return None
+
+
+def below(*flags: tuple[str, int | None, int]) -> str | None:
+    """The first of (flag, value, least) whose value, when given, is below its least."""
+    for flag, value, least in flags:
+        if value is not None and value < least:
+            return f"{flag} must be >= {least} (got {value})"
+    return None
 
 
 def interrupted_line(args) -> str:

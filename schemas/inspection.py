@@ -7,12 +7,13 @@ piece), `[=fox]` (kept as it was).
 
 The summary reads only the Arrow offsets (row lengths and masks per row), so it is cheap on a
 large set: rows, pieces, the padding a fixed-length batch would waste, and histograms of the
-sequence length and of the masks per row, in the terminal or (`plot`) as a PNG.
+sequence length and of the masks per row, in the terminal or (`plot`) as an image file.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,13 +116,21 @@ def format_example(e: Example) -> str:
     )
 
 
+def check_shard(ss: ShardSet, shard: int) -> None:
+    """IndexError unless the set has shard `shard`: known from the manifest, before any shard
+    is read."""
+    if not 0 <= shard < len(ss):
+        have = f"shards 0..{len(ss) - 1}" if len(ss) else "no shards"
+        raise IndexError(f"--shard {shard}: the set has {have}; give one of them")
+
+
 def examples(ss: ShardSet, shard: int = 0, row: int = 0, n: int = 3) -> list[Example]:
     """Rows row .. row + n - 1 of one shard, decoded."""
-    if not 0 <= shard < len(ss):
-        raise IndexError(f"--shard {shard}: the set has shards 0..{len(ss) - 1}")
+    check_shard(ss, shard)
     table = ss.table(shard)
     if not 0 <= row < table.num_rows:
-        raise IndexError(f"--row {row}: shard {shard} has rows 0..{table.num_rows - 1}")
+        have = f"rows 0..{table.num_rows - 1}" if table.num_rows else "no rows"
+        raise IndexError(f"--row {row}: shard {shard} has {have}; give one of them")
     part = table.slice(row, min(n, table.num_rows - row))
     cols = ShardColumns.from_table(part)
     path = ss.manifest.shards[shard].path
@@ -251,8 +260,44 @@ def format_summary(s: Summary) -> str:
     )
 
 
+def plot_unavailable() -> str | None:
+    """Why `plot` cannot run here (matplotlib, an optional dependency, missing), or None."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "--plot needs matplotlib (pip install matplotlib)"
+    return None
+
+
+def plot_path_problem(path: str) -> str | None:
+    """Why `plot` could not write `path`, in one line, or None. Asked before the summary reads
+    every shard, so a mistyped folder or suffix costs nothing (matplotlib picks the format by
+    the suffix, and would add `.png` to a name without one)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if os.path.isdir(path):
+        return (
+            f"--plot {path} is a folder; give a file in it, e.g. {os.path.join(path, 'hist.png')}"
+        )
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    suffix = os.path.splitext(path)[1][1:]
+    if suffix.lower() not in formats:
+        what = f"suffix .{suffix} is not a format matplotlib writes" if suffix else "no suffix"
+        return f"--plot {path}: {what}; end the name in .png (or one of {', '.join(formats)})"
+    folder = os.path.dirname(path) or "."
+    if not os.path.exists(folder):
+        return (
+            f"--plot {path}: no folder {folder}; create it first, or give a file in a folder "
+            "that exists"
+        )
+    if not os.path.isdir(folder):
+        return f"--plot {path}: {folder} is a file, not a folder; give a file in a folder"
+    return None
+
+
 def plot(s: Summary, path: str) -> str:
-    """The two histograms as a PNG (needs matplotlib, imported only here)."""
+    """The two histograms as an image, in the format of the file's suffix (PNG, PDF, SVG...;
+    `plot_path_problem` says which are fit); needs matplotlib, imported only here."""
     import matplotlib
 
     matplotlib.use("Agg")

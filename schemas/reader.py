@@ -65,6 +65,23 @@ def load_vocab(path: str) -> Vocab:
         raise ValueError(f"{path}: {e}") from None
 
 
+def check_set_directory(directory: str) -> None:
+    """Refuse, in one line, a local path that cannot hold a shard set: missing
+    (FileNotFoundError), or a file (ValueError: the path is the mistake, and `make shards`
+    refuses a file as OUT too, so building there is no advice). An object store's prefix is no
+    folder to test; its manifest is looked for instead."""
+    if storage.is_remote(directory) or os.path.isdir(directory):
+        return
+    if os.path.exists(directory):
+        raise ValueError(
+            f"{directory} is a file, not a shard set directory; give the folder that holds "
+            f"{MANIFEST_NAME}"
+        )
+    raise FileNotFoundError(
+        f"{directory}: no such directory; build shards there with `make shards OUT={directory}`"
+    )
+
+
 @dataclass
 class ShardSet:
     directory: str
@@ -77,12 +94,7 @@ class ShardSet:
 
     @classmethod
     def open(cls, directory: str) -> ShardSet:
-        remote = storage.is_remote(directory)
-        if not remote and not os.path.isdir(directory):
-            raise FileNotFoundError(
-                f"{directory}: no such directory; build shards there with "
-                f"`make shards OUT={directory}`"
-            )
+        check_set_directory(directory)
         manifest = load_manifest(directory)
         schema = schema_problem(manifest.schema_name, manifest.schema_version)
         problem = schema or config_version_problem(manifest.config_version)

@@ -136,16 +136,17 @@ def _export(
 ) -> Summary:
     target = open_dest(dest, scratch)
     check_dest(target, out, options)
-    shard_set = open_valid(out)
-    source = Source(shard_set, scratch)
+    shard_set = open_set(out)
     cfg = shard_set.shard_config
-    if options.format == "mds":
+    if options.format == "mds":  # refused before validation reads every shard
         need = max_sample_bytes(cfg.max_seq_length, cfg.max_predictions_per_seq) + 64 * 1024
         if options.mds_size_limit < need:
             raise ExportError(
                 f"--mds-size-limit {options.mds_size_limit} is below the largest sample of "
                 f"this set plus the shard header ({need} bytes); give at least that"
             )
+    check_valid(out)
+    source = Source(shard_set, scratch)
     previous = replaceable(target, options)
     target.create()
     target.remove(SUMMARY_NAME)  # DEST without export.json: an export not finished
@@ -238,15 +239,20 @@ def replaceable(target: Dest | RemoteDest, options: ExportOptions) -> set[str]:
     return (own | listed) & names
 
 
-def open_valid(out: str) -> ShardSet:
-    """The set, opened and validated; ExportError when it cannot be opened or fails a check."""
-    from schemas.validate.run import validate
-
+def open_set(out: str) -> ShardSet:
+    """The set, opened; ExportError when it cannot be, or its config is unusable."""
     try:
         shard_set = ShardSet.open(out)
         _ = shard_set.shard_config  # an unusable config is refused here, in one line
     except (OSError, ValueError) as e:
         raise ExportError(str(e)) from None
+    return shard_set
+
+
+def check_valid(out: str) -> None:
+    """ExportError unless the set passes every check of `schemas.validate`."""
+    from schemas.validate.run import validate
+
     report = validate(out)
     if not report.ok:
         failed = [c.key for c in report.checks if not c.passed]
@@ -254,7 +260,6 @@ def open_valid(out: str) -> ShardSet:
             f"{out} fails validation ({', '.join(failed)}); nothing was exported: see "
             f"`bert-schemas validate {out}` and rebuild the set"
         )
-    return shard_set
 
 
 class Source:

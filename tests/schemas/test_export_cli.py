@@ -80,6 +80,20 @@ def test_refusals_before_any_work(synthetic_shards, tmp_path):
     assert not os.path.exists("s3:")
     with pytest.raises(ExportError, match="no such directory"):
         export(str(tmp_path / "none"), str(tmp_path / "d"), ExportOptions("hdf5"))
+    with pytest.raises(ExportError, match="is a file, not a shard set directory; give the folder"):
+        export(str(afile), str(tmp_path / "d"), ExportOptions("hdf5"))
+    assert not (tmp_path / "d").exists()
+
+
+def test_an_mds_size_limit_too_small_is_refused_before_validation(
+    synthetic_shards, tmp_path, monkeypatch
+):
+    def validate(*args, **kwargs):
+        raise AssertionError("validation ran (it reads every shard) before the refusal")
+
+    monkeypatch.setattr("schemas.validate.run.validate", validate)
+    with pytest.raises(ExportError, match="below the largest sample"):
+        export(synthetic_shards, str(tmp_path / "d"), ExportOptions("mds", mds_size_limit=1000))
     assert not (tmp_path / "d").exists()
 
 
@@ -124,9 +138,18 @@ def test_bert_schemas_and_bert_shards_export(synthetic_shards, tmp_path, capsys)
     assert err.startswith("bert-shards export: ") and "--overwrite" in err
     assert err.count("\n") == 1  # one line, no traceback
     assert shards_main(["export", synthetic_shards, dest, "--format", "mds", "--overwrite"]) == 0
-    with pytest.raises(SystemExit) as e:
-        schemas_main(["export", synthetic_shards, dest, "--format", "csv"])
-    assert e.value.code == 2
+    capsys.readouterr()
+    said = {
+        "csv": "argument --format: invalid choice: 'csv'",
+        "-1": "--mds-size-limit must be in [1, 4294967295] (got -1)",
+    }
+    for flags in (["--format", "csv"], ["--format", "mds", "--mds-size-limit", "-1"]):
+        with pytest.raises(SystemExit) as e:
+            shards_main(["export", synthetic_shards, dest, *flags])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"bert-shards export: error: {said[flags[-1]]}")
+        assert err.endswith("; see bert-shards export --help\n") and err.count("\n") == 1
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 
 import pytest
 
@@ -90,3 +92,149 @@ def test_a_missing_set_names_the_directory_to_build(tmp_path):
 
     with pytest.raises(FileNotFoundError, match=r"run `make shards OUT=\S*nowhere` first"):
         read_manifest(str(tmp_path / "nowhere"))
+
+
+# ------------------------------------------------ refusals: one line, before any work
+
+
+def refusal(capsys, argv: list[str], status: int, prog: str = "bert-schemas") -> str:
+    """The one line a refused command prints on stderr, checked to come before any output
+    (nothing computed) with exit status `status` (2: a usage mistake, 1: a refused set)."""
+    try:
+        code = main(argv, prog=prog)
+    except SystemExit as e:
+        code = e.code
+    assert code == status
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_a_plot_file_that_cannot_be_written_is_refused_before_the_summary(
+    synthetic_shards, tmp_path, capsys
+):
+    pytest.importorskip("matplotlib")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    missing = str(tmp_path / "none" / "x.png")
+    cases = {
+        missing: f"--plot {missing}: no folder {tmp_path / 'none'}; create it first",
+        str(afile / "x.png"): f"{afile} is a file, not a folder",
+        str(tmp_path / "x.bogus"): "suffix .bogus is not a format matplotlib writes; end the "
+        "name in .png (or one of ",
+        str(tmp_path / "hist"): "no suffix; end the name in .png",
+        str(tmp_path): f"--plot {tmp_path} is a folder; give a file in it",
+    }
+    for plot, said in cases.items():
+        line = refusal(capsys, ["inspect", synthetic_shards, "--n", "0", "--plot", plot], 2)
+        assert line.startswith("bert-schemas inspect: error: ") and said in line, line
+        assert line.endswith("; see bert-schemas inspect --help")
+    assert os.listdir(tmp_path) == ["afile"]
+    svg = str(tmp_path / "hist.svg")  # another format matplotlib writes, by the suffix
+    assert main(["inspect", synthetic_shards, "--n", "0", "--no-summary", "--plot", svg]) == 0
+    assert open(svg).read().lstrip().startswith("<?xml")
+
+
+def test_plot_without_matplotlib_is_refused_up_front(
+    synthetic_shards, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as where it is not installed
+    line = refusal(capsys, ["inspect", synthetic_shards, "--plot", str(tmp_path / "h.png")], 1)
+    assert line == "bert-schemas inspect: error: --plot needs matplotlib (pip install matplotlib)"
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["validate", "SET", "--bogus"],
+            "bert-schemas validate: error: unknown flag --bogus; see bert-schemas validate --help",
+        ),
+        (
+            ["validate", "SET", "--exampels", "2"],
+            "bert-schemas validate: error: unknown flag --exampels (did you mean --examples?); "
+            "see bert-schemas validate --help",
+        ),
+        (
+            ["validate", "SET", "--z", "abc"],
+            "bert-schemas validate: error: argument --z: invalid float value: 'abc'; "
+            "see bert-schemas validate --help",
+        ),
+        (
+            ["inspect"],
+            "bert-schemas inspect: error: the following arguments are required: OUT; "
+            "see bert-schemas inspect --help",
+        ),
+        (
+            ["export", "SET", "DEST", "--format", "csv"],
+            "bert-schemas export: error: argument --format: invalid choice: 'csv' (choose from "
+            "'hdf5', 'tfrecord', 'mds'); see bert-schemas export --help",
+        ),
+    ],
+)
+def test_a_usage_mistake_is_one_line_naming_the_subcommand(argv, line, capsys):
+    assert refusal(capsys, argv, 2) == line
+
+
+def test_bert_shards_says_its_own_name_in_one_line(synthetic_shards, capsys):
+    from pipeline.shell.cli import main as shards_main
+
+    with pytest.raises(SystemExit) as e:
+        shards_main(["validate", synthetic_shards, "--bogus"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        "bert-shards validate: error: unknown flag --bogus; see bert-shards validate --help\n"
+    )
+    assert shards_main(["inspect", synthetic_shards, "--shard", "9", "--n", "0"]) == 1
+    assert capsys.readouterr().err.startswith("bert-shards inspect: error: --shard 9: ")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["validate", "--z", "-1"], "--z must be > 0 (got -1.0)"),
+        (["validate", "--z", "nan"], "--z must be > 0 (got nan)"),
+        (["validate", "--z", "inf"], "--z must be a finite number (got inf)"),
+        (["validate", "--examples", "-1"], "--examples must be >= 0 (got -1)"),
+        (["inspect", "--n", "-1"], "--n must be >= 0 (got -1)"),
+        (["inspect", "--batch-size", "0"], "--batch-size must be >= 1 (got 0)"),
+        (["inspect", "--shard", "-1"], "--shard must be >= 0 (got -1)"),
+        (["inspect", "--row", "-1"], "--row must be >= 0 (got -1)"),
+        (["inspect", "--seed", "-1"], "--seed must be >= 0 (got -1)"),
+        (
+            ["export", "DEST", "--format", "mds", "--mds-size-limit", "0"],
+            "--mds-size-limit must be in [1, 4294967295] (got 0)",
+        ),
+    ],
+)
+def test_a_value_out_of_range_names_only_its_flag(synthetic_shards, tmp_path, argv, said, capsys):
+    command, *flags = argv
+    line = refusal(capsys, [command, synthetic_shards, *flags], 2)
+    assert line.startswith(f"bert-schemas {command}: error: {said}")
+    assert line.endswith(f"; see bert-schemas {command} --help")
+    assert not (tmp_path / "DEST").exists()
+
+
+def test_a_file_given_as_the_set_is_named_a_file_in_one_line(tmp_path, capsys):
+    from schemas.reader import ShardSet
+
+    afile = tmp_path / "manifest.json"
+    afile.write_text("{}")
+    said = f"{afile} is a file, not a shard set directory; give the folder that holds manifest.json"
+    for command in ("validate", "inspect"):
+        assert refusal(capsys, [command, str(afile)], 1) == f"bert-schemas {command}: error: {said}"
+    with pytest.raises(ValueError, match="^" + re.escape(said) + "$"):  # bert-model's way in
+        ShardSet.open(str(afile))
+
+
+def test_validate_refuses_a_missing_set_in_one_line_not_a_table(tmp_path, capsys):
+    line = refusal(capsys, ["validate", str(tmp_path / "nothing")], 1)
+    assert line.startswith(f"bert-schemas validate: error: {tmp_path / 'nothing'}: no such dir")
+
+
+def test_a_shard_out_of_range_is_refused_without_rows_to_show(synthetic_shards, capsys):
+    line = refusal(capsys, ["inspect", synthetic_shards, "--shard", "4", "--n", "0"], 1)
+    assert (
+        line == "bert-schemas inspect: error: --shard 4: the set has shards 0..3; give one of them"
+    )
