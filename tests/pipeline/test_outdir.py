@@ -52,8 +52,14 @@ def test_overwrite_replaces_them(tmp_path):
 
 
 def test_a_shard_set_of_ours_is_rebuilt_without_overwrite(copy_shards):
+    from schemas.reader import ShardSet
+
     out = copy_shards()
+    assert len(ShardSet.open(out)) == 4  # the sample's, from books and text
     assert build_shards(out, "--num-shards", "1", inputs=TEXT) == 0
+    rebuilt = ShardSet.open(out)
+    assert len(rebuilt) == 1 and rebuilt.config["inputs"] == ["text"]
+    assert sorted(os.listdir(f"{out}/shards")) == ["train-00000-of-00001.arrow"]  # none left
 
 
 def test_a_file_as_out_is_refused_before_work(tmp_path):
