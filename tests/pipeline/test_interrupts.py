@@ -226,3 +226,25 @@ def test_stranded_sampling_threads_are_stopped():
     stop_stranded_samplers()
     assert sampler.finished and not thread.is_alive()
     stop_stranded_samplers()  # nothing left: nothing done
+
+
+@pytest.mark.parametrize(
+    "command, sig, code", [("vocab", signal.SIGINT, 130), ("punkt", signal.SIGTERM, 143)]
+)
+def test_a_signal_stops_vocab_and_punkt_in_one_line(
+    tmp_path, monkeypatch, capsys, command, sig, code
+):
+    """While the graph runs (in this process: the runner's place taken by a wait for the
+    signal), a signal ends the command in the line that says to run it again."""
+    import pipeline.runners.run
+    from pipeline.shell.cli import main
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), sig)
+        time.sleep(10)  # the handler raises in here
+        raise AssertionError(f"{sig} did not interrupt")
+
+    monkeypatch.setattr(pipeline.runners.run, "run_pipeline", signalled)
+    argv = [command, "--input", SAMPLE_INPUT, "--out", str(tmp_path / "o"), "--workers", "1"]
+    assert main(argv) == code
+    assert capsys.readouterr().err == "interrupted; run the same command again\n"

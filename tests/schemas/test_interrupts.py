@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
+import schemas.inspection
 import schemas.validate.run
 from schemas.cli import main
 from schemas.export.dest import Dest
 from schemas.interrupts import Interrupted, interrupts_unwind, signals_held
+from tests.helpers import ROOT
 
 
 def test_a_signal_inside_a_finalizer_is_not_lost():
@@ -96,10 +100,43 @@ def signal_after(monkeypatch, owner, name: str, sig: int) -> None:
     monkeypatch.setattr(owner, name, then_signal)
 
 
-def test_ctrl_c_stops_validate_with_one_line(sample_shards, monkeypatch, capsys):
-    signal_after(monkeypatch, schemas.validate.run, "validate", signal.SIGINT)
-    assert main(["validate", sample_shards]) == 130
+@pytest.mark.parametrize(
+    "command, owner, name, sig, code",
+    [
+        ("validate", schemas.validate.run, "validate", signal.SIGINT, 130),
+        ("validate", schemas.validate.run, "validate", signal.SIGTERM, 143),
+        ("inspect", schemas.inspection, "summarize", signal.SIGINT, 130),
+        ("inspect", schemas.inspection, "summarize", signal.SIGTERM, 143),
+    ],
+)
+def test_a_signal_stops_validate_and_inspect_with_one_line(
+    sample_shards, monkeypatch, capsys, command, owner, name, sig, code
+):
+    signal_after(monkeypatch, owner, name, sig)
+    assert main([command, sample_shards]) == code
     assert capsys.readouterr().err == "interrupted; run the same command again\n"
+
+
+def test_a_second_signal_ends_the_process_at_once(tmp_path):
+    """The first signal unwinds the command; one that comes while it unwinds (a cleanup that
+    hangs, say) ends the process, as a user pressing Ctrl-C again expects."""
+    script = (
+        "import os, signal, time\n"
+        "from schemas.interrupts import interrupts_unwind\n"
+        "with interrupts_unwind():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(30)\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('unwinding', flush=True)\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(30)\n"
+        "        print('still here', flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (-signal.SIGTERM, "unwinding\n")
 
 
 def test_an_export_stopped_by_sigterm_says_how_to_export_again(sample_shards, tmp_path, capsys):
