@@ -37,14 +37,19 @@ def test_random_bytes_are_refused(reader):
     assert docs == [] and counts["documents_dropped.binary_file"] == 1
 
 
-@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-8-sig"])
-def test_text_with_a_byte_order_mark_is_decoded(encoding):
+@pytest.mark.parametrize(
+    "encoding, counted",
+    [("utf-16", "utf-16-le"), ("utf-32", "utf-32-le"), ("utf-8-sig", None)],
+)
+def test_text_with_a_byte_order_mark_is_decoded(encoding, counted):
     docs, counts = read(read_text, PROSE.encode(encoding))
     assert [d.paragraphs for d in docs] == [
         ("Ünïcode läuft gut.", "Zweiter Satz hier."),
         ("A second document.", "With two lines."),
     ]
     assert "undecodable_bytes_replaced" not in counts
+    decoded = {k: v for k, v in counts.items() if k.startswith("files_decoded.")}
+    assert decoded == ({f"files_decoded.{counted}": 1} if counted else {})  # UTF-8's is dropped
 
 
 def test_jsonl_in_utf16_is_decoded():
