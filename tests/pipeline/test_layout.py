@@ -76,3 +76,21 @@ def test_the_logic_and_the_readers_run_without_beam():
         if module.split(".")[0] == "apache_beam"
     ]
     assert not found, "\n".join(found)
+
+
+# package -> the packages of this project it may import (the dependency rule, docs/structure.md)
+MAY_IMPORT = {"schemas": set(), "pipeline": {"schemas"}, "model": {"schemas"}}
+PROJECT = {"schemas", "pipeline", "model", "bench", "tests"}
+
+
+def test_the_three_packages_import_one_way():
+    """schemas imports neither pipeline nor model; those two never import each other (nor the
+    bench or the tests), at any depth of a module."""
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for package, allowed in MAY_IMPORT.items()
+        for path in sorted((Path(ROOT) / package).rglob("*.py"))
+        for module, line in imports(path)
+        if module.split(".")[0] in PROJECT - {package} - allowed
+    ]
+    assert not wrong, "\n".join(wrong)
