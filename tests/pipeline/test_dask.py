@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
 )
 
 from pipeline.runners.dask_runner import DaskRunner  # noqa: E402
-from pipeline.runners.run import DASK_RUNNER, pipeline_options  # noqa: E402
+from pipeline.runners.run import DASK_RUNNER, make_pipeline, pipeline_options  # noqa: E402
 from tests.helpers import SAMPLE, SAMPLE_INPUT, build_shards, children, file_digests  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -59,6 +59,9 @@ def test_the_short_name_means_beams_dask_runner():
     assert options.view_as(StandardOptions).runner == DASK_RUNNER
     assert options.view_as(DirectOptions).direct_num_workers == 3
     assert pipeline_options([], "dask", 0).view_as(StandardOptions).runner == DASK_RUNNER
+    # Beam's full path names it too, and each name gets this package's runner, not Beam's
+    for name in ("DaskRunner", "dask", "apache_beam.runners.dask.dask_runner.DaskRunner"):
+        assert type(make_pipeline(pipeline_options([], name, 2)).runner) is DaskRunner
 
 
 def test_shards_on_dask_equal_the_local_runners(sample_shards, cluster, tmp_path):
