@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -67,10 +68,14 @@ def build(inputs: str, out: str, runner_args: list[str]) -> int:
     return main(["build", "--input", inputs, "--out", out, "--num-shards", "4", *runner_args])
 
 
-def test_portable_build_is_the_local_build(portable, sample_shards, tmp_path):
+def test_portable_build_is_the_local_build(portable, sample_shards, tmp_path, monkeypatch):
     out = str(tmp_path / "out")
+    temporary = tmp_path / "tmp"  # Python's temporary folder for the run: what is left in it?
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     assert build(SAMPLE_INPUT, out, portable) == 0
     assert shard_set(out) == shard_set(sample_shards)
+    assert os.listdir(temporary) == []  # the staged sdist, package list and session are gone
 
 
 @pytest.mark.slow
