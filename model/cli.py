@@ -17,7 +17,8 @@ import argparse
 import os
 import sys
 
-from model.config import PRESETS, TrainConfig, flag_hint, training_defaults
+from model.config import PRECISIONS, PRESETS, TrainConfig, flag_hint, training_defaults
+from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
 TASK_HELP = (
@@ -142,7 +143,7 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--precision",
         default=TrainConfig.precision,
-        choices=["auto", "bf16", "fp32"],
+        choices=PRECISIONS,
         help="auto: bf16 autocast on CUDA, fp32 on CPU (default: %(default)s)",
     )
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
@@ -257,7 +258,7 @@ def _squad_flags(p: argparse.ArgumentParser, cfg) -> None:
 def _finetune_step_flags(p: argparse.ArgumentParser) -> None:
     """Fine-tuning: precision and compilation of the training step, defaults as
     `FinetuneConfig` has them; evaluation and --predict run the eager model in fp32."""
-    from model.finetune.config import PRECISIONS, FinetuneConfig
+    from model.finetune.config import FinetuneConfig
 
     p.add_argument(
         "--precision",
@@ -282,7 +283,9 @@ def _export_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bert-model", description=__doc__.split("\n")[0])
+    """The command line; a mistake in it is one line (`OneLineParser`, which the subcommands'
+    parsers are too)."""
+    parser = OneLineParser(prog="bert-model", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     _pretrain_parser(sub)
     _finetune_parser(sub)
@@ -291,19 +294,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
-    """Flags -> TrainConfig, filling the preset's defaults for what was not given."""
+    """Flags -> TrainConfig, filling the preset's defaults for what was not given (None): a
+    value given, 0 included, is the config's to accept or refuse."""
     if args.mask_prob is not None and not 0 < args.mask_prob < 1:
         raise ValueError(f"--mask-prob {args.mask_prob}: give a share in (0, 1), e.g. 0.30")
     defaults = training_defaults(args.model, args.steps)
     name = os.path.basename(os.path.normpath(args.shards)) or "shards"
     return TrainConfig(
         shards=args.shards,
-        run=args.run or os.path.join("runs", f"{args.model}-{name}"),
+        run=os.path.join("runs", f"{args.model}-{name}") if args.run is None else args.run,
         model=args.model,
         steps=args.steps,
-        batch_size=args.batch_size or defaults["batch_size"],
+        batch_size=defaults["batch_size"] if args.batch_size is None else args.batch_size,
         accum=args.accum,
-        lr=args.lr or defaults["lr"],
+        lr=defaults["lr"] if args.lr is None else args.lr,
         warmup=defaults["warmup"] if args.warmup is None else args.warmup,
         weight_decay=args.weight_decay,
         clip=args.clip,
@@ -330,13 +334,28 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     )
 
 
+def _pretrain(args: argparse.Namespace) -> None:
+    """Refuse what can be refused before the run directory is made and locked (the flags, a run
+    path taken by a file, a local shard set that is none); a later refusal leaves no run
+    directory behind either."""
+    from model.data import open_shards
+    from model.pretrain import pretrain
+    from model.run_dir import check_output_dir, removed_unless_used
+    from model.shard_cache import settings
+    from schemas import storage
+
+    cfg = train_config(args)
+    check_output_dir(cfg.run, "--run")
+    with settings(args.shard_cache, args.shard_cache_gb):
+        if not storage.is_remote(cfg.shards):  # a gs:// set's cache folder is made on opening
+            open_shards(cfg.shards)
+        with removed_unless_used(cfg.run):
+            pretrain(cfg)
+
+
 def _run(args: argparse.Namespace) -> None:
     if args.command == "pretrain":
-        from model.pretrain import pretrain
-        from model.shard_cache import settings
-
-        with settings(args.shard_cache, args.shard_cache_gb):
-            pretrain(train_config(args))
+        _pretrain(args)
     elif args.command == "finetune":
         from model.finetune.loop import finetune, finetune_config
 

@@ -7,7 +7,10 @@ part of a preset: it comes from the shard set's manifest.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 # name: (layers, hidden, heads); the feed-forward width is 4 x hidden everywhere.
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -112,23 +115,67 @@ class TrainConfig:
     allow_other_shards: bool = False  # resume on a set other than the run's own (model.run_shards)
 
     def __post_init__(self):
-        checks = [
-            (self.model in PRESETS, f"unknown model preset {self.model!r}"),
-            (self.steps >= 1, "steps must be at least 1"),
-            (self.batch_size >= 1 and self.accum >= 1, "batch size and accum must be >= 1"),
-            (self.lr > 0 and self.warmup >= 0, "lr must be > 0 and warmup >= 0"),
-            (self.precision in ("auto", "bf16", "fp32"), "precision is auto, bf16 or fp32"),
-            (self.log_every >= 1 and self.ckpt_every >= 1, "log/ckpt intervals must be >= 1"),
-            (self.shuffle_window >= 1 and self.workers >= 0, "shuffle window >= 1, workers >= 0"),
-            (self.holdout >= 0 and self.eval_batches >= 0, "holdout and eval batches >= 0"),
-            (self.init or not self.init_map_vocab, "--init-map-vocab needs --init DIR"),
-            (0 <= self.mask_prob < 1, "--mask-prob must lie in (0, 1), e.g. 0.30"),
-            (0 <= self.attention_dropout < 1, "--attention-dropout must lie in [0, 1)"),
-            (self.remask or not self.mask_prob, "--mask-prob is the rate of --remask's masks"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"training config: {message}")
+        check_fields(self, TRAIN_RULES)
+        if self.init_map_vocab and not self.init:
+            raise ValueError("--init-map-vocab needs --init DIR")
+        if self.mask_prob and not self.remask:
+            raise ValueError("--mask-prob is the rate of --remask's masks: pass --remask too")
+
+
+class Rule(NamedTuple):
+    """What a field's value must meet, and the same in words for the refusal."""
+
+    ok: Callable[[Any], bool]
+    says: str
+
+
+AT_LEAST_1 = Rule(lambda v: v >= 1, "must be at least 1")
+NOT_NEGATIVE = Rule(lambda v: v >= 0, "must be 0 or more")
+POSITIVE = Rule(lambda v: v > 0, "must be > 0")
+A_SHARE = Rule(lambda v: 0 <= v < 1, "must lie in [0, 1)")
+NAMED = Rule(bool, "must name a directory")
+PRECISIONS = ("auto", "bf16", "fp32")
+PRECISION = Rule(lambda v: v in PRECISIONS, "must be auto, bf16 or fp32")
+SEEDS = 2**32  # numpy's and torch's generators all take a seed below this
+SEED = Rule(lambda v: 0 <= v < SEEDS, f"must be from 0 to {SEEDS - 1}")
+
+# TrainConfig's fields that a flag sets (each field's flag is its name as a flag, `--log-every`)
+TRAIN_RULES = {
+    "model": Rule(lambda v: v in PRESETS, f"must be one of {', '.join(PRESETS)}"),
+    "run": NAMED,
+    "steps": AT_LEAST_1,
+    "batch_size": AT_LEAST_1,
+    "accum": AT_LEAST_1,
+    "lr": POSITIVE,
+    "warmup": NOT_NEGATIVE,
+    "weight_decay": NOT_NEGATIVE,
+    "clip": Rule(lambda v: v >= 0, "must be 0 (no clipping) or more"),
+    "seed": SEED,
+    "precision": PRECISION,
+    "mask_prob": Rule(lambda v: 0 <= v < 1, "must lie in (0, 1), e.g. 0.30"),
+    "attention_dropout": A_SHARE,
+    "shuffle_window": AT_LEAST_1,
+    "workers": NOT_NEGATIVE,
+    "log_every": AT_LEAST_1,
+    "ckpt_every": AT_LEAST_1,
+    "holdout": NOT_NEGATIVE,
+    "eval_batches": NOT_NEGATIVE,
+    "peak_tflops": Rule(lambda v: v >= 0, "must be 0 (looked up by the GPU's name) or more"),
+}
+
+
+def check_fields(cfg: Any, rules: dict[str, Rule]) -> None:
+    """Refuse the first field that breaks its rule, naming its flag, the rule and the value
+    given: a message that lists several rules leaves the reader to find the one broken. A number
+    that is not finite (nan, inf) breaks every rule, whatever a comparison says of it."""
+    for name, rule in rules.items():
+        value, says = getattr(cfg, name), rule.says
+        ok = rule.ok(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            ok, says = False, "must be a finite number"
+        if not ok:
+            shown = repr(value) if isinstance(value, str) else value
+            raise ValueError(f"--{name.replace('_', '-')} {says} (got {shown})")
 
 
 # Flags that the Makefile sets from a variable of its own; any other flag goes through ARGS.

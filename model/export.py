@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import save_file
 
 from model.config import BertConfig
-from model.run_dir import load_checkpoint
+from model.run_dir import check_output_dir, load_checkpoint
 from schemas.manifest import atomic_write_text, new_file_mode
 
 
@@ -106,6 +106,7 @@ def hf_state_dict(state: dict[str, torch.Tensor], cfg: BertConfig) -> dict[str, 
 
 def export(ckpt_path: str, out_dir: str) -> str:
     """Write the Hugging Face directory for a checkpoint; returns `out_dir`."""
+    check_output_dir(out_dir, "--out")
     ckpt = load_checkpoint(ckpt_path)
     cfg = BertConfig(**ckpt["model_config"])
     vocab = os.path.join(os.path.dirname(ckpt_path), "vocab.txt")

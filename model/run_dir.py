@@ -13,12 +13,15 @@ from __future__ import annotations
 import glob
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 
 import torch
 import torch.distributed as dist
 
 from model.config import BertConfig, TrainConfig, flag_hint
+from model.run_lock import LOCK_NAME, RunLock
 from model.run_shards import check_shard_set, shard_set_entry
 from model.safe_load import PickledCodeError, load_weights, save_weights
 from model.training import Dist, Trainer, WarmupLinear
@@ -29,6 +32,67 @@ from schemas.reader import ShardSet
 CHECKPOINT = "last.pt"
 METRICS = "metrics.jsonl"
 EVAL = "eval.json"
+
+
+def check_output_dir(path: str, flag: str) -> None:
+    """Refuse, before any work, an output directory that cannot be made: a file where it or a
+    folder above it should be would otherwise end the command, after the work, in makedirs'
+    traceback."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise ValueError(
+            f"{flag} {path} is a file, not a directory; choose another {flag_hint(flag, 'DIR')}"
+        )
+    above = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise ValueError(
+            f"{flag} {path}: {above} is a file, not a directory, so nothing can be made under "
+            f"it; choose another {flag_hint(flag, 'DIR')}"
+        )
+
+
+@contextmanager
+def removed_unless_used(run: str) -> Iterator[None]:
+    """A run directory this command makes, removed again (with the folders made above it) if
+    the command ends while it holds nothing but its lock file: a refusal after `RunLock` made it
+    (a batch that does not split over the ranks, an --init that does not fit) leaves nothing
+    behind. Under torchrun rank 0 made it and removes it."""
+    made = _first_missing(run) if os.environ.get("RANK", "0") == "0" else None
+    try:
+        yield
+    except BaseException:
+        if made:
+            _remove_unused(os.path.abspath(run), made)
+        raise
+
+
+def _first_missing(path: str) -> str | None:
+    """The outermost folder of `path` that does not exist yet (None: `path` exists)."""
+    path, missing = os.path.abspath(path), None
+    while not os.path.lexists(path):
+        missing, path = path, os.path.dirname(path)
+    return missing
+
+
+def _remove_unused(run: str, made: str) -> None:
+    """Remove `run` if all it holds is a lock file no other run holds, then the empty folders
+    above it up to `made`. The lock is taken first, so a run that has just locked it keeps it."""
+    try:
+        if os.listdir(run) != [LOCK_NAME]:
+            return
+        with RunLock(run):
+            os.unlink(os.path.join(run, LOCK_NAME))
+            os.rmdir(run)
+    except (OSError, ValueError):  # another run's now, or no longer ours to remove
+        return
+    folder = os.path.dirname(run)
+    while folder.startswith(made):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
+        folder = os.path.dirname(folder)
 
 
 def prepare_run(cfg: TrainConfig, shards: ShardSet, d: Dist) -> str | None:

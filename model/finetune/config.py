@@ -5,9 +5,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from model.config import (
+    A_SHARE,
+    AT_LEAST_1,
+    NAMED,
+    NOT_NEGATIVE,
+    POSITIVE,
+    PRECISION,
+    SEED,
+    Rule,
+    check_fields,
+)
 from model.finetune.readers import GLUE_TASKS, check_task
-
-PRECISIONS = ("auto", "bf16", "fp32")
 
 
 @dataclass(frozen=True)
@@ -39,14 +48,25 @@ class FinetuneConfig:
                 f"--predict labels GLUE test files for the GLUE server; --task {self.task} has "
                 "none (its dev predictions are written without it)"
             )
-        if self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
-            raise ValueError("fine-tuning: epochs, batch size and lr must be positive")
-        if not 0 <= self.warmup_ratio < 1 or self.max_seq_length < 8:
-            raise ValueError("fine-tuning: warmup ratio in [0, 1), max sequence length >= 8")
-        if self.precision not in PRECISIONS:
-            raise ValueError(
-                f"fine-tuning: precision is auto, bf16 or fp32, not {self.precision!r}"
-            )
+        check_fields(self, FINETUNE_RULES)
+
+
+# FinetuneConfig's fields that a flag sets (each field's flag is its name as a flag)
+FINETUNE_RULES = {
+    "run": NAMED,
+    "epochs": POSITIVE,
+    "batch_size": AT_LEAST_1,
+    "lr": POSITIVE,
+    "warmup_ratio": A_SHARE,
+    "weight_decay": NOT_NEGATIVE,
+    "max_seq_length": Rule(lambda v: v >= 8, "must be at least 8"),
+    "doc_stride": AT_LEAST_1,  # 0 would never move the window on
+    "max_query_length": AT_LEAST_1,
+    "max_answer_length": AT_LEAST_1,
+    "seed": SEED,
+    "precision": PRECISION,
+    "log_every": AT_LEAST_1,
+}
 
 
 def default_run(ckpt: str, task: str) -> str:

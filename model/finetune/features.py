@@ -115,6 +115,8 @@ def span_features(
     """`[CLS] question [SEP] context window [SEP]`, windows `stride` tokens apart. Each feature
     keeps its example index, the offset of its first context token and the windows' character
     offsets, for turning predicted positions back into answer text."""
+    if stride < 1:  # the windows would never move on
+        raise ValueError(f"--doc-stride must be at least 1 (got {stride})")
     tok.no_truncation()
     tok.no_padding()
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")

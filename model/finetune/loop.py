@@ -32,6 +32,7 @@ from model.finetune.readers import GLUE_TASKS, check_task
 from model.finetune.spans import Spans
 from model.finetune.tag import Tag
 from model.finetune.task import Task
+from model.run_dir import check_output_dir
 from model.safe_load import load_weights, save_weights
 from model.training import (
     MetricsLog,
@@ -58,8 +59,11 @@ def kind_of(task: str) -> type[Task]:
 
 
 def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
-    max_len = args.max_seq_length or kind_of(args.task).max_seq_length
-    run = args.run or default_run(args.ckpt, args.task)
+    """Flags -> FinetuneConfig; what was not given (None) is the task's or the checkpoint's
+    default, a value given (0 included) the config's to accept or refuse."""
+    max_len = args.max_seq_length
+    max_len = kind_of(args.task).max_seq_length if max_len is None else max_len
+    run = default_run(args.ckpt, args.task) if args.run is None else args.run
     fields = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "doc_stride")
     fields += ("max_query_length", "max_answer_length", "seed", "device", "precision", "compile")
     fields += ("log_every", "predict")
@@ -128,6 +132,7 @@ class Finetuning:
 def finetune(cfg: FinetuneConfig) -> dict:
     """Train on the task's training set, evaluate on its dev set after every epoch; returns the
     final dev metrics."""
+    check_output_dir(cfg.run, "--run")
     device = resolve_device(cfg.device)
     kind = kind_of(cfg.task)
     ckpt, tok = read_encoder(cfg)

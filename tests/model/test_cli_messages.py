@@ -54,13 +54,14 @@ def test_finetune_refuses_an_unknown_precision_in_one_line(tmp_path, capsys):
         main([*args, "--run", str(run), "--precision", "fp16"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err  # no usage block
     assert err[-1].startswith(
         "bert-model finetune: error: argument --precision: invalid choice: 'fp16'"
     )
     assert "auto" in err[-1] and "bf16" in err[-1] and "fp32" in err[-1]
     assert not run.exists()
-    # The config itself, built without the command line, refuses it the same way.
+    # The config itself, built without the command line, refuses it naming the flag.
     with pytest.raises(
-        ValueError, match="^fine-tuning: precision is auto, bf16 or fp32, not 'fp16'$"
+        ValueError, match=r"^--precision must be auto, bf16 or fp32 \(got 'fp16'\)$"
     ):
         FinetuneConfig(task="sst2", data="d", ckpt="c", run=str(run), precision="fp16")

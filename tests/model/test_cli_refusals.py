@@ -1,0 +1,235 @@
+"""A mistake on `bert-model`'s command line is refused before any work, in one line that names
+the one flag (or file) that is wrong and its value, and leaves nothing behind: no run directory,
+no lock file, no traceback, never a default in place of the value given."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from tokenizers import BertWordPieceTokenizer
+
+from model.cli import build_parser, main, train_config
+from model.finetune.features import span_features
+from model.finetune.readers import SquadExample
+from model.run_dir import removed_unless_used
+from model.run_lock import LOCK_NAME, RunLock
+from tests.model.helpers import VOCAB, finetune_args, write_sst2
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err  # one line: no traceback, no usage block
+    return err.strip()
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--batch-size", "0"], "--batch-size must be at least 1 (got 0)"),  # not the preset's
+        (["--lr", "0"], "--lr must be > 0 (got 0.0)"),  # not the preset's
+        (["--lr", "-1"], "--lr must be > 0 (got -1.0)"),
+        (["--lr", "nan"], "--lr must be a finite number (got nan)"),
+        (["--warmup", "-5"], "--warmup must be 0 or more (got -5)"),
+        (["--weight-decay", "-1"], "--weight-decay must be 0 or more (got -1.0)"),
+        (["--clip", "-1"], "--clip must be 0 (no clipping) or more (got -1.0)"),
+        (
+            ["--peak-tflops", "-3"],
+            "--peak-tflops must be 0 (looked up by the GPU's name) or more (got -3.0)",
+        ),
+        (["--steps", "0"], "--steps must be at least 1 (got 0)"),
+        (["--accum", "0"], "--accum must be at least 1 (got 0)"),
+        (["--workers", "-1"], "--workers must be 0 or more (got -1)"),
+        (["--shuffle-window", "0"], "--shuffle-window must be at least 1 (got 0)"),
+        (["--log-every", "0"], "--log-every must be at least 1 (got 0)"),
+        (["--ckpt-every", "0"], "--ckpt-every must be at least 1 (got 0)"),
+        (["--holdout", "-1"], "--holdout must be 0 or more (got -1)"),
+        (["--eval-batches", "-1"], "--eval-batches must be 0 or more (got -1)"),
+        (["--seed", "-1"], "--seed must be from 0 to 4294967295 (got -1)"),
+        (["--attention-dropout", "1"], "--attention-dropout must lie in [0, 1) (got 1.0)"),
+    ],
+)
+def test_pretrain_names_the_one_bad_flag_and_its_value(shards_dir, tmp_path, capsys, flags, says):
+    run = tmp_path / "run"
+    args = ["pretrain", "--shards", shards_dir, "--run", str(run), "--steps", "1", *flags]
+    assert main(args) == 2
+    assert _one_line(capsys) == f"bert-model pretrain: error: {says}"
+    assert not run.exists()
+
+
+def test_an_empty_run_is_refused_not_replaced_by_the_default(
+    shards_dir, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # the default run, runs/tiny-NAME, would go here
+    assert main(["pretrain", "--shards", shards_dir, "--run", "", "--steps", "1"]) == 2
+    assert _one_line(capsys) == "bert-model pretrain: error: --run must name a directory (got '')"
+    assert os.listdir(tmp_path) == []
+
+
+def test_clip_0_turns_clipping_off_and_is_kept():
+    assert train_config(build_parser().parse_args(["pretrain", "--clip", "0"])).clip == 0
+
+
+FINETUNE = ["finetune", "--task", "squad", "--max-seq-length", "16", "--max-query-length", "4"]
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--doc-stride", "0"], "--doc-stride must be at least 1 (got 0)"),  # else endless
+        (["--max-query-length", "0"], "--max-query-length must be at least 1 (got 0)"),
+        (["--max-answer-length", "0"], "--max-answer-length must be at least 1 (got 0)"),
+        (["--log-every", "0"], "--log-every must be at least 1 (got 0)"),  # else after training
+        (["--max-seq-length", "0"], "--max-seq-length must be at least 8 (got 0)"),  # not 384
+        (["--weight-decay", "-1"], "--weight-decay must be 0 or more (got -1.0)"),
+        (["--epochs", "0"], "--epochs must be > 0 (got 0.0)"),
+        (["--epochs", "inf"], "--epochs must be a finite number (got inf)"),
+        (["--batch-size", "0"], "--batch-size must be at least 1 (got 0)"),
+        (["--lr", "-1"], "--lr must be > 0 (got -1.0)"),
+        (["--warmup-ratio", "1"], "--warmup-ratio must lie in [0, 1) (got 1.0)"),
+        (["--seed", "-1"], "--seed must be from 0 to 4294967295 (got -1)"),
+        (["--run", ""], "--run must name a directory (got '')"),
+    ],
+)
+def test_finetune_names_the_one_bad_flag_and_its_value(tmp_path, capsys, flags, says):
+    run = tmp_path / "run"
+    data, ckpt = str(tmp_path / "squad"), str(tmp_path / "last.pt")
+    args = [*FINETUNE, "--data", data, "--ckpt", ckpt, "--run", str(run), *flags]
+    assert main(args) == 2
+    assert _one_line(capsys) == f"bert-model finetune: error: {says}"
+    assert not run.exists()
+
+
+def test_span_features_refuse_a_window_that_never_moves(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(VOCAB.to_text())
+    tok = BertWordPieceTokenizer(str(vocab), lowercase=True)
+    ex = SquadExample("q", "who ?", "john lives in paris", ("paris",), 14)
+    with pytest.raises(ValueError, match=r"^--doc-stride must be at least 1 \(got 0\)$"):
+        span_features(tok, [ex], max_len=32, stride=0, max_query=8)
+
+
+def _a_file(tmp_path) -> str:
+    path = tmp_path / "taken"
+    path.write_text("someone's file\n")
+    return str(path)
+
+
+def test_export_to_a_file_is_refused_in_one_line(pretrained_run, tmp_path, capsys):
+    out = _a_file(tmp_path)
+    assert main(["export", "--ckpt", os.path.join(pretrained_run, "last.pt"), "--out", out]) == 2
+    assert _one_line(capsys) == (
+        f"bert-model export: error: --out {out} is a file, not a directory; choose another "
+        "--out DIR (make: EXPORT=DIR)"
+    )
+    assert open(out).read() == "someone's file\n"
+
+
+def test_export_under_a_file_is_refused_in_one_line(pretrained_run, tmp_path, capsys):
+    above = _a_file(tmp_path)
+    out = os.path.join(above, "export")
+    assert main(["export", "--ckpt", os.path.join(pretrained_run, "last.pt"), "--out", out]) == 2
+    assert _one_line(capsys) == (
+        f"bert-model export: error: --out {out}: {above} is a file, not a directory, so nothing "
+        "can be made under it; choose another --out DIR (make: EXPORT=DIR)"
+    )
+
+
+def test_finetune_into_a_file_is_refused_in_one_line(pretrained_run, tmp_path, capsys):
+    data = write_sst2(str(tmp_path / "sst2"), np.random.default_rng(0))
+    run = _a_file(tmp_path)
+    assert main(finetune_args("sst2", data, pretrained_run, run)) == 2
+    assert _one_line(capsys) == (
+        f"bert-model finetune: error: --run {run} is a file, not a directory; choose another "
+        "--run DIR (make: RUN=DIR)"
+    )
+
+
+def test_pretrain_into_a_file_is_refused_in_one_line(shards_dir, tmp_path, capsys):
+    run = _a_file(tmp_path)
+    assert main(["pretrain", "--shards", shards_dir, "--run", run, "--steps", "1"]) == 2
+    assert _one_line(capsys) == (
+        f"bert-model pretrain: error: --run {run} is a file, not a directory; choose another "
+        "--run DIR (make: RUN=DIR)"
+    )
+    assert open(run).read() == "someone's file\n"
+
+
+@pytest.mark.parametrize("shards", ["a file", "not a set"])
+def test_a_refused_shard_set_leaves_no_run_directory(tmp_path, capsys, shards):
+    path = tmp_path / "shards"
+    if shards == "a file":
+        path.write_text("x\n")
+    else:
+        path.mkdir()
+        (path / "vocab.txt").write_text(VOCAB.to_text())
+    run = tmp_path / "runs" / "r"
+    assert main(["pretrain", "--shards", str(path), "--run", str(run), "--steps", "1"]) == 2
+    assert str(path) in _one_line(capsys)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_refusal_after_the_lock_leaves_no_run_directory(shards_dir, tmp_path, capsys):
+    run = tmp_path / "runs" / "r"
+    args = ["pretrain", "--shards", shards_dir, "--run", str(run), "--steps", "1"]
+    assert main([*args, "--batch-size", "7", "--accum", "2"]) == 2  # refused by the loader
+    assert "--batch-size 7 does not divide" in _one_line(capsys)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_directory_that_was_there_is_kept(shards_dir, tmp_path, capsys):
+    run = tmp_path / "r"
+    run.mkdir()
+    args = ["pretrain", "--shards", shards_dir, "--run", str(run), "--steps", "1"]
+    assert main([*args, "--batch-size", "7", "--accum", "2"]) == 2
+    capsys.readouterr()
+    assert run.is_dir()
+
+
+def test_a_directory_another_run_has_locked_is_not_removed(tmp_path):
+    run = str(tmp_path / "r")
+    with pytest.raises(ValueError, match="refused"):
+        with removed_unless_used(run):
+            RunLock(run).acquire()  # the other run: it made the directory and holds it
+            raise ValueError("refused")
+    assert os.listdir(run) == [LOCK_NAME]
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["pretrain", "--bogus"],
+            "bert-model pretrain: error: unknown flag --bogus; see bert-model pretrain --help",
+        ),
+        (
+            ["pretrain", "--stesp", "3"],
+            "bert-model pretrain: error: unknown flag --stesp (did you mean --steps?); see "
+            "bert-model pretrain --help",
+        ),
+        (
+            ["pretrain", "--steps", "abc"],
+            "bert-model pretrain: error: argument --steps: invalid int value: 'abc'; see "
+            "bert-model pretrain --help",
+        ),
+        (
+            ["export", "--ckpt", "c", "--out", "o", "--bogus"],
+            "bert-model export: error: unknown flag --bogus (did you mean --out?); see "
+            "bert-model export --help",
+        ),
+    ],
+)
+def test_unknown_flags_and_bad_types_are_one_line(capsys, argv, line):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert _one_line(capsys) == line
+
+
+@pytest.mark.parametrize("command", ["pretrain", "finetune", "export"])
+def test_help_still_works(capsys, command):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: bert-model {command}")
