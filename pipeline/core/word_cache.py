@@ -1,9 +1,10 @@
 """WordPiece for ASCII and Latin-1 text through a word cache: the BERT tokenizer's ids, faster.
 
 BERT's tokenizer cleans and lowercases the text, splits it into words at whitespace and
-punctuation, then runs WordPiece on each word. Prose repeats its words (4 MB of the kernel
-documentation holds 856,000 words of only 16,600 kinds), so WordPiece on each distinct word once
-and a table lookup for every other occurrence does most of the work in a few numpy calls.
+punctuation, then runs WordPiece on each word. Prose repeats its words (a few MB of text hold
+many times more words than kinds of word: docs/benchmarks.md, "The measurements behind 'How it
+is fast'"), so WordPiece on each distinct word once and a table lookup for every other
+occurrence does most of the work in a few numpy calls.
 
 The split is written here for ASCII, Latin-1's letters and six wide punctuation marks (dashes and
 curly quotes), where it is short and exact: control characters other than tab, newline and

@@ -65,8 +65,9 @@ _TEXT_END = re.compile(r"^\*{3}\s*END OF (?:THE|THIS)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?]")
 
 # Every match of `_FRONT` (`_BACK_ANYWHERE`) holds one of these words, as case-insensitive
-# matching reads the text: most paragraphs hold none, and a substring test is about 100 times
-# cheaper than either search (which tries every alternative at every character).
+# matching reads the text: most paragraphs hold none, and a substring test is far cheaper than
+# either search, which tries every alternative at every character (measured: docs/benchmarks.md,
+# "Figures moved from other pages and from code comments").
 # `tests/pipeline/test_books_reader.py` checks each alternative against these lists.
 _LICENCE_WORDS = (
     "smashwords",

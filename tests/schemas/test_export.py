@@ -131,7 +131,8 @@ def test_mds_read_by_streaming_dataset_equals_the_rows(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     _, rows = export_source
     # predownload: how far the reader's thread may run ahead of the iteration (8 samples by
-    # default, then it sleeps 7 ms; the whole set: iterating 3,000 rows takes 0.5 s, not 3.5 s)
+    # default, then it sleeps 7 ms; the whole set iterates much faster: docs/benchmarks.md,
+    # "Figures moved from other pages and from code comments")
     ds = streaming.StreamingDataset(
         local=exported["mds"],
         shuffle=False,

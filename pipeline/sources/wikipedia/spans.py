@@ -19,7 +19,9 @@ from pipeline.sources.streams import CHUNK_BYTES, iter_lines
 from pipeline.sources.wikipedia.pages import WikiPage, iter_span_pages, parse_siteinfo
 from pipeline.sources.wikipedia.split import MAX_HEADER_BYTES
 
-SPAN_BYTES = 64 << 20  # compressed bytes per span of a multistream dump (~250 MB of XML)
+# compressed bytes per span of a multistream dump, several times that in XML (docs/benchmarks.md,
+# "Figures moved from other pages and from code comments")
+SPAN_BYTES = 64 << 20
 # bytes per span of an uncompressed export: small enough that an export of a few hundred MB is
 # read by every worker at once (larger spans left one worker reading while the others waited
 # for rendering to start; docs/benchmarks.md, raw formats)
