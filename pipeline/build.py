@@ -220,23 +220,32 @@ def resume_problem(old: dict | None, new: dict) -> str | None:
     return None
 
 
+def check_resume(out: str, record: dict) -> None:
+    """A `--resume` of this command: refused (ValueError, saying why) unless OUT holds an
+    interrupted build whose record matches `record`. Reads only, so it is also asked before
+    OUT is claimed."""
+    path = FileSystems.join(building_dir(out), RESUME_RECORD)
+    try:
+        old = json.loads(read_bytes(path).decode("utf-8"))
+    except FileNotFoundError:
+        old = None
+    problem = resume_problem(old, record)
+    if problem:
+        raise ValueError(
+            f"--resume refused: {problem}; run the same command as before, or build afresh "
+            "without --resume (make: leave ARGS=--resume out)"
+        )
+
+
 def prepare_output(out: str, record: dict, resume: bool = False) -> None:
-    """Make the directory invalid until this build publishes: drop the old manifest first.
-    A fresh build clears the build area; a resume keeps it, when `record` matches the one the
-    interrupted build left (else ValueError, saying why)."""
+    """Make the directory invalid until this build publishes: drop the old manifest first, so
+    that a build that fails or is stopped never leaves a set that validates (a stale one would
+    pass for the new). A fresh build clears the build area; a resume keeps it, when `record`
+    matches the one the interrupted build left (else ValueError, saying why)."""
     building = building_dir(out)
     path = FileSystems.join(building, RESUME_RECORD)
     if resume:
-        try:
-            old = json.loads(read_bytes(path).decode("utf-8"))
-        except FileNotFoundError:
-            old = None
-        problem = resume_problem(old, record)
-        if problem:
-            raise ValueError(
-                f"--resume refused: {problem}; run the same command as before, or build afresh "
-                "without --resume (make: leave ARGS=--resume out)"
-            )
+        check_resume(out, record)
     remove([FileSystems.join(out, MANIFEST_NAME)])
     if not resume:
         remove_tree(building)  # on object stores: every name under the prefix

@@ -38,13 +38,45 @@ from schemas.interrupts import exit_code, interrupts_unwind
 
 
 def check_inputs(cfg):
-    """The config with its chunk size set from the input's size; no match is refused."""
+    """The config with its chunk size set from the input's size; no match is refused, nor an
+    OUT that an input would read."""
     from pipeline.stages.read import chunk_bytes_for, input_bytes
 
     for spec in cfg.inputs:
         if not expand_pattern(spec):
             raise SystemExit(f"error: no input files match {spec.pattern!r} (format {spec.format})")
+        if reads_out(spec, cfg.out):
+            raise SystemExit(
+                f"error: --out {cfg.out} lies inside the input {spec.pattern}, so this build "
+                "would read what an earlier one wrote there (shards, vocab, manifest) as text; "
+                "choose an OUT outside the inputs"
+            )
     return dataclasses.replace(cfg, chunk_bytes=chunk_bytes_for(input_bytes(cfg.inputs)))
+
+
+def reads_out(spec, out: str) -> bool:
+    """Whether the input `spec` takes in files under OUT: it names a folder holding OUT (or OUT
+    itself), or a `**` pattern from such a folder. A `*` pattern stays in its own folder."""
+    from pipeline.stages.read import GLOB_CHARS, glob_root
+
+    pattern = spec.pattern.rstrip("/")
+    if any(c in pattern for c in GLOB_CHARS):
+        if "**" not in pattern:
+            return False
+        folder = glob_root(spec.pattern)
+    elif all(path == spec.pattern for _, path, _ in expand_pattern(spec)):
+        return False  # one file
+    else:
+        folder = pattern
+    return within(out, folder)
+
+
+def within(path: str, folder: str) -> bool:
+    """`path` is `folder` or lies under it (local paths compared as resolved, links followed)."""
+    if "://" not in path and "://" not in folder:
+        path, folder = os.path.realpath(path), os.path.realpath(folder or ".")
+    path, folder = path.rstrip("/"), folder.rstrip("/")
+    return path == folder or path.startswith(folder + "/")
 
 
 def command_config(args):
@@ -71,7 +103,7 @@ def punkt_json(path: str) -> str:
 
 
 def run_build(args, beam_args: list[str]) -> int:
-    from pipeline.build import build, load_vocab, prepare_output, resume_record
+    from pipeline.build import build, check_resume, load_vocab, prepare_output, resume_record
     from pipeline.runners.run import pipeline_options, run_pipeline
     from pipeline.shell.outdir import (
         DISK_PER_TEXT_BYTE,
@@ -95,6 +127,11 @@ def run_build(args, beam_args: list[str]) -> int:
         check_output(cfg.out, args.overwrite)
         if not args.no_disk_check:
             check_free_space(cfg.out, int(DISK_PER_TEXT_BYTE * text_bytes(input_files(cfg.inputs))))
+        if args.resume:  # asked again under the lock; here before OUT is made or its lock taken
+            try:
+                check_resume(cfg.out, resume_record(cfg))
+            except ValueError as e:
+                raise OutputError(str(e)) from None
         with OutputLock(cfg.out):
             try:
                 prepare_output(cfg.out, resume_record(cfg), args.resume)
@@ -184,7 +221,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
         _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save)
 
     options = pipeline_options(beam_args, args.runner, args.workers)
-    with temporary_area(out, ".vocab-building") as tmp:
+    with side_output(out), temporary_area(out, ".vocab-building") as tmp:
         run_pipeline(lambda p: steps(p, tmp), options, args.verbose)
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     return 0
@@ -207,10 +244,25 @@ def run_punkt(args, beam_args: list[str]) -> int:
         _ = params | beam.Map(lambda text: write_text(path, text))
 
     options = pipeline_options(beam_args, args.runner, args.workers)
-    with temporary_area(cfg.out, ".punkt-building") as tmp:
+    with side_output(cfg.out), temporary_area(cfg.out, ".punkt-building") as tmp:
         run_pipeline(lambda p: steps(p, tmp), options, args.verbose)
     print(f"wrote {path}; use it with `bert-shards build --punkt {path}`")
     return 0
+
+
+@contextlib.contextmanager
+def side_output(out: str):
+    """OUT of `vocab` or `punkt`, checked before any work (`check_side_output`) and locked
+    while the command runs, as a build's is: neither runs into an OUT a build is using."""
+    from pipeline.shell.outdir import OutputError, OutputLock, check_side_output
+
+    with contextlib.ExitStack() as held:
+        try:
+            check_side_output(out)
+            held.enter_context(OutputLock(out))
+        except OutputError as e:
+            raise SystemExit(f"error: {e}") from None
+        yield
 
 
 @contextlib.contextmanager

@@ -95,23 +95,49 @@ def _our_manifest(path: str) -> bool:
 
 def check_output(out: str, overwrite: bool) -> None:
     """Refuse, before any work, an OUT that is not a directory, not writable, or holds files
-    this build did not write (unless `overwrite`)."""
+    this build did not write (unless `overwrite`). Nothing is created here: a refusal after
+    this one (no disk space, a resume that does not match) leaves no OUT behind."""
     if fsio.is_gcs(out):
         refuse_foreign(out, [] if overwrite else foreign_entries(out))
         return
     if not is_local(out):
         return
+    check_writable(out)
+    if os.path.isdir(out):
+        refuse_foreign(out, [] if overwrite else foreign_entries(out))
+
+
+def check_writable(out: str) -> None:
+    """A local OUT is a directory this process may write in, or can be made as one: its
+    nearest existing folder above is a writable directory."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise OutputError(f"--out {out}: exists and is not a directory; choose another OUT")
-    try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as e:
+    probe = os.path.abspath(out)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise OutputError(f"--out {out}: cannot be created ({probe} is a file); choose another OUT")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = (
+            "is not writable"
+            if probe == os.path.abspath(out)
+            else (f"cannot be created ({probe} is not writable)")
+        )
+        raise OutputError(f"--out {out}: {what}; choose another OUT or fix its rights")
+
+
+def check_side_output(out: str) -> None:
+    """`vocab` and `punkt` write one or two files into OUT (vocab.txt and tokenizer.json, or
+    punkt.json): refused before any work when OUT cannot be written, or holds a shard set,
+    whose vocab a new one would silently replace (validate would then fail the set)."""
+    if is_local(out):
+        check_writable(out)
+    manifest = f"{out.rstrip('/')}/{MANIFEST_NAME}"
+    if fsio.exists(manifest) and _our_manifest(manifest):
         raise OutputError(
-            f"--out {out}: cannot be created ({e.strerror}); choose another OUT"
-        ) from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise OutputError(f"--out {out}: is not writable; choose another OUT or fix its rights")
-    refuse_foreign(out, [] if overwrite else foreign_entries(out))
+            f"--out {out}: holds a shard set, whose vocab.txt and tokenizer.json belong to it; "
+            "choose another OUT"
+        )
 
 
 def refuse_foreign(out: str, foreign: list[str]) -> None:
@@ -158,6 +184,12 @@ class OutputLock:
             return self
         if not is_local(self.out):
             return self
+        try:
+            os.makedirs(self.out, exist_ok=True)  # checked writable before (`check_writable`)
+        except OSError as e:
+            raise OutputError(
+                f"--out {self.out}: cannot be created ({e.strerror}); choose another OUT"
+            ) from None
         path = os.path.join(self.out, LOCK_NAME)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

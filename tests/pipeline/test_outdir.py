@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.shell.cli import main
 from pipeline.shell.outdir import OutputLock
-from tests.helpers import build_shards
+from tests.helpers import build_shards, file_digests
 
 TEXT = "text:" + os.path.join(os.path.dirname(__file__), "..", "..", "sample", "text")
 
@@ -99,7 +99,7 @@ def test_a_build_is_refused_when_the_disk_lacks_its_estimate(tmp_path, monkeypat
     assert "needs about" in message and "kB of free disk" in message  # the unit that fits
     assert (
         "--no-disk-check (make: ARGS=--no-disk-check)" in message
-        and not (tmp_path / "out" / "shards").exists()
+        and not (tmp_path / "out").exists()  # refused before OUT is made
     )
     expected = outdir.DISK_PER_TEXT_BYTE * sum(
         f.stat().st_size for f in (tmp_path / ".." / TEXT[5:]).resolve().glob("*") if f.is_file()
@@ -112,3 +112,67 @@ def test_the_disk_estimate_counts_compressed_input_as_more_text():
     from pipeline.shell.outdir import COMPRESSED_TEXT, text_bytes
 
     assert text_bytes([("a.txt", 10), ("b.xml.bz2", 10)]) == 10 + 10 * COMPRESSED_TEXT
+
+
+def test_a_resume_with_nothing_to_resume_makes_no_out(tmp_path):
+    out = tmp_path / "out"
+    assert "--resume refused: there is no interrupted build" in build_error(out, "--resume")
+    assert not out.exists()
+
+
+def test_a_refused_resume_leaves_out_as_it_was(copy_shards):
+    out = copy_shards()
+    before = {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)}
+    assert "--resume refused" in build_error(out, "--resume", "--seed", "7")
+    assert {n: os.stat(os.path.join(out, n)).st_mtime_ns for n in os.listdir(out)} == before
+
+
+@pytest.mark.parametrize("command", ["build", "vocab", "punkt"])
+def test_an_out_inside_an_input_folder_is_refused(tmp_path, command):
+    """A second build would read the first one's shards, vocab and manifest as text."""
+    corpus = tmp_path / "corpus"
+    (corpus / "part").mkdir(parents=True)
+    (corpus / "part" / "a.txt").write_text("One sentence here. And another one.\n")
+    for given in (corpus, f"{corpus}/**/*.txt"):
+        with pytest.raises(SystemExit) as e:
+            main([command, "--input", f"text:{given}", "--out", str(corpus / "out")])
+        assert str(e.value.code).startswith(f"error: --out {corpus / 'out'} lies inside the input")
+        assert sorted(os.listdir(corpus)) == ["part"]
+
+
+def test_an_out_beside_a_glob_of_files_is_fine(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("One sentence here. And another one.\n")
+    from pipeline.shell.cli import reads_out
+    from pipeline.stages.read import InputSpec
+
+    assert not reads_out(InputSpec("text", f"{corpus}/*.txt"), str(corpus / "out"))
+    assert not reads_out(InputSpec("text", f"{corpus}/a.txt"), str(corpus / "out"))
+    assert reads_out(InputSpec("text", str(corpus)), str(corpus))
+
+
+def side_output_error(command: str, out, *extra: str) -> str:
+    with pytest.raises(SystemExit) as e:
+        main([command, "--input", TEXT, "--out", str(out), "--workers", "1", *extra])
+    return str(e.value.code)
+
+
+@pytest.mark.parametrize("command", ["vocab", "punkt"])
+def test_vocab_and_punkt_refuse_a_shard_set_a_file_and_an_out_in_use(
+    copy_shards, tmp_path, command
+):
+    out = copy_shards()
+    before = file_digests(out)
+    assert "holds a shard set, whose vocab.txt and tokenizer.json belong to it" in (
+        side_output_error(command, out)
+    )
+    assert file_digests(out) == before
+    afile = tmp_path / "file"
+    afile.write_text("mine")
+    assert "exists and is not a directory" in side_output_error(command, afile)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    with OutputLock(str(busy)):
+        assert "is building into it now" in side_output_error(command, busy)
+    assert os.listdir(busy) == [".bert-shards.lock"]
