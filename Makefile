@@ -36,21 +36,26 @@ EXPORT  ?= $(RUN)/export
 SAMPLE_INPUT := books:sample/books,text:sample/text
 SAMPLE_OUT   := out/sample
 
-# Paths may hold spaces: every path is passed single-quoted. basename_of gives a path's last
-# part, spaces kept (make's own notdir splits on them): "out/my corpus/" -> "my corpus".
+# Paths may hold spaces and quotes: every path is passed single-quoted by q, which writes each
+# ' inside as '\'' (the shell's way to put one in a quoted word): $(call q,$(OUT)).
+# basename_of gives a path's last part, spaces kept (make's own notdir splits on them):
+# "out/my corpus/" -> "my corpus".
+q = '$(subst ','\'',$(1))'
 empty :=
 space := $(empty) $(empty)
 basename_of = $(subst |,$(space),$(notdir $(patsubst %/,%,$(subst $(space),|,$(strip $(1))))))
 
 # what `make shards` and `make vocab` share: the input, OUT, and how the command runs
-READ_FLAGS = --input '$(INPUT)' --out '$(OUT)' $(if $(FORMAT),--format $(FORMAT)) \
+READ_FLAGS = --input $(call q,$(INPUT)) --out $(call q,$(OUT)) \
+	$(if $(FORMAT),--format $(FORMAT)) \
 	$(if $(SEED),--seed $(SEED)) $(if $(WORKERS),--workers $(WORKERS)) \
 	$(if $(RUNNER),--runner $(RUNNER))
 SHARD_FLAGS = $(READ_FLAGS) $(if $(SEQ_LEN),--max-seq-length $(SEQ_LEN)) \
 	$(if $(DUPE),--dupe-factor $(DUPE)) \
-	$(if $(VOCAB),--vocab '$(VOCAB)') $(if $(DASK_ADDRESS),--dask-address '$(DASK_ADDRESS)') \
+	$(if $(VOCAB),--vocab $(call q,$(VOCAB))) \
+	$(if $(DASK_ADDRESS),--dask-address $(call q,$(DASK_ADDRESS))) \
 	$(if $(filter DataflowRunner,$(RUNNER)),--project $(PROJECT) --region $(REGION) \
-	  --temp_location '$(TEMP)' --setup_file ./setup.py)
+	  --temp_location $(call q,$(TEMP)) --setup_file ./setup.py)
 
 .PHONY: venv shards vocab validate inspect export-shards pretrain finetune export test test-fast lint \
 	bench corpora clean
@@ -71,38 +76,39 @@ vocab: $(STAMP)
 	$(PY) -m pipeline vocab $(READ_FLAGS) $(ARGS)
 
 validate: $(STAMP)
-	$(PY) -m schemas.cli validate '$(OUT)' $(ARGS)
+	$(PY) -m schemas.cli validate $(call q,$(OUT)) $(ARGS)
 
 inspect: $(STAMP)
-	$(PY) -m schemas.cli inspect '$(OUT)' $(ARGS)
+	$(PY) -m schemas.cli inspect $(call q,$(OUT)) $(ARGS)
 
 # The set in OUT for another trainer: EXPORT_FORMAT=hdf5|tfrecord|mds into DEST (docs/export.md).
 # Neither has a default; FORMAT stays the input's format of `make shards`.
 export-shards: $(STAMP)
-	@test -n '$(EXPORT_FORMAT)' -a -n '$(DEST)' || { echo "make export-shards: give \
-	EXPORT_FORMAT=hdf5|tfrecord|mds and DEST=folder (the set is OUT='$(OUT)')" >&2; exit 2; }
-	$(PY) -m schemas.cli export '$(OUT)' '$(DEST)' --format '$(EXPORT_FORMAT)' $(ARGS)
+	@test -n $(call q,$(EXPORT_FORMAT)) -a -n $(call q,$(DEST)) || { echo "make export-shards: \
+	give EXPORT_FORMAT=hdf5|tfrecord|mds and DEST=folder (the set is OUT='$(OUT)')" >&2; exit 2; }
+	$(PY) -m schemas.cli export $(call q,$(OUT)) $(call q,$(DEST)) \
+		--format $(call q,$(EXPORT_FORMAT)) $(ARGS)
 
 pretrain: $(STAMP)
 ifeq ($(OUT)|$(INPUT),$(SAMPLE_OUT)|$(SAMPLE_INPUT))
-	@test -f '$(OUT)/manifest.json' || $(MAKE) shards OUT='$(OUT)'
+	@test -f $(call q,$(OUT)/manifest.json) || $(MAKE) shards OUT=$(call q,$(OUT))
 else ifneq ($(filter gs://%,$(OUT)),)
 	@: a set in GCS: bert-model checks its manifest there and streams it through its shard cache
 else
-	@test -f '$(OUT)/manifest.json' || { echo "make pretrain: no shard set in OUT='$(OUT)' \
+	@test -f $(call q,$(OUT)/manifest.json) || { echo "make pretrain: no shard set in OUT='$(OUT)' \
 	(no manifest.json); build one from your corpus first: make shards INPUT=... \
 	FORMAT=... OUT='$(OUT)' (only the sample, INPUT and OUT left at their defaults, \
 	is built on the way)" >&2; exit 2; }
 endif
-	$(PY) -m model.cli pretrain --shards '$(OUT)' --run '$(RUN)' --model $(MODEL) --steps $(STEPS) \
-		--device $(DEVICE) $(ARGS)
+	$(PY) -m model.cli pretrain --shards $(call q,$(OUT)) --run $(call q,$(RUN)) \
+		--model $(MODEL) --steps $(STEPS) --device $(DEVICE) $(ARGS)
 
 finetune: $(STAMP)
-	$(PY) -m model.cli finetune --task $(TASK) --data '$(FINETUNE_DATA)' --ckpt '$(CKPT)' \
-		--device $(DEVICE) $(ARGS)
+	$(PY) -m model.cli finetune --task $(TASK) \
+		--data $(call q,$(FINETUNE_DATA)) --ckpt $(call q,$(CKPT)) --device $(DEVICE) $(ARGS)
 
 export: $(STAMP)
-	$(PY) -m model.cli export --ckpt '$(CKPT)' --out '$(EXPORT)' $(ARGS)
+	$(PY) -m model.cli export --ckpt $(call q,$(CKPT)) --out $(call q,$(EXPORT)) $(ARGS)
 
 # The tests in TEST_JOBS processes (pytest-xdist), each file in one of them, so a module's
 # fixtures are made once; TEST_JOBS=0 runs them all in this one.
@@ -113,7 +119,7 @@ TEST_PROCS = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 # missing; where the archive cannot be reached they are skipped, each saying why.
 TEST_CORPUS := data/corpora/kernel-docs/books
 test: $(STAMP)
-	@test -d '$(TEST_CORPUS)' || $(MAKE) --no-print-directory corpora DATA=data \
+	@test -d $(call q,$(TEST_CORPUS)) || $(MAKE) --no-print-directory corpora DATA=data \
 		|| echo "make test: the corpora could not be fetched; the tests that read them are skipped" >&2
 	$(PY) -m pytest tests $(ARGS) $(TEST_PROCS)
 
@@ -127,16 +133,17 @@ lint: $(STAMP)
 
 KERNEL_DOCS := $(DATA)/debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation
 corpora: $(STAMP)
-	PYTHON=$(PY) bash bench/fetch_corpora.sh '$(DATA)'
-	$(PY) -m bench.corpora --input '$(KERNEL_DOCS)' --out '$(DATA)/corpora/kernel-docs'
-	$(PY) -m bench.corpora --input '$(KERNEL_DOCS)' --out '$(DATA)/corpora/kernel-docs-200mb' \
+	PYTHON=$(PY) bash bench/fetch_corpora.sh $(call q,$(DATA))
+	$(PY) -m bench.corpora --input $(call q,$(KERNEL_DOCS)) --out $(call q,$(DATA)/corpora/kernel-docs)
+	$(PY) -m bench.corpora --input $(call q,$(KERNEL_DOCS)) \
+		--out $(call q,$(DATA)/corpora/kernel-docs-200mb) \
 		--repeat-to-mb 200
 
 bench: $(STAMP)
-	@test -d '$(DATA)/corpora/kernel-docs-200mb' || $(MAKE) corpora DATA='$(DATA)'
-	-PYTHON=$(PYTHON) bash bench/reference_env.sh '$(DATA)/bench-env'
-	-PYTHON=$(PYTHON) bash bench/lddl_env.sh '$(DATA)/lddl-env'
-	DATA='$(DATA)' $(PY) -m bench.run $(ARGS)
+	@test -d $(call q,$(DATA)/corpora/kernel-docs-200mb) || $(MAKE) corpora DATA=$(call q,$(DATA))
+	-PYTHON=$(PYTHON) bash bench/reference_env.sh $(call q,$(DATA)/bench-env)
+	-PYTHON=$(PYTHON) bash bench/lddl_env.sh $(call q,$(DATA)/lddl-env)
+	DATA=$(call q,$(DATA)) $(PY) -m bench.run $(ARGS)
 
 clean:
 	rm -rf out runs .pytest_cache

@@ -1,12 +1,14 @@
 """The Makefile, the stable interface: every path it passes is quoted (a space in OUT must not
-split it), `make pretrain` builds the sample only into the sample's own OUT, `make finetune`
-reads the task's bundled sample unless DATA is given, and the README's table lists every
-variable with the CLI default behind it."""
+split it, nor a single quote end it), `make pretrain` builds the sample only into the sample's
+own OUT, `make finetune` reads the task's bundled sample unless DATA is given, and the README's
+table lists every variable with the CLI default behind it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -241,3 +243,83 @@ def test_cli_and_make_defaults_agree_or_the_readme_states_the_difference():
         else:
             stated = [f"({v})" for v in values if str(v) != make_defaults[name]]
             assert all(s in rows[name] for s in stated), (name, make_defaults[name], cli)
+
+
+# A single quote in a value ends a quoted word unless written '\'' inside it: each path the
+# Makefile passes goes through its q function.
+QUOTED = {
+    "INPUT": "text:/tmp/x/it's here",
+    "OUT": "/tmp/x/m'q",
+    "VOCAB": "o'brien's vocab.txt",
+    "DASK_ADDRESS": "tcp://o'host:8786",
+    "RUN": "runs/it's mine",
+    "DATA": "glue 'data'/SST-2",
+    "CKPT": "runs/it's mine/last.pt",
+    "EXPORT": "export/it's mine",
+    "DEST": "it's/dest",
+    "EXPORT_FORMAT": "hdf5",
+}
+PRINT_ARGS = "import json, sys; print(json.dumps(sys.argv[1:]))"
+
+
+def words_run(target: str, *args: str) -> list[list[str]]:
+    """The words each Python command of `target` is given, as the shell split them: make runs
+    the recipe for real, its Python (PY) one that prints its arguments."""
+    r = make(target, f"PY={sys.executable} -c '{PRINT_ARGS}'", *args, dry=False)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("[")]
+
+
+def adjacent(words: list[str], first: str, second: str) -> bool:
+    return any(words[i : i + 2] == [first, second] for i in range(len(words) - 1))
+
+
+@pytest.mark.parametrize(
+    "target, pairs",
+    [
+        (
+            "shards",
+            [
+                ("--input", QUOTED["INPUT"]),
+                ("--out", QUOTED["OUT"]),
+                ("--vocab", QUOTED["VOCAB"]),
+                ("--dask-address", QUOTED["DASK_ADDRESS"]),
+                ("--workers", "1"),
+            ],
+        ),
+        ("vocab", [("--input", QUOTED["INPUT"]), ("--out", QUOTED["OUT"])]),
+        ("validate", [("validate", QUOTED["OUT"])]),
+        ("inspect", [("inspect", QUOTED["OUT"])]),
+        ("export-shards", [("export", QUOTED["OUT"]), (QUOTED["OUT"], QUOTED["DEST"])]),
+        ("finetune", [("--data", QUOTED["DATA"]), ("--ckpt", QUOTED["CKPT"])]),
+        ("export", [("--ckpt", QUOTED["CKPT"]), ("--out", QUOTED["EXPORT"])]),
+    ],
+)
+def test_paths_with_a_single_quote_reach_the_command_whole(target, pairs):
+    [words] = words_run(target, "WORKERS=1", *(f"{k}={v}" for k, v in QUOTED.items()))
+    for first, second in pairs:
+        assert adjacent(words, first, second), (first, second, words)
+
+
+def test_pretrain_checks_and_passes_a_quoted_out(tmp_path):
+    out = tmp_path / "it's a set"
+    out.mkdir()
+    (out / "manifest.json").write_text("{}")
+    [words] = words_run("pretrain", f"OUT={out}", f"RUN={QUOTED['RUN']}")
+    assert adjacent(words, "--shards", str(out)) and adjacent(words, "--run", QUOTED["RUN"])
+
+
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        ("bench", ["glue 'data'/SST-2/corpora/kernel-docs-200mb", "DATA=glue 'data'/SST-2"]),
+        ("corpora", ["glue 'data'/SST-2", "glue 'data'/SST-2/corpora/kernel-docs"]),
+    ],
+)
+def test_data_with_a_single_quote_is_one_word(target, expected):
+    """bench and corpora fetch and run for long: their dry run is split as the shell would."""
+    r = make(target, f"DATA={QUOTED['DATA']}")
+    assert r.returncode == 0, r.stderr
+    words = shlex.split(r.stdout.replace("\\\n", " "))
+    for word in expected:
+        assert word in words, (word, r.stdout)

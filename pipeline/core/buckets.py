@@ -45,21 +45,55 @@ def unit_passes(docs, cfg: InstanceConfig) -> list[tuple[int, int, TokenizedDoc]
 
 class RepeatedIdError(BadInputError):
     """One document id twice in a bucket's units; `of` writes the message. (Beam re-raises a
-    worker's error as its type called with the message alone, so that must construct it.)"""
+    worker's error as its type called with the message alone, so that must construct it.)
+    `equal`: whether the two copies could be equal (their pieces are), None when unknown."""
 
-    def __init__(self, message: str, doc_id: str = ""):
+    def __init__(self, message: str, doc_id: str = "", equal: bool | None = None):
         super().__init__(message)
         self.id = doc_id
+        self.equal = equal
 
     @classmethod
-    def of(cls, doc_id: str, where: str = "") -> RepeatedIdError:
+    def of(cls, doc_id: str, where: str = "", equal: bool | None = None) -> RepeatedIdError:
+        cause, advice = REPEAT_CAUSES.get(doc_id.split(":", 1)[0], REPEAT_CAUSES[""])
+        dedup = "" if equal is False else DEDUP_ADVICE
         return cls(
-            f"document id {doc_id!r} occurs twice in the input{where} (JSONL records with the "
-            "same id in two files, or one Wikipedia page in two dumps); an id names one "
-            "document: remove the repeat, or pass --dedup (make: ARGS=--dedup) when the copies "
-            "are equal",
+            f"document id {doc_id!r} occurs twice in the input{where} ({cause}); an id names "
+            f"one document: {advice}{dedup}",
             doc_id,
+            equal,
         )
+
+
+# how an id of each source comes to be read twice, and what to do (ids are not changed: they
+# decide the shards' bytes)
+REPEAT_CAUSES = {
+    "text": (
+        "two files with the same name within their inputs, or one file given twice: a text "
+        "id is made of that name",
+        "rename one file, or give each file once",
+    ),
+    "books": (
+        "two books with the same name within their inputs, or one book given twice: a books "
+        "id is that name",
+        "rename one file, or give each file once",
+    ),
+    "jsonl": (
+        "JSONL records with the same id in two files, or, for records without an id, two files "
+        "with the same name within their inputs",
+        "remove the repeat, or rename one file",
+    ),
+    "wikipedia": ("one Wikipedia page in two dumps", "give each dump once"),
+    "": ("two documents with one id", "remove the repeat"),
+}
+# only where the copies could be equal: --dedup drops equal documents before ids meet
+DEDUP_ADVICE = "; when the copies are equal, --dedup (make: ARGS=--dedup) keeps one"
+
+
+def same_pieces(a: TokenizedDoc, b: TokenizedDoc) -> bool:
+    """Two documents made of the same pieces, sentence for sentence: the copies could be equal
+    (documents whose pieces differ differ in their text, which --dedup compares)."""
+    return np.array_equal(a.offsets, b.offsets) and np.array_equal(a.ids, b.ids)
 
 
 def refuse_repeated_ids(units) -> None:
@@ -68,7 +102,7 @@ def refuse_repeated_ids(units) -> None:
     (the bucket hash is of the id), so each bucket checks its own sorted units."""
     for (p, a), (q, b) in itertools.pairwise(units):
         if p == q and a.id == b.id:
-            raise RepeatedIdError.of(a.id)
+            raise RepeatedIdError.of(a.id, equal=same_pieces(a, b))
 
 
 def plan_bucket(units, cfg: InstanceConfig) -> tuple[list[TokenizedDoc], np.ndarray]:

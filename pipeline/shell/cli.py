@@ -40,8 +40,9 @@ from schemas.interrupts import exit_code, interrupts_unwind
 def check_inputs(cfg):
     """The config with its chunk size set from the input's size; no match is refused, nor an
     OUT that an input would read."""
-    from pipeline.stages.read import chunk_bytes_for, input_bytes
+    from pipeline.stages.read import chunk_bytes_for, input_bytes, refuse_unusable_inputs
 
+    refuse_unusable_inputs(cfg.inputs)
     for spec in cfg.inputs:
         if not expand_pattern(spec):
             raise SystemExit(f"error: no input files match {spec.pattern!r} (format {spec.format})")
@@ -113,7 +114,7 @@ def run_build(args, beam_args: list[str]) -> int:
         check_output,
         text_bytes,
     )
-    from pipeline.stages.read import input_files
+    from pipeline.stages.read import input_files, refuse_shared_names
     from schemas.manifest import Manifest
 
     cfg = command_config(args)
@@ -123,6 +124,7 @@ def run_build(args, beam_args: list[str]) -> int:
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     cfg = check_inputs(cfg)
+    refuse_shared_names(cfg.inputs, dedup=cfg.dedup is not None)
     try:
         check_output(cfg.out, args.overwrite)
         if not args.no_disk_check:

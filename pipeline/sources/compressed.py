@@ -13,7 +13,7 @@ import lzma
 import zlib
 from typing import BinaryIO
 
-from pipeline.sources.documents import BadInputError
+from pipeline.sources.documents import REFETCH_OR_SKIP, BadInputError
 from pipeline.sources.streams import CHUNK_BYTES
 
 COMPRESSED = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
@@ -60,11 +60,12 @@ class DecompressingReader:
 
     Concatenated streams are read one after another (pbzip2, `-multistream` dumps, `cat a.gz
     b.gz`). An input that ends inside a stream, or holds bytes that do not decompress, raises
-    `BadInputError` naming the file; an empty input reads as empty.
+    `BadInputError` naming the file and ending with `advice`, what to do; an empty input reads
+    as empty.
     """
 
-    def __init__(self, raw: BinaryIO, kind: str, name: str):
-        self._raw, self._kind, self._name = raw, kind, name
+    def __init__(self, raw: BinaryIO, kind: str, name: str, advice: str = REFETCH_OR_SKIP):
+        self._raw, self._kind, self._name, self._advice = raw, kind, name, advice
         self._new = DECOMPRESSORS[kind]
         self._dec = self._new()
         self._in = b""
@@ -86,7 +87,7 @@ class DecompressingReader:
                     if self._fed:
                         raise BadInputError(
                             f"{self._name}: the {self._kind} data ends inside a compressed "
-                            "stream; the file is truncated"
+                            f"stream; the file is truncated. {self._advice}"
                         )
                     self._done = True
                     break
@@ -94,7 +95,9 @@ class DecompressingReader:
             try:
                 out = self._dec.decompress(data, n)
             except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
-                raise BadInputError(f"{self._name}: corrupt {self._kind} data ({e})") from e
+                raise BadInputError(
+                    f"{self._name}: corrupt {self._kind} data ({e}). {self._advice}"
+                ) from e
             if out:
                 return out
         return b""

@@ -24,6 +24,14 @@ class BadInputError(ValueError):
     """Input that is not what its format promises; the message names the file and the place."""
 
 
+# what to do about a damaged file (cut short, corrupt): a read step skips it under
+# --skip-bad-input, keeping what it read before the damage (`pipeline.stages.read.read_item`)
+REFETCH_OR_SKIP = (
+    "Fetch or copy the file again, or pass --skip-bad-input (make: ARGS=--skip-bad-input) to "
+    "keep what was read before the damage and count the file as unreadable"
+)
+
+
 @dataclass
 class Tally:
     """Counts of what was read, kept and dropped (by reason); merged into the manifest.

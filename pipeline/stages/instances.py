@@ -75,7 +75,7 @@ class BuildBucket(Step):
             built = build_bucket(bucket, units, self.cfg, token_spec(vocab))
         except RepeatedIdError as e:
             where = input_files_holding(e.id, chunks, lo, hi, self.tmp)
-            raise RepeatedIdError.of(e.id, f" ({where})") from None
+            raise RepeatedIdError.of(e.id, f" ({where})", equal=e.equal) from None
         if built is None:
             return
         columns, short, sources = built

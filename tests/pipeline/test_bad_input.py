@@ -219,8 +219,13 @@ def test_the_cli_stops_on_bad_input_naming_the_file(tmp_path) -> None:
     (tmp_path / "w").mkdir()
     cut = bz2.compress(export(page_xml(9, "Z", "Lost article text.")))[:-40]
     (tmp_path / "w" / "cut.xml.bz2").write_bytes(cut)
-    with pytest.raises(SystemExit, match=r"^error: \S*cut\.xml\.bz2: .*truncated$"):
+    with pytest.raises(SystemExit, match=r"^error: \S*cut\.xml\.bz2: .*truncated\. Fetch") as e:
         build_shards(str(tmp_path / "out"), inputs=f"wikipedia:{tmp_path}/w")
+    assert str(e.value).endswith(
+        "the file is truncated. Fetch or copy the file again, or pass --skip-bad-input (make: "
+        "ARGS=--skip-bad-input) to keep what was read before the damage and count the file as "
+        "unreadable"
+    )
     with pytest.raises(BadInputError, match=r"cut\.xml\.bz2: .*truncated"):  # --verbose
         build_shards(str(tmp_path / "out"), "--verbose", inputs=f"wikipedia:{tmp_path}/w")
 
@@ -245,3 +250,49 @@ def test_the_cli_skips_and_counts_every_kind_of_bad_input(tmp_path) -> None:
     total = counts["total"]
     dropped = sum(n for k, n in total.items() if k.startswith("documents_dropped."))
     assert total["documents_read"] == total["documents_used"] + dropped
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESS))
+def test_damaged_compressed_data_says_what_to_do(kind: str) -> None:
+    data = COMPRESS[kind](TEXT)
+    with pytest.raises(BadInputError, match=r"truncated\. Fetch or copy the file again, or pass"):
+        decompress_all(data[: len(data) // 2], kind)
+    damaged = bytearray(data)
+    for i in range(len(data) // 3, len(data) // 3 + 64):
+        damaged[i] ^= 0x5A
+    with pytest.raises(BadInputError, match=r"\. Fetch or copy .* --skip-bad-input"):
+        decompress_all(bytes(damaged), kind)
+
+
+def test_a_wikipedia_export_cut_short_says_what_to_do() -> None:
+    data = export(page_xml(1, "A", "An article here."), close=False)
+    with pytest.raises(BadInputError, match=r"truncated\. Fetch or copy the file again"):
+        list(read_wikipedia(io.BytesIO(data), "cut.xml", Tally()))
+
+
+def test_a_truncated_index_says_to_fetch_it_or_move_it_away(tmp_path) -> None:
+    """The index is read while reads are planned, where --skip-bad-input does not reach."""
+    from pipeline.files.fsio import exists, open_read
+    from pipeline.sources.wikipedia.spans import plan_wikipedia
+
+    dump = tmp_path / "enwiki-multistream.xml.bz2"
+    dump.write_bytes(bz2.compress(export(page_xml(1, "A", "An article here."))))
+    index = bz2.compress(b"".join(b"%d:%d:Title %d\n" % (k * 10, k, k) for k in range(5000)))
+    (tmp_path / "enwiki-multistream-index.txt.bz2").write_bytes(index[: len(index) // 2])
+    with pytest.raises(BadInputError, match=r"index\.txt\.bz2: .*truncated\. Fetch the index"):
+        plan_wikipedia(str(dump), dump.stat().st_size, open_read, exists)
+
+
+@pytest.mark.parametrize(
+    "name, data",
+    [("f", b""), ("f", b"\n  \n\t\n"), ("f.gz", gzip.compress(b"", mtime=0))],
+    ids=["empty", "blank", "empty-gz"],
+)
+def test_empty_and_blank_files_are_counted_drops_in_every_format(name: str, data: bytes) -> None:
+    from pipeline.sources.compressed import decompressed
+    from pipeline.sources.readers import READERS
+
+    for reader in READERS.values():
+        tally = Tally()
+        assert list(reader(decompressed(io.BytesIO(data), name), name, tally)) == []
+        assert tally.counts == {"documents_read": 1, "documents_dropped.empty_file": 1}, reader

@@ -208,3 +208,63 @@ def test_bad_input_stops_vocab_and_punkt_in_one_line(tmp_path, capfd, command):
     assert "--skip-bad-input" in message
     assert capfd.readouterr().err == ""  # no traceback, no runner logs
     assert not (tmp_path / "o" / f".{command}-building").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize("flag", ["--masked-lm-prob", "--short-seq-prob", "--random-next-prob"])
+def test_a_probability_that_is_no_number_is_refused_naming_its_flag(tmp_path, flag, value):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        main(["build", "--input", TEXT, "--out", str(out), f"{flag}={value}"])
+    name = flag[2:].replace("-", "_")
+    assert str(e.value.code).startswith(f"error: {flag}: {name} must be in "), e.value.code
+    assert str(e.value.code).endswith(f"(got {value})") and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, ignored",
+    [
+        (["--vocab-size", "50000"], "--vocab-size 50000 is ignored with --vocab"),
+        (["--vocab-sample-sentences", "9"], "--vocab-sample-sentences 9 is ignored with --vocab"),
+    ],
+)
+def test_vocab_training_flags_beside_a_given_vocab_are_refused(tmp_path, argv, ignored):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        main(["build", "--input", TEXT, "--out", str(out), "--vocab", str(vocab), *argv])
+    assert e.value.code == (
+        f"error: {ignored} {vocab}: a given vocab is used as it is, not trained; leave out one "
+        "of them"
+    )
+    assert not out.exists()
+
+
+def test_training_flags_at_their_defaults_beside_a_given_vocab_pass():
+    from pipeline.shell.arguments import build_config
+    from pipeline.shell.cli import parsers
+
+    argv = ["build", "--input", TEXT, "--out", "o", "--vocab", "v.txt", "--vocab-size", "30000"]
+    assert build_config(parsers()[0].parse_args(argv), None).vocab_path == "v.txt"
+
+
+@pytest.mark.parametrize("command", ["build", "vocab", "punkt"])
+def test_a_dask_address_without_the_dask_runner_is_refused(tmp_path, command):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        main([command, "--input", TEXT, "--out", str(out), "--dask-address", "tcp://x:1"])
+    assert e.value.code == (
+        "error: --dask-address tcp://x:1 is ignored with --runner DirectRunner: only the Dask "
+        "runner uses a scheduler; add --runner DaskRunner (make: RUNNER=DaskRunner), or leave "
+        "out --dask-address"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("runner", ["DaskRunner", "dask"])
+def test_a_dask_address_with_the_dask_runner_passes(runner):
+    from pipeline.shell.cli import command_config, parsers
+
+    argv = ["vocab", "--input", TEXT, "--out", "o", "--runner", runner, "--dask-address", "x"]
+    assert command_config(parsers()[0].parse_args(argv)).out == "o"

@@ -5,6 +5,7 @@ walks only the folders the glob's leading names match."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 from apache_beam.io.filesystems import FileSystems
@@ -167,3 +168,51 @@ def test_what_the_build_lists_while_it_runs_is_listed_afresh(tree, tmp_path):
         assert Snapshot(tmp, building, {}).bytes == 12
         open(os.path.join(tree, "copy-000", "late.txt"), "w").close()
         assert f"{tree}/copy-000/late.txt" in [m.path for m in fsio.files_under(tree)]
+
+
+# A name holding glob characters or a comma, given as it is written: read as that path only
+# where the pattern (or the comma-split value) would match nothing, so no pattern changes.
+
+
+@pytest.fixture
+def odd_names(tmp_path):
+    for name in ("Moby [1851].txt", "Moby 1.txt", "a,b.txt", "Vol [2]/x.txt", "Vol 2/y.txt"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(name)
+    return tmp_path
+
+
+def rels(pattern: str) -> list[tuple[str, str]]:
+    return [(os.path.basename(path), rel) for _, path, rel, _ in listed(InputSpec("text", pattern))]
+
+
+def test_a_glob_that_matches_nothing_but_names_a_file_reads_that_file(odd_names):
+    os.remove(odd_names / "Moby 1.txt")
+    shutil.rmtree(odd_names / "Vol 2")
+    assert rels(f"{odd_names}/Moby [1851].txt") == [("Moby [1851].txt", "Moby [1851].txt")]
+    # the id "?" in its place gives it, as the file would have under a plain name
+    assert rels(f"{odd_names}/Moby ?1851?.txt") == [("Moby [1851].txt", "Moby [1851].txt")]
+    assert rels(f"{odd_names}/Vol [2]") == [("x.txt", "x.txt")]
+    assert rels(f"{odd_names}/Vol [2]/") == [("x.txt", "x.txt")]
+
+
+def test_a_glob_that_matches_files_keeps_matching_them(odd_names):
+    assert rels(f"{odd_names}/Moby [1851].txt") == [("Moby 1.txt", "Moby 1.txt")]
+    assert rels(f"{odd_names}/Vol [2]/*") == [("y.txt", "Vol 2/y.txt")]
+    assert rels(f"{odd_names}/Nothing [1].txt") == []
+
+
+def test_a_value_with_a_comma_is_one_path_only_where_its_parts_match_nothing(
+    odd_names, monkeypatch
+):
+    from pipeline.shell.arguments import parse_inputs
+
+    monkeypatch.chdir(odd_names)
+    assert parse_inputs(["a,b.txt"], "books") == (InputSpec("books", "a,b.txt"),)
+    assert parse_inputs(["text:a,b.txt"], "books") == (InputSpec("text", "a,b.txt"),)
+    (odd_names / "a").write_text("a")
+    (odd_names / "b.txt").write_text("b")  # both parts name files: split, as before
+    assert parse_inputs(["a,b.txt"], "books") == (
+        InputSpec("books", "a"),
+        InputSpec("books", "b.txt"),
+    )

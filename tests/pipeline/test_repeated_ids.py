@@ -28,13 +28,28 @@ def test_an_id_no_path_holds_names_the_first_files_and_counts_the_rest():
     )
 
 
-def test_two_copies_of_a_book_folder_stop_the_build_naming_the_two_files(tmp_path):
+def test_two_copies_of_a_book_folder_are_refused_before_the_build_naming_two_files(tmp_path):
+    """Books ids are the files' names within their inputs: the clash is seen in the listing."""
     for k in (0, 1):
         shutil.copytree(f"{ROOT}/sample/books", tmp_path / f"copy-{k}")
     inputs = ",".join(f"books:{tmp_path}/copy-{k}" for k in (0, 1))
+    with pytest.raises(SystemExit, match="have the same name within their inputs") as e:
+        build_shards(str(tmp_path / "out"), "--vocab-size", "300", inputs=inputs)
+    message = str(e.value)
+    assert message.count(str(tmp_path)) == 2 and "--dedup" in message  # one size: copies
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_jsonl_files_of_one_name_stop_the_build_naming_the_two_files(tmp_path):
+    """Records without an id take their file's name within its input and their line: two
+    files of one name repeat them, found when the ids meet."""
+    for k in (0, 1):
+        (tmp_path / f"copy-{k}").mkdir()
+        lines = [f'{{"text": "Copy {k} says line {i}. It goes on."}}' for i in range(30)]
+        (tmp_path / f"copy-{k}" / "part.jsonl").write_text("\n".join(lines) + "\n")
+    inputs = ",".join(f"jsonl:{tmp_path}/copy-{k}" for k in (0, 1))
     with pytest.raises(SystemExit, match="occurs twice in the input") as e:
         build_shards(str(tmp_path / "out"), "--vocab-size", "300", inputs=inputs)
     message = str(e.value)
-    doc = message.split("'")[1].split(":", 1)[1]
-    assert f"read from {tmp_path}/copy-0/{doc}, {tmp_path}/copy-1/{doc})" in message
-    assert message.count(str(tmp_path)) == 2
+    assert f"read from {tmp_path}/copy-0/part.jsonl, {tmp_path}/copy-1/part.jsonl)" in message
+    assert message.count(str(tmp_path)) == 2 and "--dedup" not in message  # they differ

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from pipeline.sources.documents import BadInputError, Tally
+from pipeline.sources.documents import REFETCH_OR_SKIP, BadInputError, Tally
 from pipeline.sources.streams import decode
 from pipeline.sources.wikipedia.split import MAX_PAGE_BYTES, PageSplitter, as_utf8
 
@@ -114,7 +114,9 @@ def iter_pages(
     if not splitter.pages_seen:
         _check_header(splitter.header, rel)
     if not splitter.closed:
-        raise BadInputError(f"{rel}: the XML ends before </mediawiki>; the file is truncated")
+        raise BadInputError(
+            f"{rel}: the XML ends before </mediawiki>; the file is truncated. {REFETCH_OR_SKIP}"
+        )
     _count_damage(splitter, rel, tally)
 
 

@@ -27,6 +27,11 @@ SPAN_BYTES = 64 << 20
 # for rendering to start; docs/benchmarks.md, raw formats)
 XML_SPAN_BYTES = 32 << 20
 INDEX_SUFFIX = "-index.txt.bz2"
+# a damaged index stops the run also under --skip-bad-input: it is read while reads are planned
+INDEX_ADVICE = (
+    "Fetch the index again, or move it away from the dump (the dump is then read whole, by "
+    "one worker)"
+)
 MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
 
 
@@ -121,7 +126,8 @@ def plan_wikipedia(path: str, size: int, open_raw, exists) -> list[Span | None]:
     index = index_path(path)
     if index is not None and exists(index):
         with open_raw(index) as f:
-            offsets = stream_offsets(DecompressingReader(f, "bz2", index), index)
+            stream = DecompressingReader(f, "bz2", index, INDEX_ADVICE)
+            offsets = stream_offsets(stream, index)
         if offsets:
             return list(plan_spans(offsets, size, SPAN_BYTES))
     if compression_of(path) is None and size > XML_SPAN_BYTES:
