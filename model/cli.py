@@ -278,8 +278,19 @@ def _finetune_step_flags(p: argparse.ArgumentParser) -> None:
 
 def _export_parser(sub) -> None:
     p = sub.add_parser("export", help="write a Hugging Face BertForPreTraining directory")
-    p.add_argument("--ckpt", required=True, help="pre-training checkpoint")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--ckpt", required=True, help="pre-training checkpoint (RUN/last.pt)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output directory: new, empty, or an earlier export (its files are replaced); "
+        "never a shard set or a run folder",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="export into an --out that holds other files too (left as they are; the export's "
+        "own files are replaced)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -336,9 +347,11 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 def _pretrain(args: argparse.Namespace) -> None:
     """Refuse what can be refused before the run directory is made and locked (the flags, a run
-    path taken by a file, a local shard set that is none); a later refusal leaves no run
-    directory behind either."""
+    path taken by a file or by another kind of folder, an --init that is no model directory, a
+    local shard set that is none); a later refusal leaves no run directory behind either."""
     from model.data import open_shards
+    from model.folders import PRETRAINING_RUN, check_own_kind
+    from model.hf_import import check_init_directory
     from model.pretrain import pretrain
     from model.run_dir import check_output_dir, removed_unless_used
     from model.shard_cache import settings
@@ -346,6 +359,9 @@ def _pretrain(args: argparse.Namespace) -> None:
 
     cfg = train_config(args)
     check_output_dir(cfg.run, "--run")
+    check_own_kind(cfg.run, "--run", PRETRAINING_RUN, flag_hint("--run", "DIR"))
+    if cfg.init:
+        check_init_directory(cfg.init)
     with settings(args.shard_cache, args.shard_cache_gb):
         if not storage.is_remote(cfg.shards):  # a gs:// set's cache folder is made on opening
             open_shards(cfg.shards)
@@ -367,7 +383,7 @@ def _run(args: argparse.Namespace) -> None:
             raise FileNotFoundError(
                 f"no checkpoint at {args.ckpt}; `make pretrain` writes one (or pass CKPT=...)"
             )
-        print(f"exported to {export(args.ckpt, args.out)}")
+        print(f"exported to {export(args.ckpt, args.out, args.overwrite)}")
 
 
 def interrupted_line(args: argparse.Namespace) -> str:

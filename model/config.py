@@ -107,7 +107,7 @@ class TrainConfig:
     log_every: int = 10  # steps between metrics lines
     ckpt_every: int = 500  # steps between checkpoints (and one at the end)
     holdout: int = 1  # shards held out of training and evaluated at the end (0: none)
-    eval_batches: int = 50  # at most this many held-out batches per rank
+    eval_batches: int = 50  # at most this many held-out batches per rank (--holdout 0: none)
     peak_tflops: float = 0.0  # accelerator peak for the MFU figure; 0: looked up by GPU name
     resume: bool = False  # continue from RUN/last.pt
     init: str = ""  # a Hugging Face BERT directory to start from instead of `model`'s preset
@@ -118,6 +118,16 @@ class TrainConfig:
         check_fields(self, TRAIN_RULES)
         if self.init_map_vocab and not self.init:
             raise ValueError("--init-map-vocab needs --init DIR")
+        if self.allow_other_shards and not self.resume:
+            raise ValueError(
+                "--allow-other-shards needs --resume: it lets a resumed run go on with another "
+                "shard set, and a run that is not resumed takes any set"
+            )
+        if self.warmup > self.steps:
+            raise ValueError(
+                f"--warmup {self.warmup} is more than --steps {self.steps}: the learning rate "
+                f"would never reach --lr; give {flag_hint('--warmup', str(self.steps))} or fewer"
+            )
         if self.mask_prob and not self.remask:
             raise ValueError("--mask-prob is the rate of --remask's masks: pass --remask too")
 
@@ -159,7 +169,7 @@ TRAIN_RULES = {
     "log_every": AT_LEAST_1,
     "ckpt_every": AT_LEAST_1,
     "holdout": NOT_NEGATIVE,
-    "eval_batches": NOT_NEGATIVE,
+    "eval_batches": AT_LEAST_1,  # the held-out figures are means over its batches
     "peak_tflops": Rule(lambda v: v >= 0, "must be 0 (looked up by the GPU's name) or more"),
 }
 

@@ -4,22 +4,27 @@ masked-LM-only run (`--no-nsp`) is exported as a `BertForMaskedLM`: no next-sent
 no pooler (neither was trained), as `BertForMaskedLM.save_pretrained` writes it.
 
 Written: config.json, model.safetensors (what `transformers` writes and prefers: unlike a
-pickle, loading it cannot run code), vocab.txt and tokenizer_config.json. Needs torch and
-safetensors, not transformers.
+pickle, loading it cannot run code), and the tokenizer as each loader reads it, all from the
+checkpoint's vocab.txt: vocab.txt, tokenizer.json (all that transformers 5 reads when it is
+there), tokenizer_config.json and special_tokens_map.json. An --out that holds other files is
+refused (unless --overwrite), and so is one that holds a shard set or a run. Needs torch,
+safetensors and tokenizers, not transformers.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import torch
 from safetensors.torch import save_file
+from tokenizers import BertWordPieceTokenizer
 
-from model.config import BertConfig
-from model.run_dir import check_output_dir, load_checkpoint
+from model.config import BertConfig, flag_hint
+from model.folders import MODEL_DIRECTORY, check_own_kind
+from model.run_dir import check_output_dir, checked_vocab, load_checkpoint
 from schemas.manifest import atomic_write_text, new_file_mode
+from schemas.vocab import Vocab, bert_normalizer
 
 
 def hf_config(cfg: BertConfig) -> dict:
@@ -104,31 +109,85 @@ def hf_state_dict(state: dict[str, torch.Tensor], cfg: BertConfig) -> dict[str, 
     return {k: v.detach().clone().contiguous() for k, v in out.items()}
 
 
-def export(ckpt_path: str, out_dir: str) -> str:
-    """Write the Hugging Face directory for a checkpoint; returns `out_dir`."""
+# Every file an export writes: the model, and each tokenizer file a loader reads (a stale one
+# from another model, tokenizer.json above all, would tokenize with that model's pieces).
+EXPORT_FILES = (
+    "config.json",
+    "model.safetensors",
+    "vocab.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+SPECIAL_TOKENS = {
+    "unk_token": "[UNK]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "cls_token": "[CLS]",
+    "mask_token": "[MASK]",
+}
+OUT_HINT = flag_hint("--out", "DIR")
+
+
+def export(ckpt_path: str, out_dir: str, overwrite: bool = False) -> str:
+    """Write the Hugging Face directory for a checkpoint; returns `out_dir`. Everything is
+    checked before the first file is written."""
     check_output_dir(out_dir, "--out")
+    check_out(out_dir, ckpt_path, overwrite)
     ckpt = load_checkpoint(ckpt_path)
     cfg = BertConfig(**ckpt["model_config"])
-    vocab = os.path.join(os.path.dirname(ckpt_path), "vocab.txt")
-    if not os.path.exists(vocab):
-        raise FileNotFoundError(
-            f"{vocab} does not exist: the export needs the vocab.txt that pre-training copies "
-            "beside its checkpoint; copy the shard set's vocab.txt there"
-        )
+    vocab = checked_vocab(ckpt_path, ckpt, os.path.join(os.path.dirname(ckpt_path), "vocab.txt"))
+    lowercase = bool(ckpt["shard_config"].get("lowercase", True))
     os.makedirs(out_dir, exist_ok=True)
     weights = os.path.join(out_dir, "model.safetensors")
     save_file(hf_state_dict(ckpt["model"], cfg), weights + ".tmp", metadata={"format": "pt"})
     os.chmod(weights + ".tmp", new_file_mode())  # safetensors writes 0600
     os.replace(weights + ".tmp", weights)
+    for name, text in tokenizer_files(vocab, lowercase, cfg.max_position).items():
+        atomic_write_text(os.path.join(out_dir, name), text)
     atomic_write_text(os.path.join(out_dir, "config.json"), _json(hf_config(cfg)))
-    shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
-    tokenizer = {
-        "tokenizer_class": "BertTokenizer",
-        "do_lower_case": bool(ckpt["shard_config"].get("lowercase", True)),
-        "model_max_length": cfg.max_position,
-    }
-    atomic_write_text(os.path.join(out_dir, "tokenizer_config.json"), _json(tokenizer))
     return out_dir
+
+
+def tokenizer_files(vocab: Vocab, lowercase: bool, max_length: int) -> dict[str, str]:
+    """vocab.txt, and the tokenizer.json, tokenizer_config.json and special_tokens_map.json
+    built from it: the same WordPiece tokenizer whichever of them a loader reads."""
+    wordpiece = BertWordPieceTokenizer(dict(vocab.index), **bert_normalizer(lowercase))
+    config = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": lowercase,
+        "model_max_length": max_length,
+        **SPECIAL_TOKENS,
+    }
+    return {
+        "vocab.txt": vocab.to_text(),
+        "tokenizer.json": wordpiece.to_str() + "\n",
+        "tokenizer_config.json": _json(config),
+        "special_tokens_map.json": _json(SPECIAL_TOKENS),
+    }
+
+
+def check_out(out_dir: str, ckpt_path: str, overwrite: bool) -> None:
+    """Refuse an --out that is the checkpoint's own folder, holds a shard set or a run, or
+    (without --overwrite) files an export does not write, before any file is written."""
+    if not os.path.isdir(out_dir):
+        return
+    here = os.path.dirname(os.path.abspath(ckpt_path))
+    if os.path.samefile(out_dir, here):
+        raise ValueError(
+            f"--out {out_dir} is the folder of --ckpt {ckpt_path}; an export is a directory of "
+            f"its own: choose another {OUT_HINT}"
+        )
+    check_own_kind(out_dir, "--out", MODEL_DIRECTORY, OUT_HINT)
+    foreign = sorted(n for n in os.listdir(out_dir) if n not in EXPORT_FILES)
+    if foreign and not overwrite:
+        shown = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        raise ValueError(
+            f"--out {out_dir} holds files an export does not write ({shown}); choose a new or "
+            f"empty {OUT_HINT}, or pass {flag_hint('--overwrite')} to export beside them"
+        )
 
 
 def _json(obj: dict) -> str:

@@ -4,10 +4,12 @@
 
 The weights are mapped by name onto this package's model (the table `model.export` writes
 with, read the other way; query, key and value fused into one projection), the model's shape
-comes from `config.json`, and the token ids from the `vocab.txt` beside it. Parts the directory
-lacks (a `BertModel` has no heads, a `BertForMaskedLM` no pooler and no next-sentence head) are
-initialised as a new model's would be, and named. Needs torch and safetensors, not transformers;
-a pickled `pytorch_model.bin` is read with `weights_only=True`, which cannot run code.
+comes from `config.json`, and the token ids from the `vocab.txt` beside it (or, where there is
+none, as `save_pretrained` of transformers 5 leaves it, from its `tokenizer.json`). Parts the
+directory lacks (a `BertModel` has no heads, a `BertForMaskedLM` no pooler and no next-sentence
+head) are initialised as a new model's would be, and named. Needs torch and safetensors, not
+transformers; a pickled `pytorch_model.bin` is read with `weights_only=True`, which cannot run
+code.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from safetensors.torch import load_file
 from model.bert import BertForPreTraining
 from model.config import BertConfig, flag_hint
 from model.export import HF_LAYER_NAMES, HF_NAMES, HF_QKV
+from model.folders import MODEL_DIRECTORY, PRETRAINING_RUN, folder_kind
 from model.safe_load import PickledCodeError, load_weights
 from schemas.vocab import Vocab
 
 CONFIG = "config.json"
+TOKENIZER = "tokenizer.json"
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # the first present is read, as transformers
 # What `transformers.BertConfig` assumes for a key that config.json leaves out.
 HF_DEFAULTS = {
@@ -54,7 +58,8 @@ class Imported:
     cfg: BertConfig
     state: dict[str, torch.Tensor]  # a complete `BertForPreTraining` state dict, our names
     vocab: Vocab  # the pieces the embedding rows stand for
-    lowercase: bool  # the tokenizer's do_lower_case (tokenizer_config.json; True if absent)
+    vocab_file: str  # the directory's vocab.txt, or its tokenizer.json where it has no vocab.txt
+    lowercase: bool  # do_lower_case (tokenizer_config.json, else tokenizer.json; True if absent)
     initialised: tuple[str, ...] = ()  # parts the directory lacked, initialised here
     ignored: tuple[str, ...] = ()  # its weights that have no place here (another task's head)
     mapped: str = ""  # how the embedding rows were mapped onto another vocab, if they were
@@ -86,8 +91,46 @@ class Imported:
         }
 
 
+# What a Hugging Face BERT directory holds, as a refusal names it.
+LAYOUT = "config.json, model.safetensors or pytorch_model.bin, vocab.txt or tokenizer.json"
+
+
 def is_hf_directory(path: str) -> bool:
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, CONFIG))
+
+
+def check_init_directory(path: str) -> None:
+    """Refuse, before any work, an `--init` that is no Hugging Face BERT directory, saying what
+    it is instead and what to pass: a missing config.json is the least of what is wrong with a
+    run folder, a checkpoint file or a path that does not exist."""
+    if is_hf_directory(path):
+        return
+    export = "export it first (bert-model export --ckpt {} --out DIR) and pass "
+    export += flag_hint("--init", "DIR")
+    if not os.path.lexists(path):
+        said = f"does not exist; --init takes a Hugging Face BERT directory ({LAYOUT})"
+    elif not os.path.isdir(path):
+        said = (
+            "is a file; --init takes a Hugging Face BERT directory. If it is a checkpoint of "
+            f"this package (RUN/last.pt), {export.format(path)}, or continue its run with "
+            "--resume --run RUN (make: RUN=RUN ARGS=--resume)"
+        )
+    else:
+        said = _folder_said(path, export)
+    raise ValueError(f"--init {path} {said}")
+
+
+def _folder_said(path: str, export: str) -> str:
+    found = folder_kind(path)
+    if found and found[0] == PRETRAINING_RUN:
+        return (
+            f"is a pre-training run folder of this package ({found[1]}), not a Hugging Face "
+            f"directory; {export.format(os.path.join(path, 'last.pt'))}, or continue that run "
+            f"with --resume --run {path} (make: RUN={path} ARGS=--resume)"
+        )
+    if found and found[0] != MODEL_DIRECTORY:
+        return f"holds {found[0]} ({found[1]}), not a Hugging Face BERT directory ({LAYOUT})"
+    return f"has no {CONFIG}, so it is no Hugging Face BERT directory ({LAYOUT})"
 
 
 def read_config(directory: str, pad_id: int) -> BertConfig:
@@ -245,33 +288,83 @@ def map_rows(
 
 
 def _lowercase(directory: str) -> bool:
+    """The tokenizer's do_lower_case: tokenizer_config.json's, else its tokenizer.json's
+    normalizer's, else True (BertTokenizer's default)."""
     path = os.path.join(directory, "tokenizer_config.json")
-    if not os.path.isfile(path):
-        return True  # BertTokenizer's default
+    if os.path.isfile(path):
+        said = _json_object(path).get("do_lower_case")
+        if said is not None:
+            return bool(said)
+    path = os.path.join(directory, TOKENIZER)
+    if os.path.isfile(path):
+        normalizer = _json_object(path).get("normalizer") or {}
+        if isinstance(normalizer, dict) and normalizer.get("type") == "BertNormalizer":
+            return bool(normalizer.get("lowercase", True))
+    return True
+
+
+def _json_object(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
-            return bool(json.load(f).get("do_lower_case", True))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+            doc = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: not readable JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return doc
 
 
-def _vocab(directory: str) -> Vocab:
+def _vocab(directory: str) -> tuple[Vocab, str]:
+    """The pieces the embedding rows stand for, and the file they were read from: vocab.txt,
+    else the WordPiece vocab of tokenizer.json (all that `save_pretrained` of transformers 5
+    writes; its added tokens included), ordered by id."""
     path = os.path.join(directory, "vocab.txt")
+    if os.path.isfile(path):
+        return Vocab.load(path), path
+    path = os.path.join(directory, TOKENIZER)
     if not os.path.isfile(path):
         raise FileNotFoundError(
-            f"{directory}: no vocab.txt, so the embedding rows' pieces are unknown; save the "
-            "model's tokenizer there too (tokenizer.save_pretrained(DIR))"
+            f"{directory}: no vocab.txt or {TOKENIZER}, so the embedding rows' pieces are "
+            "unknown; save the model's tokenizer there too (tokenizer.save_pretrained(DIR) "
+            f"writes {TOKENIZER})"
         )
-    return Vocab.load(path)
+    return _tokenizer_json_vocab(path), path
 
 
-def vocab_mismatch(directory: str, theirs: Vocab, vocab: Vocab, where: str) -> str:
-    """The refusal for a directory whose vocab is not the shards'."""
+def _tokenizer_json_vocab(path: str) -> Vocab:
+    """A tokenizer.json's WordPiece pieces by id; a vocab whose ids leave gaps is refused."""
+    doc = _json_object(path)
+    model = doc.get("model")
+    if not isinstance(model, dict) or model.get("type") != "WordPiece":
+        kind = model.get("type") if isinstance(model, dict) else None
+        raise ValueError(
+            f"{path}: a {kind!r} tokenizer, not WordPiece; BERT's tokenizer is WordPiece"
+        )
+    ids = dict(model.get("vocab") or {})
+    for token in doc.get("added_tokens") or []:
+        if isinstance(token, dict):
+            ids.setdefault(token.get("content"), token.get("id"))
+    by_id = {i: p for p, i in ids.items() if isinstance(i, int) and isinstance(p, str)}
+    if sorted(by_id) != list(range(len(ids))):
+        raise ValueError(f"{path}: the vocab's ids are not 0..{len(ids) - 1}, each once")
+    try:
+        return Vocab(tuple(by_id[i] for i in range(len(by_id))))
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def vocab_mismatch(source: str, theirs: Vocab, vocab: Vocab, where: str) -> str:
+    """The refusal for a directory whose vocab (read from `source`) is not the shards'."""
+    if source.endswith(".txt"):
+        build = f"make shards VOCAB={source}"
+    else:
+        build = (
+            f"its {TOKENIZER}'s pieces written one a line by id as vocab.txt: make shards VOCAB=..."
+        )
     return (
-        f"{directory}/vocab.txt has {len(theirs)} pieces (sha256 {theirs.sha256[:12]}) but "
-        f"{where} use {len(vocab)} (sha256 {vocab.sha256[:12]}); build the shards with its "
-        f"vocab (make shards VOCAB={directory}/vocab.txt), or pass "
-        f"{flag_hint('--init-map-vocab')} to map the embedding rows by piece"
+        f"{source} has {len(theirs)} pieces (sha256 {theirs.sha256[:12]}) but {where} use "
+        f"{len(vocab)} (sha256 {vocab.sha256[:12]}); build the shards with its vocab ({build}), "
+        f"or pass {flag_hint('--init-map-vocab')} to map the embedding rows by piece"
     )
 
 
@@ -286,19 +379,20 @@ def load_pretrained(
     state. With `vocab` (the shards', in `where`), a directory whose vocab differs is refused,
     or with `map_vocab` its embedding rows are moved to `vocab`'s ids by piece. Missing parts
     are initialised as a new model's, from a generator seeded with `seed`."""
-    own = _vocab(directory)
+    own, source = _vocab(directory)
     cfg = read_config(directory, own.special_ids.pad)
     if cfg.vocab_size != len(own):
         raise ValueError(
-            f"{directory}/{CONFIG}: vocab_size {cfg.vocab_size}, but its vocab.txt has "
-            f"{len(own)} pieces; the embedding rows must be the vocab's pieces"
+            f"{directory}/{CONFIG}: vocab_size {cfg.vocab_size}, but its "
+            f"{os.path.basename(source)} has {len(own)} pieces; the embedding rows must be the "
+            "vocab's pieces"
         )
     ours, ignored = our_names(read_weights(directory), cfg, directory)
     absent = check_shapes(directory, cfg, ours)
     mapped, target = "", own
     if vocab is not None and vocab.sha256 != own.sha256:
         if not map_vocab:
-            raise ValueError(vocab_mismatch(directory, own, vocab, where))
+            raise ValueError(vocab_mismatch(source, own, vocab, where))
         target, cfg = vocab, replace(cfg, vocab_size=len(vocab), pad_id=vocab.special_ids.pad)
     state = BertForPreTraining(cfg, generator=torch.Generator().manual_seed(seed)).state_dict()
     if target is not own:
@@ -310,6 +404,7 @@ def load_pretrained(
         cfg=cfg,
         state=state,
         vocab=target,
+        vocab_file=source,
         lowercase=_lowercase(directory),
         initialised=parts,
         ignored=tuple(ignored),

@@ -27,7 +27,9 @@ from model.run_dir import (
     CHECKPOINT,
     EVAL,
     METRICS,
+    RESUME_ADVICE,
     check_resume,
+    checkpoint_to_resume,
     load_checkpoint,
     prepare_run,
     restore,
@@ -92,18 +94,18 @@ def pretrain(cfg: TrainConfig) -> dict:
 def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
     shards = open_shards(cfg.shards)
     micro = micro_batch_size(cfg.batch_size, d.world, cfg.accum)
+    imported = init_model(cfg, shards) if cfg.init else None  # refused before any note
     train_parts, held = split_holdout(shards, cfg.holdout)
     lc = LoaderConfig(
         micro, cfg.seed, d.rank, d.world, True, cfg.shuffle_window, cfg.remask, cfg.mask_prob
     )
     data = PretrainingData(shards, train_parts, replace(lc, pack=cfg.pack))
-    imported = init_model(cfg, shards) if cfg.init else None
     model_cfg = model_config(cfg.model, shards, cfg.nsp, cfg.attention_dropout)
     if imported:
         recipe = dict(next_sentence=cfg.nsp, attention_dropout=cfg.attention_dropout)
         model_cfg = replace(imported.cfg, **recipe)
     trainer = Trainer(cfg, d, build_model(cfg, model_cfg, d))
-    step, position = _resume(prepare_run(cfg, shards, d), trainer, shards)
+    step, position = _resume(cfg, trainer, shards)
     if imported and step == 0:  # a resumed run has its own weights
         state = imported.state
         if not cfg.nsp:  # masked-LM only: the imported next-sentence head is not used
@@ -137,12 +139,16 @@ def init_model(cfg: TrainConfig, shards: ShardSet) -> Imported:
     return imported
 
 
-def _resume(path: str | None, trainer: Trainer, shards: ShardSet) -> tuple[int, int]:
-    """Restore the checkpoint at `path`, if any; the step and loader position to go on from."""
-    if not path:
+def _resume(cfg: TrainConfig, trainer: Trainer, shards: ShardSet) -> tuple[int, int]:
+    """Check the checkpoint to resume, if any, then make the run's files and restore it; the
+    step and loader position to go on from. A refused resume has written nothing."""
+    path = checkpoint_to_resume(cfg)
+    ckpt = load_checkpoint(path, RESUME_ADVICE, flag="") if path else None
+    if ckpt is not None:
+        check_resume(path, ckpt, trainer, shards)
+    prepare_run(cfg, shards, trainer.d, path)
+    if ckpt is None:
         return 0, 0
-    ckpt = load_checkpoint(path)
-    check_resume(path, ckpt, trainer, shards)
     restore(ckpt, trainer)
     return ckpt["step"], ckpt["loader_position"]
 

@@ -22,33 +22,34 @@ import torch.distributed as dist
 
 from model.config import BertConfig, TrainConfig, flag_hint
 from model.run_lock import LOCK_NAME, RunLock
+from model.run_shards import KEY as SHARD_SET_KEY
 from model.run_shards import check_shard_set, shard_set_entry
 from model.safe_load import PickledCodeError, load_weights, save_weights
 from model.training import Dist, Trainer, WarmupLinear
 from schemas import storage
 from schemas.manifest import atomic_write_text
 from schemas.reader import ShardSet
+from schemas.vocab import Vocab
 
 CHECKPOINT = "last.pt"
 METRICS = "metrics.jsonl"
 EVAL = "eval.json"
 
 
-def check_output_dir(path: str, flag: str) -> None:
+def check_output_dir(path: str, flag: str, hint: str = "") -> None:
     """Refuse, before any work, an output directory that cannot be made: a file where it or a
     folder above it should be would otherwise end the command, after the work, in makedirs'
-    traceback."""
+    traceback. `hint`: the flag as the refusal spells it (default: `flag_hint(flag, 'DIR')`)."""
+    hint = hint or flag_hint(flag, "DIR")
     if os.path.lexists(path) and not os.path.isdir(path):
-        raise ValueError(
-            f"{flag} {path} is a file, not a directory; choose another {flag_hint(flag, 'DIR')}"
-        )
+        raise ValueError(f"{flag} {path} is a file, not a directory; choose another {hint}")
     above = os.path.dirname(os.path.abspath(path))
     while not os.path.lexists(above):
         above = os.path.dirname(above)
     if not os.path.isdir(above):
         raise ValueError(
             f"{flag} {path}: {above} is a file, not a directory, so nothing can be made under "
-            f"it; choose another {flag_hint(flag, 'DIR')}"
+            f"it; choose another {hint}"
         )
 
 
@@ -95,8 +96,9 @@ def _remove_unused(run: str, made: str) -> None:
         folder = os.path.dirname(folder)
 
 
-def prepare_run(cfg: TrainConfig, shards: ShardSet, d: Dist) -> str | None:
-    """Create the run directory (rank 0); the checkpoint to resume from, if any."""
+def checkpoint_to_resume(cfg: TrainConfig) -> str | None:
+    """The checkpoint `--resume` continues (None: none yet); a checkpoint already in the run
+    directory without `--resume` is refused. Reads nothing, writes nothing."""
     path = os.path.join(cfg.run, CHECKPOINT)
     exists = os.path.exists(path)
     if exists and not cfg.resume:
@@ -104,11 +106,19 @@ def prepare_run(cfg: TrainConfig, shards: ShardSet, d: Dist) -> str | None:
             f"{path} exists: pass {flag_hint('--resume')} to continue that run, or choose "
             f"another {flag_hint('--run', 'DIR')}"
         )
-    if d.main:
-        _populate(cfg, shards, path)
-    if cfg.resume and not exists and d.main:
-        print(f"note: {path} does not exist yet; starting {cfg.run} from step 0")
     return path if exists else None
+
+
+def prepare_run(cfg: TrainConfig, shards: ShardSet, d: Dist, resumed: str | None) -> None:
+    """Create the run directory and its files (rank 0), once the run is accepted: a resume is
+    checked against its checkpoint (`check_resume`) first, so a refused one leaves the run's
+    vocab, tokenizer and train_config.json as they were."""
+    if not d.main:
+        return
+    checkpoint = os.path.join(cfg.run, CHECKPOINT)
+    _populate(cfg, shards, checkpoint)
+    if cfg.resume and not resumed:
+        print(f"note: {checkpoint} does not exist yet; starting {cfg.run} from step 0")
 
 
 def _populate(cfg: TrainConfig, shards: ShardSet, checkpoint: str) -> None:
@@ -141,6 +151,9 @@ CHECKPOINT_FORMAT = 1
 ORDER_KEYS = ("seed", "batch_size", "accum", "shuffle_window", "remask", "holdout", "pack")
 # The recipe's own settings (what is masked, which losses); a resumed run must keep them too.
 RECIPE_KEYS = ("mask_prob", "nsp", "attention_dropout")
+# What the optimizer's own state restores on a resume, whatever the flags say; a resume that
+# changes them is refused (the schedule's --steps, --warmup and --clip follow the flags).
+OPTIMIZER_KEYS = ("lr", "weight_decay")
 
 
 def save_checkpoint(path: str, state: dict) -> None:
@@ -193,23 +206,106 @@ def write_checkpoint(
         save_checkpoint(path, checkpoint_state(trainer, shards, step, position, rng))
 
 
-def load_checkpoint(path: str) -> dict:
+# What to do when a checkpoint cannot be read, by who reads it: a resume, or a --ckpt.
+RESUME_ADVICE = (
+    "its run cannot go on from it: put back an intact copy, or move it away and start over "
+    f"(the run restarts at step 0), or choose another {flag_hint('--run', 'DIR')}"
+)
+CKPT_ADVICE = (
+    f"copy it again from where it was written, or pass another {flag_hint('--ckpt', 'PATH')}"
+)
+
+
+def load_checkpoint(path: str, advice: str = CKPT_ADVICE, flag: str = "--ckpt") -> dict:
+    """A pre-training checkpoint of this package; anything else is refused in one line that
+    says what the file is (empty, damaged, a fine-tuning checkpoint) and what to do (`advice`
+    for a file that cannot be read; `flag` names where the right checkpoint goes)."""
     try:
         ckpt = load_weights(path)
     except PickledCodeError:
         raise
     except Exception as e:  # torch raises several types for a damaged file
-        raise ValueError(
-            f"{path}: not a readable checkpoint ({type(e).__name__}: {e}); it was not written "
-            "by this package or is damaged"
-        ) from None
+        raise ValueError(f"{path}: {_unreadable(path, e)}; {advice}") from None
+    if isinstance(ckpt, dict) and _finetuned(ckpt):
+        raise ValueError(_finetuned_refusal(path, ckpt, flag))
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path}: not a checkpoint of this package (format {CHECKPOINT_FORMAT})")
+        raise ValueError(
+            f"{path}: not a pre-training checkpoint of this package (format "
+            f"{CHECKPOINT_FORMAT}); pass the last.pt that `bert-model pretrain` writes"
+        )
     return ckpt
 
 
+def checked_vocab(ckpt_path: str, ckpt: dict, vocab_path: str) -> Vocab:
+    """The vocab.txt beside a checkpoint, refused unless it is the one the checkpoint was
+    trained with (its size, and its sha256 where recorded): another vocab gives every id
+    another piece, and an export or fine-tuning would carry that on without a sign."""
+    if not os.path.exists(vocab_path):
+        raise FileNotFoundError(
+            f"{vocab_path} does not exist: the vocab.txt that pre-training copies beside its "
+            f"checkpoint is needed; copy it there{_vocab_source(ckpt)}"
+        )
+    vocab, was = Vocab.load(vocab_path), ckpt["vocab"]
+    if len(vocab) != was["size"]:
+        raise ValueError(
+            f"{vocab_path} has {len(vocab)} pieces but the checkpoint was trained with "
+            f"{was['size']}; put the run's own vocab.txt beside the checkpoint{_vocab_source(ckpt)}"
+        )
+    if was.get("sha256") and vocab.sha256 != was["sha256"]:
+        raise ValueError(
+            f"{vocab_path} is not the vocab the checkpoint was trained with (sha256 "
+            f"{vocab.sha256[:12]}, the checkpoint's {was['sha256'][:12]}, both {len(vocab)} "
+            f"pieces); put the run's own vocab.txt beside the checkpoint{_vocab_source(ckpt)}"
+        )
+    return vocab
+
+
+def _vocab_source(ckpt: dict) -> str:
+    """Where the run's own vocab.txt is, if the checkpoint says: its shard set's."""
+    directory = (ckpt.get(SHARD_SET_KEY) or {}).get("directory")
+    return f" (the shard set's: {storage.join(directory, 'vocab.txt')})" if directory else ""
+
+
+def _unreadable(path: str, error: Exception) -> str:
+    """What a file torch cannot read is: torch's own words (several lines on a zip archive's
+    internals, for one) name no file and no next step."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    if not head:
+        return "the file is empty, not a checkpoint"
+    if head == b"PK\x03\x04":  # torch.save's zip archive, cut short or damaged
+        return "damaged or truncated (torch cannot read its zip archive)"
+    return f"not a file torch.save writes ({type(error).__name__}), or a damaged one"
+
+
+def _finetuned(ckpt: dict) -> bool:
+    """A fine-tuning run's model.pt or best.pt (`model.finetune.loop`): its config and labels."""
+    config = ckpt.get("config")
+    return "labels" in ckpt and isinstance(config, dict) and "task" in config
+
+
+def _finetuned_refusal(path: str, ckpt: dict, flag: str) -> str:
+    task, started = ckpt["config"]["task"], ckpt["config"].get("ckpt", "")
+    said = (
+        f"{path}: a fine-tuning checkpoint of this package (--task {task}"
+        f"{', fine-tuned from ' + started if started else ''}), not a pre-training checkpoint"
+    )
+    if started and flag:
+        return f"{said}; pass the checkpoint it was fine-tuned from, {flag_hint(flag, started)}"
+    return f"{said}; pass a pre-training checkpoint (RUN/last.pt)"
+
+
 def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> None:
-    """Refuse to resume a checkpoint onto a different vocab, model or data order."""
+    """Refuse to resume a checkpoint onto a different vocab, model, data order or optimizer
+    setting, or with fewer --steps than it has taken."""
+    if trainer.cfg.steps < ckpt["step"]:
+        raise ValueError(
+            f"{path}: the run is at step {ckpt['step']}, past --steps {trainer.cfg.steps}; "
+            f"pass {flag_hint('--steps', str(ckpt['step']))} or more to finish or extend it"
+        )
     size, here = ckpt["vocab"]["size"], len(shards.vocab)
     if size != here:
         raise ValueError(
@@ -252,7 +348,22 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
     if changed:
         hints = ", ".join(_recipe_hint(ckpt, k) for k in changed)
         raise ValueError(f"{path}: resume with the run's own recipe: {hints}")
+    changed = [k for k in OPTIMIZER_KEYS if was_train[k] != getattr(trainer.cfg, k)]
+    if changed:
+        given = _flags({k: getattr(trainer.cfg, k) for k in changed})
+        own = _flags({k: was_train[k] for k in changed})
+        flag, value = own.split(" ", 1)
+        raise ValueError(
+            f"{path}: its optimizer state keeps the run's own {own} on a resume, so {given} "
+            f"would not take effect; resume with {flag_hint(flag, value)}, or start a new "
+            f"{flag_hint('--run', 'DIR')}"
+        )
     check_shard_set(path, ckpt, shards, trainer.cfg.allow_other_shards, trainer.d.main)
+
+
+def _flags(values: dict) -> str:
+    """Settings as the flags spell them: `--lr 0.001 --weight-decay 0.01`."""
+    return " ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in values.items())
 
 
 def _recipe_hint(ckpt: dict, key: str) -> str:

@@ -13,7 +13,14 @@ import torch.nn.functional as F
 from model.finetune.config import FinetuneConfig
 from model.finetune.features import sequence_features
 from model.finetune.metrics import accuracy, binary_f1, matthews_corrcoef, pearson, spearman
-from model.finetune.readers import GLUE_TASKS, GlueTask, data_files, read_glue_test, read_tsv
+from model.finetune.readers import (
+    DEV_WHOLE,
+    GLUE_TASKS,
+    GlueTask,
+    data_files,
+    read_glue_test,
+    read_tsv,
+)
 from model.finetune.task import Predict, Task
 
 
@@ -36,13 +43,9 @@ class Classify(Task):
         spec = GLUE_TASKS[cfg.task]
         train_path, dev_path = data_files(cfg.task, cfg.data, [("train.tsv",), (spec.dev_file,)])
         columns = (*spec.text_columns, spec.label_column)
-        train, skipped_train = read_tsv(train_path, columns, spec.labels, spec.names)
-        dev, skipped_dev = read_tsv(dev_path, columns, spec.labels, spec.names)
-        notes = [
-            f"{p}: skipped {n} malformed row(s)"
-            for p, n in ((train_path, skipped_train), (dev_path, skipped_dev))
-            if n
-        ]
+        train, skipped = read_tsv(train_path, columns, spec.labels, spec.names)
+        dev, _ = read_tsv(dev_path, columns, spec.labels, spec.names, whole=DEV_WHOLE)
+        notes = [f"{train_path}: skipped {skipped} malformed row(s)"] if skipped else []
         target = cls._target(spec)
 
         def features(rows):
@@ -72,9 +75,7 @@ class Classify(Task):
             if not os.path.exists(path):
                 self.notes.append(f"{cfg.data}: no {name}, so no {suffix} dev scores")
                 continue
-            rows, skipped = read_tsv(path, columns, self.spec.labels, self.spec.names)
-            if skipped:
-                self.notes.append(f"{path}: skipped {skipped} malformed row(s)")
+            rows, _ = read_tsv(path, columns, self.spec.labels, self.spec.names, whole=DEV_WHOLE)
             self.extra_dev[suffix] = (features(rows), [r[-1] for r in rows])
 
     def _read_test(self, cfg: FinetuneConfig, tok) -> None:

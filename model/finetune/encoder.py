@@ -1,6 +1,6 @@
 """The pre-trained encoder under one task head: its weights and tokenizer read from a
-pre-training checkpoint (vocab.txt beside it) or a Hugging Face BERT directory
-(`model.hf_import`), checked against each other and the run's sequence length."""
+pre-training checkpoint (vocab.txt beside it, checked to be the one it was trained with) or a
+Hugging Face BERT directory (`model.hf_import`), checked against the run's sequence length."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from model.bert import BertModel, init_weights
 from model.config import BertConfig, flag_hint
 from model.finetune.config import FinetuneConfig
 from model.finetune.features import load_tokenizer
-from model.hf_import import is_hf_directory, load_pretrained
-from model.run_dir import load_checkpoint
+from model.folders import FINETUNING_RUN, PRETRAINING_RUN, folder_kind
+from model.hf_import import CONFIG, LAYOUT, TOKENIZER, is_hf_directory, load_pretrained
+from model.run_dir import checked_vocab, load_checkpoint
+from schemas.vocab import Vocab
 
 
 class TaskModel(nn.Module):
@@ -57,13 +59,12 @@ def build_model(
 def read_encoder(cfg: FinetuneConfig) -> tuple[dict, BertWordPieceTokenizer]:
     """The pre-trained weights (as a checkpoint's fields) and their tokenizer, checked to fit
     each other and --max-seq-length."""
-    ckpt, vocab_path = _read_weights(cfg)
-    tok = load_tokenizer(vocab_path, bool(ckpt["shard_config"].get("lowercase", True)))
-    if tok.get_vocab_size() != ckpt["vocab"]["size"]:
-        raise ValueError(
-            f"{vocab_path} has {tok.get_vocab_size()} pieces but the checkpoint was trained "
-            f"with {ckpt['vocab']['size']}; put the run's own vocab.txt beside the checkpoint"
-        )
+    ckpt, vocab = _read_weights(cfg)
+    lowercase = bool(ckpt["shard_config"].get("lowercase", True))
+    if isinstance(vocab, Vocab):  # a tokenizer.json's pieces: no vocab.txt to read
+        tok = BertWordPieceTokenizer(dict(vocab.index), lowercase=lowercase)
+    else:
+        tok = load_tokenizer(vocab, lowercase)
     positions = ckpt["model_config"]["max_position"]
     if cfg.max_seq_length > positions:
         raise ValueError(
@@ -73,24 +74,45 @@ def read_encoder(cfg: FinetuneConfig) -> tuple[dict, BertWordPieceTokenizer]:
     return ckpt, tok
 
 
-def _read_weights(cfg: FinetuneConfig) -> tuple[dict, str]:
-    """The pre-trained weights and the path of their vocab.txt: a pre-training checkpoint
-    file, or a Hugging Face BERT directory."""
+def _read_weights(cfg: FinetuneConfig) -> tuple[dict, str | Vocab]:
+    """The pre-trained weights and their vocab: the path of the vocab.txt beside a
+    pre-training checkpoint file (checked to be the one it was trained with), or a Hugging Face
+    BERT directory's vocab.txt, or the pieces of its tokenizer.json where it has none."""
     if is_hf_directory(cfg.ckpt):
         imported = load_pretrained(cfg.ckpt, cfg.seed)
         said = imported.report(parts=("pooler",))  # the heads of pre-training are not used here
         if said:
             print(f"note: {said}")
-        return imported.as_checkpoint(), os.path.join(cfg.ckpt, "vocab.txt")
+        vocab = imported.vocab if imported.vocab_file.endswith(TOKENIZER) else imported.vocab_file
+        return imported.as_checkpoint(), vocab
     if os.path.isdir(cfg.ckpt):
-        raise FileNotFoundError(
-            f"{cfg.ckpt} is a directory without config.json; --ckpt takes a pre-training "
-            "checkpoint (RUN/last.pt) or a Hugging Face BERT directory (config.json, "
-            "model.safetensors or pytorch_model.bin, vocab.txt)"
-        )
+        raise FileNotFoundError(_not_a_checkpoint_folder(cfg.ckpt))
     if not os.path.exists(cfg.ckpt):
         raise FileNotFoundError(
             f"no checkpoint at {cfg.ckpt}; `make pretrain` writes one, or pass "
             f"{flag_hint('--ckpt', 'PATH')}"
         )
-    return load_checkpoint(cfg.ckpt), os.path.join(os.path.dirname(cfg.ckpt) or ".", "vocab.txt")
+    ckpt = load_checkpoint(cfg.ckpt)
+    vocab = os.path.join(os.path.dirname(cfg.ckpt) or ".", "vocab.txt")
+    checked_vocab(cfg.ckpt, ckpt, vocab)
+    return ckpt, vocab
+
+
+def _not_a_checkpoint_folder(path: str) -> str:
+    """What a --ckpt folder without config.json is, and what to pass instead."""
+    found = folder_kind(path)
+    if found and found[0] == PRETRAINING_RUN:
+        return (
+            f"--ckpt {path} is a pre-training run folder; pass its checkpoint, "
+            f"{flag_hint('--ckpt', os.path.join(path, 'last.pt'))}"
+        )
+    if found and found[0] == FINETUNING_RUN:
+        return (
+            f"--ckpt {path} is a fine-tuning run folder ({found[1]}); pass the pre-training "
+            f"checkpoint it started from (RUN/last.pt) or a Hugging Face BERT directory"
+        )
+    what = f"holds {found[0]} ({found[1]})" if found else f"is a directory without {CONFIG}"
+    return (
+        f"--ckpt {path} {what}; --ckpt takes a pre-training checkpoint (RUN/last.pt) or a Hugging "
+        f"Face BERT directory ({LAYOUT})"
+    )

@@ -32,6 +32,7 @@ from model.finetune.readers import GLUE_TASKS, check_task
 from model.finetune.spans import Spans
 from model.finetune.tag import Tag
 from model.finetune.task import Task
+from model.folders import FINETUNING_RUN, check_own_kind
 from model.run_dir import check_output_dir
 from model.safe_load import load_weights, save_weights
 from model.training import (
@@ -45,6 +46,9 @@ from model.training import (
     warmup_linear,
 )
 from schemas.manifest import atomic_write_text
+
+# `make finetune` passes --run through ARGS (RUN is pre-training's run directory).
+RUN_HINT = "--run DIR (make: ARGS='--run DIR')"
 
 KINDS: dict[str, type[Task]] = {
     **{name: Regress if spec.regression else Classify for name, spec in GLUE_TASKS.items()},
@@ -132,7 +136,8 @@ class Finetuning:
 def finetune(cfg: FinetuneConfig) -> dict:
     """Train on the task's training set, evaluate on its dev set after every epoch; returns the
     final dev metrics."""
-    check_output_dir(cfg.run, "--run")
+    check_output_dir(cfg.run, "--run", RUN_HINT)
+    check_own_kind(cfg.run, "--run", FINETUNING_RUN, RUN_HINT)
     device = resolve_device(cfg.device)
     kind = kind_of(cfg.task)
     ckpt, tok = read_encoder(cfg)

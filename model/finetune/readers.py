@@ -31,6 +31,8 @@ class GlueTask:
 
 
 ENTAILMENT = ("entailment", "not_entailment")
+# Why a GLUE dev file must be read whole: a skipped row would change what the score covers.
+DEV_WHOLE = "every dev row is scored, as GLUE scores them all"
 GLUE_TASKS = {
     "cola": GlueTask(
         ("sentence",),
@@ -106,11 +108,13 @@ def read_tsv(
     columns: tuple[str, ...],
     labels: tuple[str, ...] | None = None,
     names: tuple[str, ...] | None = None,
+    whole: str = "",
 ) -> tuple[list[tuple[str, ...]], int]:
     """The named columns of a TSV with a header row, and how many malformed rows were skipped
-    (GLUE files hold a few rows with stray tabs). `names` are the columns of a file with no
-    header row (CoLA's train and dev). With `labels`, the last column must be one of them
-    exactly (`1.0`, ` 1` or `abc` are not `1`): anything else is refused naming the line;
+    (GLUE's training files hold a few rows with stray tabs). With `whole` (why every row
+    counts), a malformed row is refused instead, naming its line. `names` are the columns of a
+    file with no header row (CoLA's train and dev). With `labels`, the last column must be one
+    of them exactly (`1.0`, ` 1` or `abc` are not `1`): anything else is refused naming the line;
     `labels=()` asks for a finite number instead (STS-B's score)."""
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -127,6 +131,11 @@ def read_tsv(
         rows, skipped = [], 0
         for row in reader:
             if len(row) != len(header):
+                if whole:
+                    raise ValueError(
+                        f"{path}:{reader.line_num}: {len(row)} field(s) where the header has "
+                        f"{len(header)}; {whole}, so the file must be whole: mend that row"
+                    )
                 skipped += 1
                 continue
             if labels == ():  # a real-valued score

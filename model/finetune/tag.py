@@ -35,7 +35,11 @@ class Tag(Task):
         index = {name: i for i, name in enumerate(labels)}
         unknown = sorted({t for _, tags in dev for t in tags} - set(index))
         if unknown:
-            raise ValueError(f"{dev_path}: tags {unknown} never occur in {train_path}")
+            raise ValueError(
+                f"{dev_path}: tags {unknown} never occur in {train_path}, so the model could "
+                "never predict them; add training sentences that hold them, or correct the tags "
+                "in the dev file if they are mistakes"
+            )
 
         def features(sents):
             words = [w for w, _ in sents]

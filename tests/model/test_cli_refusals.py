@@ -45,7 +45,8 @@ def _one_line(capsys) -> str:
         (["--log-every", "0"], "--log-every must be at least 1 (got 0)"),
         (["--ckpt-every", "0"], "--ckpt-every must be at least 1 (got 0)"),
         (["--holdout", "-1"], "--holdout must be 0 or more (got -1)"),
-        (["--eval-batches", "-1"], "--eval-batches must be 0 or more (got -1)"),
+        (["--eval-batches", "-1"], "--eval-batches must be at least 1 (got -1)"),
+        (["--eval-batches", "0"], "--eval-batches must be at least 1 (got 0)"),  # else 0 / 0
         (["--seed", "-1"], "--seed must be from 0 to 4294967295 (got -1)"),
         (["--attention-dropout", "1"], "--attention-dropout must lie in [0, 1) (got 1.0)"),
     ],
@@ -142,7 +143,7 @@ def test_finetune_into_a_file_is_refused_in_one_line(pretrained_run, tmp_path, c
     assert main(finetune_args("sst2", data, pretrained_run, run)) == 2
     assert _one_line(capsys) == (
         f"bert-model finetune: error: --run {run} is a file, not a directory; choose another "
-        "--run DIR (make: RUN=DIR)"
+        "--run DIR (make: ARGS='--run DIR')"  # make finetune's RUN names the checkpoint's run
     )
 
 

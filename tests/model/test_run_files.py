@@ -61,6 +61,8 @@ def test_every_file_of_a_pretraining_finetuning_and_export_run_is_0644(
         "config.json",
         "model.safetensors",
         "vocab.txt",
+        "tokenizer.json",
         "tokenizer_config.json",
+        "special_tokens_map.json",
     }
     assert set(modes(out).values()) == {0o644}, modes(out)

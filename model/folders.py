@@ -1,0 +1,55 @@
+"""What a folder holds, told by the files each command leaves in it: a shard set, a
+pre-training run, a fine-tuning run, or a Hugging Face model directory (an export, or what
+`save_pretrained` writes).
+
+Each command writes into a folder of its own kind only: pre-training's last.pt inside a shard
+set, fine-tuning's metrics.jsonl over a pre-training run's, or an export's tokenizer files over
+a shard set's would each spoil the other folder without a word. The same names let a refusal
+say what a wrong path is (`--init RUN` is a run folder, not a model directory) and what to pass
+instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+from schemas.manifest import MANIFEST_NAME
+
+SHARD_SET = "a shard set"
+PRETRAINING_RUN = "a pre-training run"
+FINETUNING_RUN = "a fine-tuning run"
+MODEL_DIRECTORY = "a Hugging Face model directory"
+
+# kind -> the files that only that kind holds, the most telling first. A `metrics.jsonl`,
+# `vocab.txt`, `config.json` or `shards/` folder is no sign: other folders hold them too (a
+# project's root may hold a config.json and its shards/), and refusing those would be wrong.
+MARKERS: dict[str, tuple[str, ...]] = {
+    SHARD_SET: (MANIFEST_NAME,),
+    PRETRAINING_RUN: ("last.pt", "train_config.json", "eval.json", ".run.lock"),
+    FINETUNING_RUN: ("model.pt", "best.pt", "best.json", "results.json"),
+    MODEL_DIRECTORY: ("model.safetensors", "pytorch_model.bin"),
+}
+
+
+def folder_kind(path: str) -> tuple[str, str] | None:
+    """(kind, the file that tells it) for a folder one of the commands made, else None."""
+    if not os.path.isdir(path):
+        return None
+    for kind, names in MARKERS.items():
+        for name in names:
+            if os.path.lexists(os.path.join(path, name)):
+                return kind, name
+    return None
+
+
+def check_own_kind(path: str, flag: str, own: str, hint: str) -> None:
+    """Refuse, before any work, an output folder that holds another kind's files than `own`:
+    writing there would mix this command's files with that folder's, or replace them."""
+    found = folder_kind(path)
+    if found is None or found[0] == own:
+        return
+    kind, name = found
+    raise ValueError(
+        f"{flag} {path} holds {kind} ({name}), not {own}; writing there would mix its files "
+        f"with this command's or replace them: choose another {hint}"
+    )
