@@ -86,8 +86,7 @@ inspect: $(STAMP)
 export-shards: $(STAMP)
 	@test -n $(call q,$(EXPORT_FORMAT)) -a -n $(call q,$(DEST)) || { echo "make export-shards: \
 	give EXPORT_FORMAT=hdf5|tfrecord|mds and DEST=folder (the set is OUT='$(OUT)')" >&2; exit 2; }
-	$(PY) -m schemas.cli export $(call q,$(OUT)) $(call q,$(DEST)) \
-		--format $(call q,$(EXPORT_FORMAT)) $(ARGS)
+	$(PY) -m schemas.cli export $(call q,$(OUT)) $(call q,$(DEST)) --format $(call q,$(EXPORT_FORMAT)) $(ARGS)
 
 pretrain: $(STAMP)
 ifeq ($(OUT)|$(INPUT),$(SAMPLE_OUT)|$(SAMPLE_INPUT))
@@ -104,8 +103,7 @@ endif
 		--model $(MODEL) --steps $(STEPS) --device $(DEVICE) $(ARGS)
 
 finetune: $(STAMP)
-	$(PY) -m model.cli finetune --task $(TASK) \
-		--data $(call q,$(FINETUNE_DATA)) --ckpt $(call q,$(CKPT)) --device $(DEVICE) $(ARGS)
+	$(PY) -m model.cli finetune --task $(TASK) --data $(call q,$(FINETUNE_DATA)) --ckpt $(call q,$(CKPT)) --device $(DEVICE) $(ARGS)
 
 export: $(STAMP)
 	$(PY) -m model.cli export --ckpt $(call q,$(CKPT)) --out $(call q,$(EXPORT)) $(ARGS)
