@@ -22,6 +22,12 @@ import sys
 from schemas.command_line import OneLineParser, chosen
 from schemas.interrupts import exit_code, interrupts_unwind
 from schemas.stats import normal_tail
+from schemas.text import printable
+
+MAX_Z = 1000.0  # a level past which no count of any size could fail a check
+# The largest --batch-size: numpy reshapes the lengths into rows of this many (a C long); a
+# batch larger than the set is one batch of the whole set.
+MAX_BATCH_SIZE = 2**31 - 1
 
 VALIDATE_HELP = """\
 Check a finished shard set and print a table of checks with the figures behind them, then one
@@ -248,8 +254,26 @@ def _inspect(args) -> int:
 def refused(args, why: object) -> int:
     """What a command says when the set, a file it writes or a module it needs is refused at
     run time: one line, exit status 1."""
-    print(f"{args.prog} {args.command}: error: {why}", file=sys.stderr)
+    line = printable(f"{args.prog} {args.command}: error: {why}")
+    if getattr(args, "json", False):  # a program reading stdout still gets a report
+        sys.stdout.write(refusal_json(args.out, line))
+    print(line, file=sys.stderr)
     return 1
+
+
+def refusal_json(directory: str, line: str) -> str:
+    """The JSON report of a set refused before any check ran: not ok, the one failure."""
+    import json
+
+    report = {
+        "directory": directory,
+        "ok": False,
+        "rows": 0,
+        "seconds": 0.0,
+        "checks": [],
+        "failures": [line],
+    }
+    return json.dumps(report, indent=2) + "\n"
 
 
 def main(argv: list[str] | None = None, prog: str = "bert-schemas") -> int:
@@ -296,6 +320,11 @@ def validate_problem(args) -> str | None:
         return f"--z must be > 0 (got {args.z})"
     if math.isinf(args.z):
         return f"--z must be a finite number (got {args.z}): every check would pass"
+    if args.z > MAX_Z:
+        return (
+            f"--z must be at most {MAX_Z:g} (got {args.z}): beyond it every statistical check "
+            "accepts any share"
+        )
     return below(("--examples", args.examples, 0))
 
 
@@ -306,7 +335,7 @@ def inspect_problem(args) -> str | None:
         ("--row", args.row, 0),
         ("--batch-size", args.batch_size, 1),
         ("--seed", args.seed, 0),  # numpy's generators take no negative seed
-    )
+    ) or above(("--batch-size", args.batch_size, MAX_BATCH_SIZE))
     if problem or not args.plot:
         return problem
     from schemas.inspection import plot_path_problem
@@ -330,6 +359,14 @@ def below(*flags: tuple[str, int | None, int]) -> str | None:
     for flag, value, least in flags:
         if value is not None and value < least:
             return f"{flag} must be >= {least} (got {value})"
+    return None
+
+
+def above(*flags: tuple[str, int | None, int]) -> str | None:
+    """The first of (flag, value, most) whose value, when given, is above its most."""
+    for flag, value, most in flags:
+        if value is not None and value > most:
+            return f"{flag} must be <= {most:,} (got {value})"
     return None
 
 

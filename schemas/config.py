@@ -63,8 +63,8 @@ class ShardConfig:
         seed = config.get("seed")
         return cls(
             **{k: config[k] for k in INSTANCE_KEYS if k != "whole_word_mask"},
-            whole_word_mask=bool(config["whole_word_mask"]),
-            lowercase=bool(config["lowercase"]),
+            whole_word_mask=config["whole_word_mask"],  # true or false, never 0 or 1
+            lowercase=config["lowercase"],
             seed=seed if _integer(seed) else None,
         )
 
@@ -80,12 +80,28 @@ def config_version_problem(version: object) -> str:
     """Why a manifest's `config_version` is not one this release reads ("" when it is)."""
     if _integer(version) and version == CONFIG_VERSION:
         return ""
+    if not _integer(version):
+        return f"config version {version!r} is {type_name(version)}, not an integer"
     return f"config version {version!r} is not one this release knows ({CONFIG_VERSION})"
 
 
 def missing_keys(config: dict) -> list[str]:
     """The required keys `config` lacks, in `REQUIRED_KEYS` order."""
     return [k for k in REQUIRED_KEYS if k not in config]
+
+
+def type_name(v: object) -> str:
+    """A JSON value's type in words ("a string", "a boolean"), for a one-line refusal."""
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number with a fraction",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+    }
+    return names.get(type(v), type(v).__name__)
 
 
 def _integer(v: object) -> bool:

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.reader import ShardSet
-from schemas.shard import ShardColumns
+from schemas.shard import ShardColumns, arrow_schema, label_mismatch
 from schemas.vocab import Vocab
 
 LEGEND = "[MASK→x] masked, [y→x] replaced by a random piece, [=x] kept; x is the original piece"
@@ -127,14 +127,67 @@ def check_shard(ss: ShardSet, shard: int) -> None:
 def examples(ss: ShardSet, shard: int = 0, row: int = 0, n: int = 3) -> list[Example]:
     """Rows row .. row + n - 1 of one shard, decoded."""
     check_shard(ss, shard)
-    table = ss.table(shard)
+    table = read_table(ss, shard)
     if not 0 <= row < table.num_rows:
         have = f"rows 0..{table.num_rows - 1}" if table.num_rows else "no rows"
         raise IndexError(f"--row {row}: shard {shard} has {have}; give one of them")
     part = table.slice(row, min(n, table.num_rows - row))
-    cols = ShardColumns.from_table(part)
     path = ss.manifest.shards[shard].path
+    cols = unreadable_as_value_error(ss, shard, lambda: ShardColumns.from_table(part))
     return [decode_example(ss.vocab, cols, r, shard, path, row) for r in range(cols.num_rows)]
+
+
+# What reading a damaged shard can raise: Arrow's errors (a flipped footer byte), a missing
+# column (KeyError), metadata that is not text.
+UNREADABLE = (pa.ArrowException, KeyError, ValueError, TypeError, IndexError)
+
+
+def read_table(ss: ShardSet, i: int) -> pa.Table:
+    """Shard `i`, refused (ValueError, one line) unless it has the contract's columns: the
+    inspector looks inside sets, it does not diagnose them; validate says what is wrong."""
+
+    def read() -> pa.Table:
+        table = ss.table(i)
+        want = {f.name: f.type for f in arrow_schema("uint32")}
+        got = {f.name: f.type for f in table.schema}
+        if set(got) != set(want) or any(
+            not pa.types.is_list(got[k]) for k in want if pa.types.is_list(want[k])
+        ):
+            raise ValueError(f"columns {', '.join(got) or '(none)'} are not the contract's")
+        _check_labels_paired(table)
+        return table
+
+    return unreadable_as_value_error(ss, i, read)
+
+
+def _check_labels_paired(table: pa.Table) -> None:
+    """ValueError naming the first row (in the shard) whose labels and masked positions differ
+    in number: a decoded row pairs them by index."""
+    first = 0
+    positions, labels = table.column("masked_positions"), table.column("masked_labels")
+    for p, q in zip(positions.chunks, labels.chunks, strict=True):
+        po, lo = p.offsets.to_numpy().astype(np.int64), q.offsets.to_numpy().astype(np.int64)
+        row = label_mismatch(po - po[0], lo - lo[0])
+        if row >= 0:
+            raise ValueError(
+                f"row {first + row} has {po[row + 1] - po[row]} masked positions and "
+                f"{lo[row + 1] - lo[row]} masked labels"
+            )
+        first += len(p)
+
+
+def unreadable_as_value_error(ss: ShardSet, i: int, read):
+    """`read()`, any error a damaged shard raises turned into one line naming the shard."""
+    try:
+        return read()
+    except OSError:
+        raise
+    except UNREADABLE as e:
+        path = ss.manifest.shards[i].path
+        raise ValueError(
+            f"shard {i} ({path}) is unreadable ({type(e).__name__}: {e}); run "
+            f"`bert-schemas validate {ss.directory}` to see what is wrong"
+        ) from None
 
 
 # ----------------------------------------------------------------------------- summary
@@ -185,7 +238,7 @@ def summarize(ss: ShardSet, batch_size: int = 32, seed: int = 0) -> Summary:
     """Figures over the whole set, read from the Arrow offsets only."""
     lengths, masks, random_next = [], [], 0
     for i in range(len(ss)):
-        table = ss.table(i)
+        table = read_table(ss, i)
         lengths.append(_offset_lengths(table.column("input_ids")))
         masks.append(_offset_lengths(table.column("masked_positions")))
         random_next += int(pc.sum(table.column("is_random_next")).as_py() or 0)

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from schemas.config import CONFIG_VERSION
+from schemas.config import CONFIG_VERSION, type_name
 from schemas.shard import SCHEMA_NAME, SCHEMA_VERSION, ShardColumns
 
 MANIFEST_NAME = "manifest.json"
@@ -83,6 +83,33 @@ def shard_path(directory: str, index: int, rel: object) -> str:
             f"{problem}; shard paths must be relative and inside {SHARDS_DIR}/: rebuild the set"
         )
     return os.path.join(directory, rel)
+
+
+def strict_json(text: str) -> object:
+    """`json.loads`, refusing what JSON is not but Python's parser takes: NaN and Infinity,
+    and an object that gives one key twice (the parser would keep the last silently). Raises
+    JSONDecodeError, whose message says what and where."""
+
+    def constant(name: str) -> float:
+        at = _where(text, name)
+        raise json.JSONDecodeError(f"{name} is not a JSON value", text, at)
+
+    def pairs(items: list[tuple[str, object]]) -> dict:
+        d: dict = {}
+        for key, value in items:
+            if key in d:
+                at = _where(text, json.dumps(key))
+                raise json.JSONDecodeError(f"key {key!r} given twice in one object", text, at)
+            d[key] = value
+        return d
+
+    return json.loads(text, parse_constant=constant, object_pairs_hook=pairs)
+
+
+def _where(text: str, token: str) -> int:
+    """An offset of `token` in `text` for an error's line and column (its first occurrence:
+    the parser does not say which it was reading)."""
+    return max(text.find(token), 0)
 
 
 def _depth_problem(value: object) -> str:
@@ -162,7 +189,7 @@ class Manifest:
                 f"({MAX_MANIFEST_BYTES:,}); it is not one this package wrote: rebuild the set"
             )
         try:
-            d = json.loads(text)
+            d = strict_json(text)
         except RecursionError:
             d = None
             problem = f"nested deeper than {MAX_MANIFEST_DEPTH} levels"
@@ -197,6 +224,12 @@ class Manifest:
 
 
 def read_manifest(directory: str) -> Manifest:
+    text, path = read_manifest_text(directory)
+    return Manifest.from_json(text, where=path)
+
+
+def read_manifest_text(directory: str) -> tuple[str, str]:
+    """The text of a local set's manifest and its path, with `read_manifest`'s refusals."""
     path = os.path.join(directory, MANIFEST_NAME)
     if not os.path.exists(path):
         raise FileNotFoundError(
@@ -214,7 +247,7 @@ def read_manifest(directory: str) -> Manifest:
             text = f.read()
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not UTF-8 text ({e}); rebuild the set") from None
-    return Manifest.from_json(text, where=path)
+    return text, path
 
 
 def new_file_mode() -> int:
@@ -254,3 +287,91 @@ def atomic_write_text(path: str, text: str) -> str:
 def atomic_write_bytes(path: str, data: bytes) -> str:
     """`atomic_write` of bytes."""
     return atomic_write(path, lambda f: f.write(data))
+
+
+# The counts of a shard entry: each an integer >= 0, true and false refused (a bool is an int
+# in Python, never in a manifest this package writes).
+ENTRY_COUNTS = (
+    "rows",
+    "bytes",
+    "tokens",
+    "masked_tokens",
+    "random_next",
+    "short_rows",
+    "forced_random_next",
+    "forced_actual_next",
+)
+SPECIAL_ID_KEYS = ("pad", "unk", "cls", "sep", "mask")
+
+
+def form_problems(d: object) -> list[str]:
+    """Why a parsed manifest.json is not of the form this package writes, one line per field
+    ([] when it is): every field present with its type (integers are integers, not floats or
+    booleans), counts >= 0, a known manifest_format. Lenient readers take a hand-edited
+    `rows: 755.0` or `unk: true`; the validator must not."""
+    if not isinstance(d, dict):
+        return [f"is {type_name(d)}, not an object"]
+    problems = []
+    fmt = d.get("manifest_format")
+    if not _int(fmt) or fmt != MANIFEST_FORMAT:
+        what = "is unknown" if _int(fmt) else f"is {type_name(fmt)}, not an integer"
+        problems.append(f"manifest_format {fmt!r} {what}; this code reads format {MANIFEST_FORMAT}")
+    for key in ("schema_name", "vocab_sha256"):
+        if not isinstance(d.get(key), str):
+            problems.append(f"{key} is {type_name(d.get(key))}, not a string")
+    for key in ("vocab_size", "schema_version", "config_version"):
+        if key in d or key != "config_version":  # config_version: absent in early manifests
+            problems += _count_problem(key, d.get(key))
+    for key in ("config", "special_ids", "counts", "created"):
+        if (
+            not isinstance(d.get(key, {}), dict)
+            or key in ("config", "special_ids")
+            and key not in d
+        ):
+            problems.append(f"{key} is {type_name(d.get(key))}, not an object")
+    specials = d.get("special_ids")
+    if isinstance(specials, dict):
+        problems += [
+            p for k in SPECIAL_ID_KEYS for p in _count_problem(f"special_ids.{k}", specials.get(k))
+        ]
+    shards = d.get("shards")
+    if not isinstance(shards, list):
+        return problems + [f"shards is {type_name(shards)}, not a list"]
+    for i, entry in enumerate(shards):
+        problems += [f"shard entry {i}: {p}" for p in entry_problems(entry)]
+    return problems
+
+
+def entry_problems(e: object) -> list[str]:
+    """Why one shard entry is not of the form this package writes ([] when it is)."""
+    if not isinstance(e, dict):
+        return [f"is {type_name(e)}, not an object"]
+    problems = [p for key in ENTRY_COUNTS for p in _count_problem(key, e.get(key), key in e)]
+    for key in ("path", "sha256"):
+        if not isinstance(e.get(key), str):
+            problems.append(f"{key} is {type_name(e.get(key))}, not a string")
+    if problems:
+        return problems
+    rows = e["rows"]
+    if e["short_rows"] > rows:
+        problems.append(f"short_rows {e['short_rows']:,} exceeds its {rows:,} rows")
+    if e["forced_random_next"] + e["forced_actual_next"] > rows:
+        problems.append(
+            f"forced labels ({e['forced_random_next']:,} random, {e['forced_actual_next']:,} "
+            f"actual) exceed its {rows:,} rows"
+        )
+    return problems
+
+
+def _count_problem(key: str, value: object, present: bool = True) -> list[str]:
+    if not present:
+        return [f"{key} is missing"]
+    if not _int(value):
+        return [f"{key} {value!r} is {type_name(value)}, not an integer"]
+    if value < 0:
+        return [f"{key} {value:,} is negative"]
+    return []
+
+
+def _int(v: object) -> bool:
+    return type(v) is int

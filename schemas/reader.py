@@ -20,7 +20,7 @@ from schemas.manifest import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
     Manifest,
-    read_manifest,
+    read_manifest_text,
     shard_path,
 )
 from schemas.shard import read_shard, schema_problem
@@ -33,8 +33,14 @@ TOKENIZER_NAME = "tokenizer.json"
 def load_manifest(directory: str) -> Manifest:
     """`read_manifest` for a set on a local disk or in an object store, with the same bounds
     and the same one-line errors."""
+    text, path = load_manifest_text(directory)
+    return Manifest.from_json(text, where=path)
+
+
+def load_manifest_text(directory: str) -> tuple[str, str]:
+    """The manifest's text and where it is (one read), with `load_manifest`'s refusals."""
     if not storage.is_remote(directory):
-        return read_manifest(directory)
+        return read_manifest_text(directory)
     path = storage.join(directory, MANIFEST_NAME)
     try:
         size = storage.size(path)
@@ -52,7 +58,7 @@ def load_manifest(directory: str) -> Manifest:
         text = storage.read_text(path)
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not UTF-8 text ({e}); rebuild the set") from None
-    return Manifest.from_json(text, where=path)
+    return text, path
 
 
 def load_vocab(path: str) -> Vocab:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from schemas.config import type_name
+
 SCHEMA_NAME = "bert-pretraining-instances"
 SCHEMA_VERSION = 1
 ROWS_PER_BATCH = 4096
@@ -36,8 +38,10 @@ META_CONFIG = b"build.config"
 def schema_problem(name: object, version: object) -> str:
     """Why a schema name and version (a manifest's, or a shard's metadata) are not the ones
     this code reads; "" when they are. The one check every reader of shards calls."""
-    if name == SCHEMA_NAME and version == SCHEMA_VERSION:
+    if name == SCHEMA_NAME and version == SCHEMA_VERSION and type(version) is int:
         return ""
+    if type(version) is not int:
+        return f"schema version {version!r} is {type_name(version)}, not an integer"
     return (
         f"schema {name!r} version {version} is not the one this code reads "
         f"({SCHEMA_NAME!r} version {SCHEMA_VERSION})"
@@ -121,15 +125,38 @@ class ShardColumns:
             e = np.zeros(0, np.uint16)
             z = np.zeros(1, np.int64)
             return cls(e, z, e, e, e, z, np.zeros(0, bool))
+        masked_offsets = _offsets(pos)
+        row = label_mismatch(masked_offsets, _offsets(lab))
+        if row >= 0:
+            raise ValueError(
+                f"row {row} has {masked_offsets[row + 1] - masked_offsets[row]} masked positions "
+                f"and {_offsets(lab)[row + 1] - _offsets(lab)[row]} masked labels; the shard is "
+                "corrupt: run `bert-schemas validate` and rebuild it"
+            )
         return cls(
             input_ids=_values(ids),
             input_offsets=_offsets(ids),
             segment_b_start=table.column("segment_b_start").to_numpy(),
             masked_positions=_values(pos),
             masked_labels=_values(lab),
-            masked_offsets=_offsets(pos),
+            masked_offsets=masked_offsets,
             is_random_next=table.column("is_random_next").to_numpy(zero_copy_only=False),
         )
+
+
+def label_mismatch(position_offsets: np.ndarray, label_offsets: np.ndarray) -> int:
+    """The first row whose masked_labels list is not as long as its masked_positions list, or
+    -1. Every reader pairs a label with a position by index, so one flipped offset would shift
+    every later pair without this check."""
+    if len(position_offsets) == len(label_offsets):
+        differ = np.flatnonzero(position_offsets != label_offsets)
+        return int(differ[0]) - 1 if len(differ) else -1
+    return 0
+
+
+def row_lengths_differ(position_offsets: np.ndarray, label_offsets: np.ndarray) -> np.ndarray:
+    """Per row, True where the labels' list length differs from the positions'."""
+    return np.diff(position_offsets) != np.diff(label_offsets)
 
 
 def _offsets(arr: pa.ListArray) -> np.ndarray:

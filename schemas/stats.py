@@ -27,6 +27,31 @@ def normal_tail(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
+def log_normal_tail(z: float) -> float:
+    """log P(Z > z), finite for every finite z: `erfc` underflows to 0 for z beyond about 38,
+    where the asymptotic series of Mills' ratio takes over (its error there is far below a
+    float's precision)."""
+    tail = normal_tail(z)
+    if tail > 1e-300:
+        return math.log(tail)
+    inv = 1.0 / (z * z)
+    series = 1.0 - inv + 3.0 * inv * inv - 15.0 * inv**3
+    return -0.5 * z * z - math.log(z) - 0.5 * math.log(2.0 * math.pi) + math.log(series)
+
+
+def quantile_of_log_tail(log_tail: float) -> float:
+    """The z with log P(Z > z) = log_tail (< 0), by bisection on `log_normal_tail`; works where
+    the tail itself is too small for a float."""
+    lo, hi = -40.0, max(40.0, math.sqrt(-2.0 * log_tail) + 10.0)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if log_normal_tail(mid) > log_tail:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
 def normal_quantile(tail: float) -> float:
     """The z with P(Z > z) = tail (0 < tail < 1), by bisection on `normal_tail`."""
     if not 0.0 < tail < 1.0:
@@ -79,7 +104,7 @@ def binomial_tolerance(p: float, n: int, z: float = 5.0) -> Tolerance:
         raise ValueError(f"a share must lie in [0, 1] (got {p})")
     if n <= 0:
         return Tolerance(p, n, 0.0, 1.0, z)
-    budget = -math.log(normal_tail(z)) / n
+    budget = -log_normal_tail(z) / n
     lo = p if p == 0.0 else _solve_kl(p, 0.0, budget)
     hi = p if p == 1.0 else _solve_kl(p, 1.0, budget)
     return Tolerance(p, n, lo, hi, z)
@@ -104,7 +129,7 @@ def bonferroni_z(z: float, tests: int) -> float:
     at that of one test at level z."""
     if tests <= 1:
         return z
-    return normal_quantile(normal_tail(z) / tests)
+    return quantile_of_log_tail(log_normal_tail(z) - math.log(tests))
 
 
 def category_tolerances(expected: list[float], n: int, z: float = 5.0) -> list[Tolerance]:

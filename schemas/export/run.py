@@ -55,8 +55,8 @@ SUMMARY_NAME = "export.json"
 EXPORT_VERSION = 1
 BLOCK_ROWS = 4096  # rows padded and written at a time (and an HDF5 chunk)
 # The names each format's files take (and the temporary names `atomic_write` gives them while
-# they are written, left behind only by a killed export); with `overwrite` these, and the files
-# the previous export.json lists, are the ones an export may replace or remove.
+# they are written, left behind only by a killed export); with `overwrite` these are the only
+# files an export removes, whether or not the previous export.json lists them.
 _TMP = r"(\.tmp-[A-Za-z0-9_]+)?"
 OWN_NAMES = {
     "hdf5": re.compile(r"training-\d{5}-of-\d{5}\.hdf5" + _TMP),
@@ -150,12 +150,11 @@ def _export(
     previous = replaceable(target, options)
     target.create()
     target.remove(SUMMARY_NAME)  # DEST without export.json: an export not finished
+    for name in sorted(previous):  # before any new file: a failed export leaves no old+new mix
+        target.remove(name)
     id_dtype = _id_dtype(source)
     files, index = _write(source, id_dtype, target, options, progress or (lambda line: None))
     vocab = _copy_vocab(shard_set, target)
-    kept = {f.path for f in files} | {vocab.path} | ({index.path} if index else set())
-    for name in sorted(previous - kept):
-        target.remove(name)
     summary = Summary(
         format=options.format,
         rows=sum(f.rows for f in files),
@@ -219,24 +218,30 @@ def check_dest(target: Dest | RemoteDest, out: str, options: ExportOptions) -> N
 
 
 def replaceable(target: Dest | RemoteDest, options: ExportOptions) -> set[str]:
-    """The files in DEST an export may replace or remove: those the previous export.json lists
-    and those named as this format names its files (only with `overwrite`)."""
+    """The data files in DEST an export removes before it writes (only with `overwrite`): those
+    named as this format names its files, and those the previous export.json lists that are
+    named as some format names its files. A name is the only test: a foreign or damaged
+    export.json may list anything (a user's notes), and only an export's own names are ours."""
     if not options.overwrite:
         return set()
     names = set(target.names())
     own = {n for n in names if OWN_NAMES[options.format].fullmatch(n)}
-    text = target.read_text(SUMMARY_NAME)
-    listed: set[str] = set()
-    if text:
-        try:
-            d = json.loads(text)
-            entries = [*d.get("files", []), d.get("index"), d.get("vocab")]
-            listed = {e["path"] for e in entries if isinstance(e, dict) and "path" in e}
-        except (ValueError, TypeError, KeyError, AttributeError):
-            listed = set()
-    # Only plain names inside DEST: a damaged summary must not name a path elsewhere.
-    listed = {n for n in listed if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")}
+    listed = {n for n in _listed(target) if any(p.fullmatch(n) for p in OWN_NAMES.values())}
     return (own | listed) & names
+
+
+def _listed(target: Dest | RemoteDest) -> set[str]:
+    """The plain names the previous export.json lists (none when it is absent or damaged)."""
+    text = target.read_text(SUMMARY_NAME)
+    if not text:
+        return set()
+    try:
+        d = json.loads(text)
+        entries = [*d.get("files", []), d.get("index"), d.get("vocab")]
+        listed = {e["path"] for e in entries if isinstance(e, dict) and "path" in e}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return set()
+    return {n for n in listed if isinstance(n, str) and "/" not in n}
 
 
 def open_set(out: str) -> ShardSet:

@@ -8,7 +8,8 @@ import pyarrow as pa
 
 from schemas.row_batch import RowRules
 from schemas.rows import ROW_RULE_NAMES, BatchStats, describe_row, row_findings
-from schemas.shard import ShardColumns
+from schemas.shard import ShardColumns, row_lengths_differ
+from schemas.text import printable
 from schemas.validate.state import Context
 
 
@@ -50,15 +51,47 @@ def _read_batch(
     try:
         batch = reader.get_batch(b)
         batch.validate(full=True)
-        if any(col.null_count for col in batch.columns):
-            raise ValueError("null values in non-nullable columns")
+        if any(_nulls(col) for col in batch.columns):
+            raise ValueError("null values in non-nullable columns or their lists")
     except (pa.ArrowException, OSError, ValueError) as e:
         ctx.checks["arrow"].fail(
-            f"{rel} record batch {b} (from row {first_row:,}): invalid Arrow data ({e}); "
-            "the shard is corrupt: rebuild it (its remaining rows are not checked)"
+            f"{rel} record batch {b} (from row {first_row:,}): invalid Arrow data "
+            f"({printable(str(e))}); the shard is corrupt: rebuild it (its remaining rows are "
+            "not checked)"
         )
         return None
+    if not _labels_paired(ctx, rel, batch, first_row):
+        return None
     return ShardColumns.from_table(pa.Table.from_batches([batch]))
+
+
+def _nulls(col: pa.Array) -> int:
+    """Nulls in a column or, for a list column, among its items."""
+    if isinstance(col, pa.ListArray):
+        return col.null_count + col.values.null_count
+    return col.null_count
+
+
+def _labels_paired(ctx: Context, rel: str, batch: pa.RecordBatch, first_row: int) -> bool:
+    """Each row's masked_labels list as long as its masked_positions list: a label is paired
+    with a position by index, so a row with one label too few or too many shifts every later
+    pair. The failing rows are quoted (the shard's remaining rows are not checked)."""
+    positions = batch.column("masked_positions").offsets.to_numpy().astype(np.int64)
+    labels = batch.column("masked_labels").offsets.to_numpy().astype(np.int64)
+    bad = np.flatnonzero(row_lengths_differ(positions - positions[0], labels - labels[0]))
+    if len(bad) == 0:
+        return True
+    t = ctx.checks["arrow"]
+    for r in bad[: max(ctx.options.examples, 1)]:
+        t.fail(
+            f"{rel} row {first_row + int(r):,}: {positions[r + 1] - positions[r]} masked "
+            f"positions but {labels[r + 1] - labels[r]} masked labels; the lists must pair up: "
+            "the shard is corrupt, rebuild it (its remaining rows are not checked)"
+        )
+    extra = len(bad) - max(ctx.options.examples, 1)
+    if extra > 0:
+        t.fail(f"{rel}: {extra:,} more rows whose labels and positions differ in number", extra)
+    return False
 
 
 def _quote(

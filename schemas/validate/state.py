@@ -10,6 +10,7 @@ from schemas.config import ShardConfig
 from schemas.manifest import Manifest
 from schemas.row_batch import RowRules
 from schemas.rows import BatchStats
+from schemas.text import printable
 from schemas.validate.report import CHECKS, Check
 from schemas.vocab import Vocab
 
@@ -65,7 +66,12 @@ class Tallies:
             t = self.tallies[key]
             status = "FAIL" if t.failing else ("pass" if t.ran else "skip")
             summary = t.summary or (t.skip_reason if status == "skip" else "")
-            out.append(Check(key, title, status, summary, t.figures, tuple(t.failures), t.failing))
+            failures = tuple(
+                printable(f) for f in t.failures
+            )  # one line each, whatever a name holds
+            out.append(
+                Check(key, title, status, printable(summary), t.figures, failures, t.failing)
+            )
         return tuple(out)
 
 

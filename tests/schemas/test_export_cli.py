@@ -167,3 +167,33 @@ def test_make_export_shards_quotes_its_paths_and_needs_format_and_dest():
     assert "export 'out/my set' 'ex/my dest' --format 'hdf5'" in r.stdout
     r = subprocess.run([*make, "export-shards"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode != 0 and "give EXPORT_FORMAT=" in r.stderr
+
+
+def test_overwrite_never_deletes_a_listed_file_an_export_does_not_name(synthetic_shards, tmp_path):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "notes.txt").write_text("mine")
+    foreign = {"files": [{"path": "notes.txt"}], "index": None, "vocab": {"path": "notes.txt"}}
+    (dest / "export.json").write_text(json.dumps(foreign))
+    export(synthetic_shards, str(dest), ExportOptions("tfrecord", overwrite=True))
+    assert (dest / "notes.txt").read_text() == "mine"
+
+
+def test_a_failed_overwrite_leaves_no_mix_of_old_and_new_files(
+    synthetic_shards, tmp_path, monkeypatch
+):
+    import schemas.export.run as run
+
+    dest = str(tmp_path / "dest")
+    export(synthetic_shards, dest, ExportOptions("mds"))
+    old = set(files_of(dest))
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(run, "_id_dtype", fail)  # fails right before the first data file
+    with pytest.raises(OSError):
+        export(synthetic_shards, dest, ExportOptions("mds", overwrite=True))
+    left = set(files_of(dest))
+    assert not any(run.OWN_NAMES["mds"].fullmatch(n) for n in left), left
+    assert "export.json" not in left and old - left

@@ -76,7 +76,21 @@ def test_a_manifest_without_a_config_version_is_of_the_first(good_shards, tmp_pa
     assert ShardSet.open(old).shard_config.max_seq_length == manifest["config"]["max_seq_length"]
 
 
-@pytest.mark.parametrize("version", [2, 0, "1", None])
+@pytest.mark.parametrize(
+    "version, kind", [("1", "a string"), (None, "null"), (1.0, "a number with a fraction")]
+)
+def test_a_config_version_of_the_wrong_type_says_so(synthetic_shards, tmp_path, version, kind):
+    broken = copy_set(synthetic_shards, str(tmp_path / "set"))
+    edit_manifest(broken, lambda m: dataclasses.replace(m, config_version=version))
+    report = validate(broken)
+    assert not report.ok
+    assert list(report.check("manifest").failures) == [
+        f"manifest.json: config_version {version!r} is {kind}, not an integer; rebuild the set "
+        "with `make shards`"
+    ]
+
+
+@pytest.mark.parametrize("version", [2, 0])
 def test_refuses_a_config_version_it_does_not_know(synthetic_shards, tmp_path, version):
     broken = copy_set(synthetic_shards, str(tmp_path / "set"))
     edit_manifest(broken, lambda m: dataclasses.replace(m, config_version=version))
