@@ -130,18 +130,21 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check schemas pipeline model tests bench
 
 KERNEL_DOCS := $(DATA)/debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation
+# corpora and bench pass their interpreters quoted too (a PYTHON with a space or a quote, a VENV
+# with a quote). The other targets still give $(PY) bare (the Makefile tests hand them a PY of
+# several words), and no target takes a VENV with a space: $(STAMP), a prerequisite, splits on it.
 corpora: $(STAMP)
-	PYTHON=$(PY) bash bench/fetch_corpora.sh $(call q,$(DATA))
-	$(PY) -m bench.corpora --input $(call q,$(KERNEL_DOCS)) --out $(call q,$(DATA)/corpora/kernel-docs)
-	$(PY) -m bench.corpora --input $(call q,$(KERNEL_DOCS)) \
+	PYTHON=$(call q,$(PY)) bash bench/fetch_corpora.sh $(call q,$(DATA))
+	$(call q,$(PY)) -m bench.corpora --input $(call q,$(KERNEL_DOCS)) --out $(call q,$(DATA)/corpora/kernel-docs)
+	$(call q,$(PY)) -m bench.corpora --input $(call q,$(KERNEL_DOCS)) \
 		--out $(call q,$(DATA)/corpora/kernel-docs-200mb) \
 		--repeat-to-mb 200
 
 bench: $(STAMP)
 	@test -d $(call q,$(DATA)/corpora/kernel-docs-200mb) || $(MAKE) corpora DATA=$(call q,$(DATA))
-	-PYTHON=$(PYTHON) bash bench/reference_env.sh $(call q,$(DATA)/bench-env)
-	-PYTHON=$(PYTHON) bash bench/lddl_env.sh $(call q,$(DATA)/lddl-env)
-	DATA=$(call q,$(DATA)) $(PY) -m bench.run $(ARGS)
+	-PYTHON=$(call q,$(PYTHON)) bash bench/reference_env.sh $(call q,$(DATA)/bench-env)
+	-PYTHON=$(call q,$(PYTHON)) bash bench/lddl_env.sh $(call q,$(DATA)/lddl-env)
+	DATA=$(call q,$(DATA)) $(call q,$(PY)) -m bench.run $(ARGS)
 
 clean:
 	rm -rf out runs .pytest_cache

@@ -3,11 +3,15 @@
     python -m bench.dask_bench --workers 2 --vocab /tmp/m/vocab/vocab.txt
 
 The cluster is a `dask scheduler` and `--workers` `dask worker` processes (one thread each)
-on localhost, talking over TCP, as on a real cluster but on one machine. Per run: wall
-seconds, CPU seconds of every process involved (for Dask: the driver, the scheduler and the
-workers), MB of text per CPU-second, and peak resident memory per worker (local runner: the
-largest process of the build's tree; Dask: each worker's process tree, nanny included). The
-two shard sets are compared byte for byte.
+on localhost, talking over TCP, as on a real cluster but on one machine. Both runs are measured
+the same way, by one poll (`bench.procmem.run_measured`) of every process that works for the
+build: the local runner's build tree (its driver and the workers it forks); for Dask, the
+build's tree plus, polled at the same instants, the scheduler's and each worker's tree (nanny
+included), which were started before and stay up after, as a standing cluster's. Per run: wall
+seconds; CPU seconds of all those processes from the build's start to its end (the cluster's
+own start-up before the build is not counted); MB (10^6 bytes) of text per CPU-second; the peak
+memory of all those processes together and of the largest single one, in PSS (else RSS, and
+the row says so). The two shard sets are compared byte for byte.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.procmem import TreePoll, dir_bytes, measure_build
+from bench.procmem import Measured, dir_bytes, run_measured
 from bench.rows import row as bench_row
 
-MB = 1 << 20
-CORPUS = "data/corpora/kernel-docs-200mb/text"
+MB = 1e6  # decimal, as the other areas; memory in GiB = 2**30
+GIB = 1 << 30
+CORPUS = f"{os.environ.get('DATA', 'data')}/corpora/kernel-docs-200mb/text"
 # 12 of the 22 copies: about 112 MB
 PATTERNS = ("copy-00*", "copy-01[01]")
 
@@ -91,39 +96,40 @@ def build_cmd(inputs: str, out: Path, workers: int, vocab: str | None) -> list[s
     return cmd + (["--vocab", vocab] if vocab else [])
 
 
-def record(runner: str, text_bytes: int, wall: float, cpu: float, per_worker: list[int]) -> dict:
+def record(runner: str, text_bytes: int, got: Measured) -> dict:
+    """One run's figures, measured the same way whichever the runner: CPU of the build's tree
+    (the kernel's count of what it reaped, or the polled tree, whichever is larger) plus that of
+    the trees polled beside it (none for the local runner); memory of them all together."""
+    cpu = max(got.reaped_cpu, got.tree_cpu) + got.beside_cpu
     return {
         "runner": runner,
         "mb": round(text_bytes / MB, 1),
-        "wall_s": round(wall, 1),
+        "wall_s": round(got.wall, 1),
         "cpu_s": round(cpu, 1),
+        "beside_cpu_s": round(got.beside_cpu, 1),
         "mb_per_cpu_s": round(text_bytes / MB / max(cpu, 1e-9), 3),
-        "peak_worker_gib": [round(b / (1 << 30), 3) for b in per_worker],
+        "memory": got.memory,
+        "peak_gib": round(got.peak / GIB, 3),
+        "peak_process_gib": round(got.peak_one / GIB, 3),
     }
+
+
+def measure(cmd: list[str], beside=()) -> Measured:
+    """A build polled every half second, with the trees of `beside`."""
+    return run_measured(cmd, every=0.5, beside=beside)
 
 
 def run_local(inputs: str, out: Path, workers: int, vocab, text_bytes: int) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    got = measure_build(build_cmd(inputs, out, workers, vocab), out / "shards" / ".building")
-    cpu = max(got.reaped_cpu, got.tree_cpu)
-    result = record("local", text_bytes, got.wall, cpu, [got.peak_one])
-    result["peak_tree_gib"] = round(got.peak / (1 << 30), 3)
-    return result
+    return record("local", text_bytes, measure(build_cmd(inputs, out, workers, vocab)))
 
 
 def run_dask(inputs: str, out: Path, workers: int, vocab, text_bytes: int, scratch: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     with dask_cluster(workers, scratch) as (address, pids):
-        poll = TreePoll(pids)
         cmd = build_cmd(inputs, out, workers, vocab)
-        got = measure_build(cmd + ["--runner", "DaskRunner", "--dask-address", address], out)
-        cluster = poll.stop()
-    driver = got.tree_cpu
-    cpu = driver + sum(c for c, _ in cluster.values())
-    result = record("dask", text_bytes, got.wall, cpu, [cluster[p][1] for p in pids[1:]])
-    result["driver_cpu_s"] = round(driver, 1)
-    result["scheduler_cpu_s"] = round(cluster[pids[0]][0], 1)
-    return result
+        cmd += ["--runner", "DaskRunner", "--dask-address", address]
+        return record("dask", text_bytes, measure(cmd, beside=pids))
 
 
 def compare(corpus: Path, patterns, workers: int, vocab, scratch: str) -> list[dict]:
@@ -141,18 +147,31 @@ def compare(corpus: Path, patterns, workers: int, vocab, scratch: str) -> list[d
     return [local, on_dask]
 
 
-def rows(data: str = "data") -> list[dict]:
-    """`make bench`'s rows: MB per CPU-second and peak memory per worker, local and Dask."""
+def note_of(r: dict, workers: int) -> str:
+    """The note of a row: what each figure of the run counts."""
+    what = (
+        "the build's tree and, polled with it, the scheduler's and workers' trees "
+        f"({r['beside_cpu_s']} CPU s of them)"
+        if r["runner"] == "dask"
+        else "the build's tree (its driver and forked workers)"
+    )
+    note = (
+        f"{r['mb']} MB (10^6 bytes), {workers} workers: {r['wall_s']} s wall, {r['cpu_s']} CPU s "
+        f"of {what}, start to end; peak {r['peak_gib']} GiB of them together, largest "
+        f"process {r['peak_process_gib']} GiB ({r['memory']})"
+    )
+    if "identical_to_local" in r:
+        note += f"; shards identical to local: {r['identical_to_local']}"
+    return note
+
+
+def rows(data: str = "data", workers: int = 2) -> list[dict]:
+    """`make bench`'s rows: MB per CPU-second and peak memory, local and Dask."""
     corpus = Path(data) / "corpora" / "kernel-docs-200mb" / "text"
     out = []
-    for r in compare(corpus, PATTERNS, 2, None, "out/bench-dask"):
-        note = (
-            f"{r['mb']} MB, 2 workers: {r['wall_s']} s wall, {r['cpu_s']} CPU s, "
-            f"peak per worker {r['peak_worker_gib']} GiB"
-            + (f", identical to local: {r['identical_to_local']}" if r["runner"] == "dask" else "")
-        )
+    for r in compare(corpus, PATTERNS, workers, None, "out/bench-dask"):
         metric = f"build rate, {r['runner']} runner"
-        out.append(bench_row(metric, r["mb_per_cpu_s"], "MB/CPU-s", note, "dask"))
+        out.append(bench_row(metric, r["mb_per_cpu_s"], "MB/CPU-s", note_of(r, workers), "dask"))
     return out
 
 

@@ -4,14 +4,15 @@ own reading of the TFRecord export.
 Builds one set (1 worker, seq 128, dupe 5) from the real corpus `make corpora` fetches
 (DATA/corpora/kernel-docs, books and text; the bundled sample/ when it is absent, and the row
 says so), then exports it to each format in a fresh process. Per format: CPU seconds (the
-export's whole process: validation, reading, padding, encoding, hashing, writing), MB/s per core
+export's whole process: validation, reading, padding, encoding, hashing, writing), MB per CPU-s
 of the set's shard bytes, the export's CPU against the build's (target: at most 20%), its peak
 memory beside the largest shard and the bytes written. When the bench's TensorFlow environment
-exists (DATA/bench-env, made by `make bench`), `bench/export_tf_check.py` reads the TFRecords
-with `run_pretraining.py`'s own `input_fn_builder` there and every feature of every row is
-compared with the Arrow rows.
+exists (`bench.reference.sides.REFERENCE_ENV`: $REFERENCE_ENV, else DATA/bench-env, made by
+`make bench`), `bench/export_tf_check.py` reads the TFRecords with `run_pretraining.py`'s own
+`input_fn_builder` there and every feature of every row is compared with the Arrow rows. The
+set and the exports are written in a temporary folder under $BENCH_TMP (else the system's).
 
-    python -m bench.export_bench [--data data] [--keep DIR]
+    python -m bench.export_bench [--data data] [--keep DIR] [--reference-env DIR]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import tempfile
 import numpy as np
 
 from bench.procmem import run_measured
+from bench.reference.sides import REFERENCE_ENV, env_python
 from bench.rows import rows_for
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns
@@ -90,11 +92,13 @@ def expected(out: str) -> dict[str, np.ndarray]:
     return want
 
 
-def tf_parity(data: str, out: str, dest: str, work: str) -> dict:
-    """TensorFlow's reading of the TFRecord export against the rows; a bench row."""
-    python = os.path.join(data, "bench-env", "bin", "python")
-    if not os.path.exists(os.path.join(data, "bench-env", ".installed")):
-        return _row("tfrecord read by run_pretraining.input_fn", "not run", "", f"no {python}")
+def tf_parity(out: str, dest: str, work: str, env_dir: str = REFERENCE_ENV) -> dict:
+    """TensorFlow's reading of the TFRecord export against the rows, in the bench environment
+    `env_dir` (the reference's); a bench row."""
+    python = env_python(env_dir)
+    if python is None:
+        note = f"no bench environment in {env_dir} (bench/reference_env.sh did not finish)"
+        return _row("tfrecord read by run_pretraining.input_fn", "not run", "", note)
     ss = ShardSet.open(out)
     cfg = ss.shard_config
     files = sorted(os.path.join(dest, f) for f in os.listdir(dest) if f.endswith(".tfrecord"))
@@ -135,7 +139,7 @@ def format_rows(
             "CPU-s",
             f"{len(summary['files'])} files, {written / 1e6:.1f} MB written; {m.wall:.1f} s wall",
         ),
-        _row(f"{fmt} export speed", set_bytes / 1e6 / m.cpu, "MB/s/core", "shard bytes"),
+        _row(f"{fmt} export speed", set_bytes / 1e6 / m.cpu, "MB/CPU-s", "shard bytes"),
         _row(
             f"{fmt} export / build",
             100 * share,
@@ -146,14 +150,21 @@ def format_rows(
             f"{fmt} export peak memory",
             m.peak / 1e6,
             "MB",
-            f"largest shard {largest / 1e6:.1f} MB (the process, Python and numpy included)",
+            f"{m.memory}; largest shard {largest / 1e6:.1f} MB (the process, Python and numpy "
+            "included)",
         ),
     ]
 
 
-def run(data: str = "data", keep: str | None = None) -> list[dict]:
+def work_dir(keep: str | None = None) -> str:
+    """Where the set and its exports are written: `keep`, else a new folder under $BENCH_TMP
+    (the system's temporary folder without it)."""
+    return keep or tempfile.mkdtemp(prefix="export-bench-", dir=os.environ.get("BENCH_TMP"))
+
+
+def run(data: str = "data", keep: str | None = None, env_dir: str = REFERENCE_ENV) -> list[dict]:
     inputs, what = source_inputs(data)
-    work = keep or tempfile.mkdtemp(prefix="export-bench-")
+    work = work_dir(keep)
     os.makedirs(work, exist_ok=True)
     try:
         out = os.path.join(work, "set")
@@ -185,7 +196,7 @@ def run(data: str = "data", keep: str | None = None) -> list[dict]:
         )
         for fmt in FORMATS:
             rows += format_rows(fmt, out, os.path.join(work, fmt), built.cpu, set_bytes, largest)
-        rows.append(tf_parity(data, out, os.path.join(work, "tfrecord"), work))
+        rows.append(tf_parity(out, os.path.join(work, "tfrecord"), work, env_dir))
         return rows
     finally:
         if not keep:
@@ -196,9 +207,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data", default=os.environ.get("DATA", "data"))
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep the set and exports")
+    ap.add_argument(
+        "--reference-env", default=REFERENCE_ENV, help=f"TensorFlow's environment ({REFERENCE_ENV})"
+    )
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
-    rows = run(args.data, args.keep)
+    rows = run(args.data, args.keep, args.reference_env)
     for r in rows:
         print(f"{r['metric']:<44} {r['value']!s:>12} {r['unit']:<10} {r['note']}")
     if args.json:

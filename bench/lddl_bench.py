@@ -219,7 +219,7 @@ def corpus_rows(corpus: str, mb: float, python: str, tmp: str) -> list[dict]:
     for side, m in (("LDDL, 1 worker", lddl), ("ours, 1 worker", ours)):
         note = (
             f"{size_mb:.1f} MB, {m.cpu:.0f} CPU-s, {m.wall:.0f} s wall, "
-            f"peak {m.peak / 2**30:.2f} GiB"
+            f"peak {m.peak / 2**30:.2f} GiB {m.memory}"
         )
         rows.append(row(f"{name}: {side}", round(size_mb / m.cpu, 3), "MB/CPU-s", note, "lddl"))
     rows.append(

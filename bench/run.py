@@ -8,11 +8,11 @@ and into the committed store that docs/benchmarks.md's current figures are rende
     python -m bench.run --only lddl --no-store  # a trial: the store and the page stay as they are
 
 Each area that ran without failing replaces its file in bench/figures/ (`<area>.json`: its rows
-with the date, host, CPUs, load, commit, files changed from the commit, seconds and arguments),
-and docs/benchmarks.md's generated blocks are rendered again (bench/report.py). Adding or
-refreshing an area is that one command followed by a commit of bench/figures/<area>.json and
-docs/benchmarks.md; a run made elsewhere with `--out FILE` is added by
-`python -m bench.report --add FILE`. Timings are measurements on the machine at hand, never
+with the date, host, CPUs, load, commit, files changed from the commit or new and not ignored
+by git, seconds and arguments), and docs/benchmarks.md's generated blocks are rendered again
+(bench/report.py). Adding or refreshing an area is that one command followed by a commit of
+bench/figures/<area>.json and docs/benchmarks.md; a run made elsewhere with `--out FILE` is
+added by `python -m bench.report --add FILE`. Timings are measurements on the machine at hand, never
 assertions in tests.
 """
 
@@ -57,7 +57,7 @@ def run_area(area: str, args) -> list[dict]:
     if area == "wikipedia":
         from bench import wiki_bench
 
-        return wiki_bench.run()
+        return wiki_bench.run(os.environ.get("DATA", "data"))
     if area == "lddl":  # NVIDIA's LDDL beside our build, same documents (bench/lddl_env.sh)
         from bench import lddl_bench
 
@@ -97,13 +97,18 @@ def table(rows: list[dict]) -> str:
 
 def provenance() -> dict:
     """Where and on what code a run measured: host, CPUs, load, the commit and any files changed
-    from it in the working tree (a figure measured on uncommitted code says so)."""
+    from it in the working tree, new files that git does not ignore included (a figure measured
+    on uncommitted code says so)."""
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
         return done.stdout.strip() if done.returncode == 0 else ""
 
     changed = git("diff", "--name-only", "HEAD").splitlines()
+    # from the top of the work tree whatever the current folder, its paths as diff gives them
+    untracked = git("ls-files", "--others", "--exclude-standard", "--full-name", ":/")
+    untracked = untracked.splitlines()
+    changed = sorted(set(changed) | set(untracked))
     return {
         "host": platform.node(),
         "cpus": os.cpu_count(),

@@ -5,8 +5,10 @@
 
 Each size is the kernel-docs prose repeated (whole copies under distinct paths, so distinct
 document ids) to N MB in the reference format. Per run: wall seconds, CPU seconds of the whole
-process tree, MB/s per CPU-second, the peak resident memory of the process tree (Beam's workers
-are subprocesses), the peak size of the build's temporary area and the final shard bytes.
+process tree, MB of text per CPU-second, the peak memory of the process tree (PSS where the
+kernel gives it, else RSS: `bench.procmem`; Beam's workers are subprocesses), the peak size of
+the build's temporary area and the final shard bytes. MB are 10^6 bytes, as everywhere in the
+bench; memory and disk are in GiB (2^30 bytes).
 """
 
 from __future__ import annotations
@@ -17,12 +19,16 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from bench.procmem import dir_bytes, measure_build
 from bench.rows import row as bench_row
+from pipeline.build import BuildConfig
 
-MB = 1 << 20
+MB = 1e6  # decimal, as the other areas; GiB = 2**30 for memory and disk
+GIB = 1 << 30
+BUCKET_TOKENS = next(f.default for f in fields(BuildConfig) if f.name == "bucket_tokens")
 KERNEL_DOCS = "debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation"
 
 
@@ -43,26 +49,40 @@ def run_one(text: Path, out: Path, workers: int, vocab: str | None, bucket_token
     if vocab:
         cmd += ["--vocab", vocab]
     got = measure_build(cmd, out / "shards" / ".building")
+    result = result_of(got, dir_bytes(text), dir_bytes(out / "shards"))
+    result.update(workers=workers, vocab="given" if vocab else "trained")
+    result["bucket_tokens"] = bucket_tokens
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+def result_of(got, text_bytes: int, shard_bytes: int) -> dict:
+    """One build's figures from its measurement: MB (10^6 bytes) of text, and GiB of memory
+    and disk."""
     # the build and the workers it reaped; the polled tree figure is a floor when it did not
     cpu = max(got.reaped_cpu, got.tree_cpu)
-    text_bytes = dir_bytes(text)
-    shard_bytes = dir_bytes(out / "shards")
-    result = {
+    return {
         "mb": round(text_bytes / MB, 1),
-        "workers": workers,
-        "vocab": "given" if vocab else "trained",
-        "bucket_tokens": bucket_tokens,
         "wall_s": round(got.wall, 1),
         "cpu_s": round(cpu, 1),
         "mb_per_cpu_s": round(text_bytes / MB / max(cpu, 1e-9), 3),
-        "peak_rss_gib": round(got.peak / (1 << 30), 3),
-        "peak_process_gib": round(got.peak_one / (1 << 30), 3),
-        "peak_tmp_gib": round(got.peak_sample / (1 << 30), 3),
-        "shard_gib": round(shard_bytes / (1 << 30), 3),
+        "memory": got.memory,
+        "peak_gib": round(got.peak / GIB, 3),
+        "peak_process_gib": round(got.peak_one / GIB, 3),
+        "peak_tmp_gib": round(got.peak_sample / GIB, 3),
+        "shard_gib": round(shard_bytes / GIB, 3),
         "tmp_over_shards": round(got.peak_sample / max(shard_bytes, 1), 2),
     }
-    shutil.rmtree(out, ignore_errors=True)
-    return result
+
+
+def note_of(got: dict) -> str:
+    """The note of a scale row."""
+    return (
+        f"{got['mb']} MB (10^6 bytes), {got['workers']} worker(s), vocab {got['vocab']}: "
+        f"{got['wall_s']} s wall, {got['cpu_s']} CPU s ({got['mb_per_cpu_s']} MB/CPU-s), "
+        f"memory as {got['memory']}: peak process {got['peak_process_gib']} GiB, "
+        f"peak temp {got['peak_tmp_gib']} GiB ({got['tmp_over_shards']}x the shards)"
+    )
 
 
 def run(data: str = "data", sizes=(200, 500, 1000, 2000), workers=(2,), vocab=None) -> list[dict]:
@@ -71,14 +91,9 @@ def run(data: str = "data", sizes=(200, 500, 1000, 2000), workers=(2,), vocab=No
     for mb in sizes:
         text = corpus(Path(data), mb)
         for w in workers:
-            got = run_one(text, Path("out/bench-scale"), w, vocab, 4_000_000)
-            note = (
-                f"{got['mb']} MB, {w} worker(s), vocab {got['vocab']}: {got['wall_s']} s wall, "
-                f"{got['cpu_s']} CPU s, peak process {got['peak_process_gib']} GiB, "
-                f"peak temp {got['peak_tmp_gib']} GiB ({got['tmp_over_shards']}x the shards)"
-            )
+            got = run_one(text, Path("out/bench-scale"), w, vocab, BUCKET_TOKENS)
             metric = f"peak memory, {mb} MB, {w} worker(s)"
-            rows.append(bench_row(metric, got["peak_rss_gib"], "GiB", note, "scale"))
+            rows.append(bench_row(metric, got["peak_gib"], "GiB", note_of(got), "scale"))
             print(json.dumps(got), flush=True)
     return rows
 
@@ -88,7 +103,7 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=os.environ.get("DATA", "data"))
     ap.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000, 2000])
     ap.add_argument("--workers", type=int, nargs="+", default=[2])
-    ap.add_argument("--bucket-tokens", type=int, nargs="+", default=[4_000_000])
+    ap.add_argument("--bucket-tokens", type=int, nargs="+", default=[BUCKET_TOKENS])
     ap.add_argument("--vocab", default=None, help="a vocab.txt to build with (else trained)")
     ap.add_argument("--scratch", default="out/bench-scale")
     ap.add_argument("--json", default="bench/results/scale.json")

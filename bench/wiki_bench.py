@@ -1,20 +1,22 @@
 """Wikipedia reading throughput, per core, on the real exports gensim 4.4.0 ships.
 
-Measured on `enwiki-latest-pages-articles1...-shortened` (206 pages, 6.1 MB of XML), repeated
-in memory `--repeat` times so that each timing runs for seconds (CPU time of this process, so
-figures are per core):
-- reader + cleaner: XML bytes -> documents (`read_wikipedia`), in MB/s of decompressed XML,
-  pages/s and MB/s of prose written;
+Measured on `enwiki-latest-pages-articles1...-shortened` (206 pages, 6.1 MB of XML, in
+DATA/gensim: `make corpora`), repeated in memory `--repeat` times so that each timing runs for
+seconds. The reader's figures are per CPU-second of this one-threaded process (MB/CPU-s,
+pages/CPU-s); the whole builds', per wall second, per CPU-second of their process tree, or per
+wall second per worker, each unit saying which. MB are 10^6 bytes.
+- reader + cleaner: XML bytes -> documents (`read_wikipedia`), in MB of decompressed XML per
+  CPU-second, pages per CPU-second and MB of prose written per CPU-second;
 - its parts: page splitting and XML parsing alone (`iter_pages`), rendering alone
   (`render_wikitext`), and mwparserfromhell's own tree + `strip_code` on the same wikitext (what
   rendering from the token stream replaces);
 - bz2 decompression (`DecompressingReader`), the bound on a single reader of a dump that has
   no multistream index;
 - the whole build (`bert-shards build`, DirectRunner) on `--copies` copies of the export with
-  distinct page ids, in MB/s per core of XML: reading, rendering, Punkt, vocab, tokenizing,
-  instances and shards together.
+  distinct page ids, in MB of XML per wall second per worker and per CPU-second of the process
+  tree: reading, rendering, Punkt, vocab, tokenizing, instances and shards together.
 
-    python -m bench.wiki_bench [--repeat 5] [--copies 16] [--workers 2] [--no-build]
+    python -m bench.wiki_bench [--data DATA] [--repeat 5] [--copies 16] [--workers 2] [--no-build]
 """
 
 from __future__ import annotations
@@ -50,8 +52,16 @@ PYTHON_GC_THRESHOLD = (700, 10, 10)  # CPython's default
 ARTICLES = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
-def gensim_file(name: str, data: Path = ROOT / "data" / "gensim") -> bytes:
-    path = data / name
+# Units: the reader's timings are CPU seconds of this one-threaded process; a whole build's rate
+# per worker is of wall seconds (start-up included), its rate per CPU-second of its whole tree.
+PER_CPU_S = "MB/CPU-s"
+PAGES_PER_CPU_S = "pages/CPU-s"
+PER_WALL_S_PER_WORKER = "MB/wall-s/worker"
+
+
+def gensim_file(name: str, data: str | os.PathLike = "data") -> bytes:
+    """A file of gensim's test data under DATA/gensim (`make corpora` fetches it there)."""
+    path = Path(data) / "gensim" / name
     if not path.is_file():
         raise SystemExit(f"{path}: missing; fetch gensim's test data first: make corpora")
     return path.read_bytes()
@@ -97,27 +107,33 @@ def reader_rows(compressed: bytes, repeat: int) -> list[dict]:
     secs, docs = cpu_seconds(lambda: list(read_wikipedia(io.BytesIO(data), "bench", tally)))
     prose = sum(len(p.encode()) for d in docs for p in d.paragraphs) / 1e6
     note = f"{mb:.0f} MB XML, {pages} pages ({len(docs)} articles kept), {secs:.1f} s CPU"
+    cpu = PER_CPU_S
     rows = [
-        row("reader + cleaner", round(mb / secs, 2), "MB/s/core", note + ", decompressed XML"),
-        row("reader + cleaner: pages", round(pages / secs), "pages/s", "all namespaces, redirects"),
-        row("reader + cleaner: prose out", round(prose / secs, 2), "MB/s/core", "UTF-8 text"),
+        row("reader + cleaner", round(mb / secs, 2), cpu, note + ", decompressed XML"),
+        row(
+            "reader + cleaner: pages",
+            round(pages / secs),
+            PAGES_PER_CPU_S,
+            "all namespaces, redirects",
+        ),
+        row("reader + cleaner: prose out", round(prose / secs, 2), cpu, "UTF-8 text"),
     ]
     split_s, articles = cpu_seconds(lambda: list(iter_pages(io.BytesIO(data), "b", Tally())))
-    rows.append(row("page split + XML parse alone", round(mb / split_s, 1), "MB/s/core", "XML"))
+    rows.append(row("page split + XML parse alone", round(mb / split_s, 1), cpu, "XML"))
     wikitext = [a.wikitext for a in articles]
     wiki_mb = sum(len(t.encode()) for t in wikitext) / 1e6
     render_s, _ = cpu_seconds(lambda: [render_wikitext(t, Tally()) for t in wikitext])
     note = f"{wiki_mb:.0f} MB of article wikitext"
-    rows.append(row("render (token stream) alone", round(wiki_mb / render_s, 2), "MB/s/core", note))
+    rows.append(row("render (token stream) alone", round(wiki_mb / render_s, 2), cpu, note))
     sample = wikitext[: max(1, len(wikitext) // repeat)]
     sample_mb = sum(len(t.encode()) for t in sample) / 1e6
     tree_s, _ = cpu_seconds(lambda: [mwparserfromhell.parse(t).strip_code() for t in sample])
     note = "mwparserfromhell.parse + strip_code, for comparison (keeps tables, lists, headings)"
-    rows.append(row("render (node tree) alone", round(sample_mb / tree_s, 2), "MB/s/core", note))
+    rows.append(row("render (node tree) alone", round(sample_mb / tree_s, 2), cpu, note))
     packed = bz2.compress(data, 9)
     bz_s, _ = cpu_seconds(lambda: _drain(DecompressingReader(io.BytesIO(packed), "bz2", "b")))
     note = "one reader of a dump without multistream index"
-    rows.append(row("bz2 decompression", round(mb / bz_s, 1), "MB/s/core", note))
+    rows.append(row("bz2 decompression", round(mb / bz_s, 1), cpu, note))
     return rows
 
 
@@ -224,13 +240,19 @@ def _build_rows(manifest, mb, copies, workers, wall, label) -> list[dict]:
     )
     name = f"whole build, {workers} worker(s){label}"
     return [
-        row(name, round(mb / wall / workers, 3), "MB/s/core", note),
-        row(name + ": instances", round(instances / wall), "/s"),
+        row(name, round(mb / wall / workers, 3), PER_WALL_S_PER_WORKER, note),
+        row(name + ": instances", round(instances / wall), "/s wall"),
     ]
 
 
-def run(repeat: int = 5, copies: int = 16, workers: int = 2, whole_build: bool = True) -> list:
-    compressed = gensim_file(ARTICLES)
+def run(
+    data: str = "data",
+    repeat: int = 5,
+    copies: int = 16,
+    workers: int = 2,
+    whole_build: bool = True,
+) -> list:
+    compressed = gensim_file(ARTICLES, data)
     rows = reader_rows(compressed, repeat)
     if whole_build:
         rows += build_rows(compressed, copies, workers)
@@ -239,13 +261,16 @@ def run(repeat: int = 5, copies: int = 16, workers: int = 2, whole_build: bool =
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument(
+        "--data", default=os.environ.get("DATA", "data"), help="where make corpora put gensim/"
+    )
     ap.add_argument("--repeat", type=int, default=5, help="in-memory repeats of the export")
     ap.add_argument("--copies", type=int, default=16, help="copies for the whole-build figure")
     ap.add_argument("--workers", type=int, default=2, help="local workers for the whole build")
     ap.add_argument("--no-build", action="store_true", help="reader figures only")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)
-    rows = run(args.repeat, args.copies, args.workers, not args.no_build)
+    rows = run(args.data, args.repeat, args.copies, args.workers, not args.no_build)
     for r in rows:
         print(f"{r['metric']:<42} {r['value']:>10} {r['unit']:<10} {r['note']}")
     if args.json:

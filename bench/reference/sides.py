@@ -174,8 +174,9 @@ def env_python(env_dir: str) -> str | None:
 @dataclass(frozen=True)
 class ReferenceRun:
     cpu: float  # CPU seconds of the reference, start-up included, when its main returned
-    wall: float
-    tree: Measured  # the whole process, writing the tokenizer's ids included
+    wall: float  # wall seconds, likewise
+    peak_rss: int  # its process's peak RSS (ru_maxrss) when its main returned
+    tree: Measured  # the whole process, the runner's reading of the tokenizer's ids after it too
     tfrecord: str
     token_ids: str
 
@@ -200,4 +201,4 @@ def run_reference(python: str, files: list[str], out: str, vocab: str) -> Refere
     tree = run_measured(cmd, {**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     with open(report) as f:
         r = json.load(f)
-    return ReferenceRun(r["cpu_s"], r["wall_s"], tree, tfrecord, ids)
+    return ReferenceRun(r["cpu_s"], r["wall_s"], r["max_rss_bytes"], tree, tfrecord, ids)

@@ -76,5 +76,5 @@ def test_the_benchs_expected_rows_are_the_exported_records(export_source, export
     got = tfr.read_reference(tfrecord_files(exported))
     for name, values in want.items():
         assert np.array_equal(got[name].astype(values.dtype), values), name
-    row = export_bench.tf_parity(str(tmp_path / "no-data"), out, exported, "")
-    assert row["value"] == "not run" and "bench-env" in row["note"]
+    row = export_bench.tf_parity(out, exported, str(tmp_path), str(tmp_path / "no-env"))
+    assert row["value"] == "not run" and str(tmp_path / "no-env") in row["note"]

@@ -169,3 +169,28 @@ def test_scaling_rows_name_the_ratio_and_the_machines_limit():
     ]
     assert rows[0]["note"] == "97 MB: 20.0 s with 1 worker, 12.5 s with 2; target >= 1.8"
     assert all(r["area"] == "wikipedia" for r in rows)
+
+
+def test_provenance_lists_changed_and_untracked_files_not_ignored_ones(tmp_path, monkeypatch):
+    """A figure measured on uncommitted code says so: files changed from the commit and new
+    files git does not ignore, from the top of the work tree (paths as `git diff` gives them)."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.email", "bench@example.com")
+    git("config", "user.name", "bench")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "kept.py").write_text("a = 1\n")
+    (tmp_path / ".gitignore").write_text("ignored.txt\n")
+    git("add", "kept.py", ".gitignore")
+    git("commit", "-q", "-m", "first")
+    (tmp_path / "kept.py").write_text("a = 2\n")
+    (tmp_path / "sub" / "new.py").write_text("b = 1\n")
+    (tmp_path / "ignored.txt").write_text("x\n")
+    monkeypatch.chdir(tmp_path / "sub")
+    got = run.provenance()
+    assert got["changed"] == ["kept.py", "sub/new.py"]
+    assert re.fullmatch("[0-9a-f]{40}", got["commit"])

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import sys
+import time
 
-from bench.procmem import TreePoll, dir_bytes, measure_build, tree_stats
+import pytest
+
+from bench import procmem
+from bench.procmem import TreePoll, dir_bytes, measure_build, run_measured, tree_stats
 
 
 def test_measure_sees_the_temporary_area_and_the_tree(tmp_path):
@@ -27,7 +31,7 @@ def test_tree_stats_of_this_process():
     import os
 
     stats = tree_stats(os.getpid())
-    assert stats["rss"] >= stats["largest"] > 0 and stats["cpu"] > 0
+    assert stats["memory"] >= stats["largest"] > 0 and stats["cpu"] > 0
 
 
 def test_tree_poll_sees_a_process_that_runs_beside_it():
@@ -39,3 +43,72 @@ def test_tree_poll_sees_a_process_that_runs_beside_it():
     proc.wait()
     cpu, peak = poll.stop()[proc.pid]
     assert cpu > 0 and peak >= 40 << 20
+
+
+# A parent that fills a buffer, then forks a child that keeps it (copy-on-write, never written):
+# the machine holds the buffer once, RSS counts it in both processes, PSS half in each.
+SHARED = (
+    "import os, time\n"
+    "b = bytearray(b'\\x01') * (96 << 20)\n"
+    "pid = os.fork()\n"
+    "time.sleep(1.5)\n"
+    "if pid == 0:\n"
+    "    os._exit(0)\n"
+    "os.waitpid(pid, 0)\n"
+)
+
+
+@pytest.mark.skipif(not procmem.PSS_READABLE, reason="no /proc/PID/smaps_rollup here")
+def test_peak_counts_pages_shared_by_a_forked_child_once():
+    got = run_measured([sys.executable, "-c", SHARED], every=0.05)
+    assert got.memory == "PSS"
+    assert 96 << 20 <= got.peak < int(1.5 * (96 << 20))  # RSS summed would be 192 MiB and more
+    assert got.peak_one < int(0.8 * (96 << 20))  # each process holds half of the buffer
+
+
+def test_rss_stands_in_where_pss_cannot_be_read(monkeypatch):
+    monkeypatch.setattr(procmem, "pss_bytes", lambda pid: None)
+    got = run_measured([sys.executable, "-c", SHARED], every=0.05)
+    assert got.memory == ("PSS (2 process(es) RSS)" if procmem.PSS_READABLE else "RSS")
+    assert got.peak >= 2 * (96 << 20)  # the shared buffer counted in both processes
+
+
+def test_memory_kind_says_which():
+    fields = ["S", "1"] + ["0"] * 19 + ["10"]  # stat fields after the name: RSS 10 pages
+    assert procmem.process_memory(7, fields, lambda pid: 4096) == (4096, True)
+    assert procmem.process_memory(7, fields, lambda pid: None) == (10 * procmem.PAGE, False)
+    totals = procmem._totals({7: fields, 8: fields}, lambda pid: None if pid == 8 else 4096)
+    assert totals["memory"] == 4096 + 10 * procmem.PAGE and totals["rss_pids"] == {8}
+    if procmem.PSS_READABLE:
+        assert procmem.memory_kind(0) == "PSS"
+        assert procmem.memory_kind(2) == "PSS (2 process(es) RSS)"
+
+
+def test_trees_beside_the_command_add_their_memory_and_cpu(tmp_path):
+    """A process beside the command (as a Dask worker is beside the build's driver): its memory
+    counts with the command's tree, and its CPU from the command's start to its end apart, not
+    what it spent before."""
+    import subprocess
+
+    child = (
+        "import time\n"
+        "t = time.process_time()\n"
+        "while time.process_time() - t < 0.6: pass\n"  # before the command: not counted
+        f"open({str(tmp_path / 'ready')!r}, 'w').close()\n"
+        "b = bytearray(b'\\x01') * (48 << 20)\n"
+        "time.sleep(0.5)\n"
+        "t = time.process_time()\n"
+        "while time.process_time() - t < 0.8: pass\n"  # while the command runs: counted
+        "time.sleep(5)\n"
+    )
+    beside = subprocess.Popen([sys.executable, "-c", child])
+    try:
+        while not (tmp_path / "ready").exists():
+            time.sleep(0.01)
+        sleep = [sys.executable, "-c", "import time; time.sleep(2.5)"]
+        got = run_measured(sleep, every=0.05, beside=[beside.pid])
+    finally:
+        beside.kill()
+        beside.wait()
+    assert got.peak >= 48 << 20 and got.peak_one >= 40 << 20
+    assert 0.6 <= got.beside_cpu < 1.3 and got.cpu < 0.5

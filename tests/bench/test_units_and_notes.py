@@ -1,0 +1,170 @@
+"""What each bench row says it is: MB of 10^6 bytes in the scale and Dask series, both Dask
+runs measured the same way, distinct units for per-CPU-second and per-wall-second rates, DATA
+honoured by the Wikipedia area, the vocab each gcs build had, the different work of the two
+training steps, the export's TensorFlow environment and temporary folder. Nothing heavy runs:
+the figures come from measurements made up here."""
+
+from __future__ import annotations
+
+import bz2
+import os
+
+import pytest
+
+from bench.procmem import Measured
+
+
+def measured(**kw) -> Measured:
+    base = dict(
+        wall=10.0,
+        reaped_cpu=8.0,
+        seen_cpu=7.0,
+        tree_cpu=9.0,
+        peak=3 << 30,
+        peak_one=1 << 30,
+        peak_sample=2 << 30,
+        output="",
+        memory="PSS",
+        beside_cpu=0.0,
+    )
+    return Measured(**{**base, **kw})
+
+
+# --- scale: decimal MB ---------------------------------------------------------------------------
+
+
+def test_scale_figures_are_decimal_mb_and_binary_gib():
+    from bench import scale_bench
+
+    got = scale_bench.result_of(measured(), text_bytes=204_800_000, shard_bytes=1 << 30)
+    assert got["mb"] == 204.8  # 204.8 MB; as MiB it would have been 195.3
+    assert got["cpu_s"] == 9.0 and got["mb_per_cpu_s"] == round(204.8 / 9.0, 3)
+    assert got["peak_gib"] == 3.0 and got["peak_process_gib"] == 1.0
+    assert got["peak_tmp_gib"] == 2.0 and got["tmp_over_shards"] == 2.0
+    got.update(workers=2, vocab="given")
+    note = scale_bench.note_of(got)
+    assert "204.8 MB (10^6 bytes)" in note and "memory as PSS" in note
+
+
+def test_scale_uses_the_builds_default_bucket_size():
+    from bench import scale_bench
+    from pipeline.shell.arguments import field_default
+
+    assert scale_bench.BUCKET_TOKENS == field_default("bucket_tokens")
+
+
+# --- Dask: the same measuring on both sides ------------------------------------------------------
+
+
+def test_dask_and_local_runs_are_measured_the_same_way():
+    from bench import dask_bench
+
+    local = dask_bench.record("local", 111_700_000, measured())
+    on_dask = dask_bench.record("dask", 111_700_000, measured(beside_cpu=20.0))
+    assert local["mb"] == on_dask["mb"] == 111.7  # 10^6 bytes: 106.5 as MiB
+    assert local["cpu_s"] == 9.0  # the build's tree: max(reaped, polled tree)
+    assert on_dask["cpu_s"] == 29.0  # the same count, plus the cluster's trees beside it
+    assert on_dask["mb_per_cpu_s"] == round(111.7 / 29.0, 3)
+    for r in (local, on_dask):
+        assert r["peak_gib"] == 3.0 and r["peak_process_gib"] == 1.0 and r["memory"] == "PSS"
+    on_dask["identical_to_local"] = True
+    dask_note, local_note = dask_bench.note_of(on_dask, 2), dask_bench.note_of(local, 2)
+    assert "scheduler's and workers' trees (20.0 CPU s of them)" in dask_note
+    assert "identical to local: True" in dask_note and "identical" not in local_note
+    for note in (dask_note, local_note):
+        assert "111.7 MB (10^6 bytes)" in note and "largest process 1.0 GiB (PSS)" in note
+
+
+# --- Wikipedia: units, and DATA ------------------------------------------------------------------
+
+
+def test_wikipedia_build_rates_per_wall_second_per_worker_are_labelled_so():
+    from bench import wiki_bench
+
+    manifest = {
+        "counts": {"total": {"documents_used": 10}},
+        "shards": [{"rows": 500}, {"rows": 500}],
+    }
+    rate, instances = wiki_bench._build_rows(manifest, 97.0, 16, 2, 20.0, ", vocab reused")
+    assert rate["unit"] == "MB/wall-s/worker" and rate["value"] == round(97.0 / 20.0 / 2, 3)
+    assert instances["unit"] == "/s wall" and instances["value"] == 50
+
+
+def test_wikipedia_reader_rates_are_per_cpu_second():
+    from bench import wiki_bench
+    from tests.pipeline.wikidata import export, page_xml
+
+    text = " ".join(["The river runs past the old mill and into the sea."] * 40)
+    body = "\n\n".join([text] * 4)
+    xml = export(*(page_xml(i, f"Page {i}", body) for i in range(1, 6)))
+    rows = wiki_bench.reader_rows(bz2.compress(xml), 2)
+    units = {r["metric"]: r["unit"] for r in rows}
+    assert units.pop("reader + cleaner: pages") == "pages/CPU-s"
+    assert set(units.values()) == {"MB/CPU-s"}
+    assert not [r for r in rows if "core" in r["unit"]]
+
+
+def test_wikipedia_area_reads_gensim_from_data(tmp_path, monkeypatch):
+    from bench import run, wiki_bench
+
+    (tmp_path / "gensim").mkdir()
+    (tmp_path / "gensim" / "x.bz2").write_bytes(b"bytes")
+    assert wiki_bench.gensim_file("x.bz2", tmp_path) == b"bytes"
+    with pytest.raises(SystemExit, match="make corpora"):
+        wiki_bench.gensim_file("absent.bz2", tmp_path)
+    seen = []
+    monkeypatch.setattr(wiki_bench, "run", lambda data="data", *a, **k: seen.append(data) or [])
+    monkeypatch.setenv("DATA", str(tmp_path))
+    assert run.run_area("wikipedia", run.parser().parse_args(["--only", "wikipedia"])) == []
+    assert seen == [str(tmp_path)]
+
+
+# --- gcs: which build trained its vocab ----------------------------------------------------------
+
+
+def test_gcs_rows_say_which_build_trained_its_vocab():
+    from bench import gcs_bench
+
+    base = {
+        "text_mb": 9.3,
+        "input_files": 3,
+        "units_files": 10,
+        "buckets": 3,
+        "requests": 200,
+        "bytes_down": 70_000_000,
+        "bytes_up": 86_000_000,
+        "kinds": {"listing": 5},
+    }
+    trained = gcs_bench.rows_of({**base, "name": "text", "vocab": "trained"})
+    given = gcs_bench.rows_of({**base, "name": "books", "vocab": "given"})
+    assert all("vocab trained by this build" in r["note"] for r in trained)
+    assert all("vocab given" in r["note"] and "unlike the text build" in r["note"] for r in given)
+
+
+# --- model: the two training steps do different work ---------------------------------------------
+
+
+def test_speed_up_over_transformers_says_the_work_differs():
+    pytest.importorskip("torch")
+    from bench import model_bench
+
+    rows = model_bench.step_rows("mini", 2.0, 5.0, "mini preset")
+    [speed_up] = [r for r in rows if "speed-up" in r["metric"]]
+    assert speed_up["value"] == 2.5
+    assert "masked positions only" in speed_up["note"] and "every position" in speed_up["note"]
+
+
+# --- export: the bench environment and BENCH_TMP -------------------------------------------------
+
+
+def test_export_uses_the_reference_environment_and_bench_tmp(tmp_path, monkeypatch):
+    from bench import export_bench
+    from bench.reference import sides
+
+    assert export_bench.REFERENCE_ENV == sides.REFERENCE_ENV
+    row = export_bench.tf_parity("set", "dest", str(tmp_path), str(tmp_path / "no-env"))
+    assert row["value"] == "not run" and str(tmp_path / "no-env") in row["note"]
+    monkeypatch.setenv("BENCH_TMP", str(tmp_path))
+    work = export_bench.work_dir()
+    assert os.path.dirname(work) == str(tmp_path) and os.path.isdir(work)
+    assert export_bench.work_dir("kept") == "kept"
