@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 
 import pytest
 
@@ -54,12 +55,14 @@ def cluster(tmp_path_factory) -> str:
         yield local.scheduler_address
 
 
-def test_the_short_name_means_beams_dask_runner():
+def test_the_short_name_means_beams_dask_runner(tmp_path, monkeypatch):
     options = pipeline_options([], "DaskRunner", 3)
     assert options.view_as(StandardOptions).runner == DASK_RUNNER
     assert options.view_as(DirectOptions).direct_num_workers == 3
     assert pipeline_options([], "dask", 0).view_as(StandardOptions).runner == DASK_RUNNER
     # Beam's full path names it too, and each name gets this package's runner, not Beam's
+    # (a pipeline made and never run keeps its temporary folder: it goes under tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     for name in ("DaskRunner", "dask", "apache_beam.runners.dask.dask_runner.DaskRunner"):
         assert type(make_pipeline(pipeline_options([], name, 2)).runner) is DaskRunner
 
