@@ -63,7 +63,8 @@ def test_peak_counts_pages_shared_by_a_forked_child_once():
     got = run_measured([sys.executable, "-c", SHARED], every=0.05)
     assert got.memory == "PSS"
     assert 96 << 20 <= got.peak < int(1.5 * (96 << 20))  # RSS summed would be 192 MiB and more
-    assert got.peak_one < int(0.8 * (96 << 20))  # each process holds half of the buffer
+    # (the largest single process is no test of it: a sample taken after the buffer was made and
+    # before the fork sees the parent holding all of it)
 
 
 def test_rss_stands_in_where_pss_cannot_be_read(monkeypatch):
