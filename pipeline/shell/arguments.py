@@ -376,6 +376,7 @@ def text_fields(args, punkt_json: str | None) -> dict:
         sample_sentences=args.vocab_sample_sentences,
         seed=args.seed,
     )
+    refuse_unused_flag(args, "dedup_min_paragraph_chars", not args.dedup, "without --dedup")
     dedup = DedupConfig(min_paragraph_chars=args.dedup_min_paragraph_chars)
     return {
         **read_fields(args),
@@ -388,6 +389,9 @@ def text_fields(args, punkt_json: str | None) -> dict:
 
 def build_config(args, punkt_json: str | None) -> BuildConfig:
     refuse_unused_vocab_flags(args)
+    refuse_unused_flag(
+        args, "bucket_tokens", args.num_shards > 0, f"with --num-shards {args.num_shards}"
+    )
     instances = InstanceConfig(
         max_seq_length=args.max_seq_length,
         max_predictions_per_seq=max_predictions(args),
@@ -418,6 +422,17 @@ def max_predictions(args) -> int:
     if not 0 < args.masked_lm_prob < 1:
         return config_default(InstanceConfig, "max_predictions_per_seq")
     return default_max_predictions(args.max_seq_length, args.masked_lm_prob)
+
+
+def refuse_unused_flag(args, dest: str, unused: bool, beside: str) -> None:
+    """A flag another flag makes meaningless (--dedup-min-paragraph-chars without --dedup,
+    --bucket-tokens beside a --num-shards) is refused rather than ignored; given is told from
+    left at its default by the value, as for the vocab-training flags."""
+    value = getattr(args, dest)
+    if unused and value != field_default(dest):
+        raise ValueError(
+            f"--{dest.replace('_', '-')} {value} is ignored {beside}; leave out one of them"
+        )
 
 
 # flags that shape a trained vocab: a given --vocab is used as it is, so they would do nothing

@@ -268,3 +268,31 @@ def test_a_dask_address_with_the_dask_runner_passes(runner):
 
     argv = ["vocab", "--input", TEXT, "--out", "o", "--runner", runner, "--dask-address", "x"]
     assert command_config(parsers()[0].parse_args(argv)).out == "o"
+
+
+@pytest.mark.parametrize(
+    "command, argv, said",
+    [
+        (
+            "build",
+            ["--num-shards", "2", "--bucket-tokens", "5000"],
+            "--bucket-tokens 5000 is ignored with --num-shards 2",
+        ),
+        (
+            "build",
+            ["--dedup-min-paragraph-chars", "10"],
+            "--dedup-min-paragraph-chars 10 is ignored without --dedup",
+        ),
+        (
+            "vocab",
+            ["--dedup-min-paragraph-chars", "10"],
+            "--dedup-min-paragraph-chars 10 is ignored without --dedup",
+        ),
+    ],
+)
+def test_a_flag_another_makes_meaningless_is_refused(tmp_path, command, argv, said):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        main([command, "--input", TEXT, "--out", str(out), *argv])
+    assert str(e.value.code) == f"error: {said}; leave out one of them"
+    assert not out.exists()
