@@ -347,12 +347,15 @@ def local_match(pattern: str, walks: dict | None = None) -> list[FileMetadata]:
     if pattern.endswith("/"):
         pattern += "*"
     folder = os.path.dirname(re.match(r"^[^[*?]*", pattern).group(0))
-    if not os.path.exists(folder):
+    here = folder or os.curdir  # a relative glob with no folder before it ("*.txt"): this one
+    if not os.path.exists(here):
         return []
     name_matches = re.compile(FileSystem.translate_pattern(pattern)).match
     found = []
-    for below in _folders(folder, pattern[len(folder) :].lstrip("/")):
+    for below in _folders(here, pattern[len(folder) :].lstrip("/")):
         for path in _walk(below, walks):
+            if not folder:  # "./a.txt" -> "a.txt", as the pattern spells it
+                path = path[len(here) + 1 :]
             if name_matches(path):
                 try:
                     st = os.stat(path)

@@ -96,6 +96,15 @@ def test_local_globs_match_what_beam_matches(tree, rel):
     assert ours(pattern) == beams(pattern)
 
 
+@pytest.mark.parametrize("rel", ["*.txt", "**/*.txt", "[c]opy-000/**", "copy-0?1/*", "*/sub/**"])
+def test_a_relative_glob_matches_from_the_current_folder(tree, rel, monkeypatch):
+    """`--input '*.txt'` typed in the corpus's folder: the files the same glob matches under
+    that folder's absolute path, named as the glob spells them (Beam's own match finds none)."""
+    monkeypatch.chdir(tree)
+    expected = [(p[len(tree) + 1 :], size, t) for p, size, t in beams(f"{tree}/{rel}")]
+    assert expected and ours(rel) == expected
+
+
 def test_a_pattern_walks_the_folders_its_names_match_each_once_inside_a_listing(tree, monkeypatch):
     walks, real_walk = [], os.walk
 
