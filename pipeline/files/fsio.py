@@ -50,14 +50,26 @@ def is_local(path: str) -> bool:
 _CLIENT: tuple[int, object] | None = None  # (pid, client): a forked worker makes its own
 
 
+class NoCredentials(ValueError):
+    """gs:// was asked for and Google Cloud's default credentials were not found."""
+
+
 def gcs_client():
     """This process's storage client, made on first use (a child forked after that makes its
     own: connections do not survive a fork)."""
     global _CLIENT
     if _CLIENT is None or _CLIENT[0] != os.getpid():
+        from google.auth.exceptions import DefaultCredentialsError
         from google.cloud import storage
 
-        client = storage.Client()
+        try:
+            client = storage.Client()
+        except DefaultCredentialsError as e:
+            said = str(e).split(". ", 1)[0].rstrip(".")
+            raise NoCredentials(
+                f"gs:// needs Google Cloud credentials ({said}): run `gcloud auth "
+                "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file"
+            ) from None
         # google-cloud-storage 3.x looks each bucket up for its telemetry in a background
         # thread (and again on every 404): a request per bucket, and threads beside which the
         # driver may not fork its workers (`pipeline.runners.local_workers`).

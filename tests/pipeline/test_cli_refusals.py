@@ -296,3 +296,17 @@ def test_a_flag_another_makes_meaningless_is_refused(tmp_path, command, argv, sa
         main([command, "--input", TEXT, "--out", str(out), *argv])
     assert str(e.value.code) == f"error: {said}; leave out one of them"
     assert not out.exists()
+
+
+def test_gs_without_credentials_is_one_line(tmp_path, monkeypatch):
+    from pipeline.files import fsio
+
+    monkeypatch.setattr(fsio, "_CLIENT", None)  # a client an earlier test made
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-key.json"))
+    with pytest.raises(SystemExit) as e:
+        main(["build", "--input", "text:gs://bucket/corpus", "--out", str(tmp_path / "out")])
+    message = str(e.value.code)
+    assert message.startswith("error: gs:// needs Google Cloud credentials (File ")
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in message and "\n" not in message
+    assert not (tmp_path / "out").exists()
