@@ -24,7 +24,7 @@ from model.config import BertConfig, flag_hint
 from model.folders import MODEL_DIRECTORY, check_own_kind
 from model.run_dir import check_output_dir, checked_vocab, load_checkpoint
 from schemas.manifest import atomic_write_text, new_file_mode
-from schemas.vocab import Vocab, bert_normalizer
+from schemas.vocab import Vocab, bert_normalizer, tokenizer_config_files
 
 
 def hf_config(cfg: BertConfig) -> dict:
@@ -119,13 +119,6 @@ EXPORT_FILES = (
     "tokenizer_config.json",
     "special_tokens_map.json",
 )
-SPECIAL_TOKENS = {
-    "unk_token": "[UNK]",
-    "sep_token": "[SEP]",
-    "pad_token": "[PAD]",
-    "cls_token": "[CLS]",
-    "mask_token": "[MASK]",
-}
 OUT_HINT = flag_hint("--out", "DIR")
 
 
@@ -153,17 +146,10 @@ def tokenizer_files(vocab: Vocab, lowercase: bool, max_length: int) -> dict[str,
     """vocab.txt, and the tokenizer.json, tokenizer_config.json and special_tokens_map.json
     built from it: the same WordPiece tokenizer whichever of them a loader reads."""
     wordpiece = BertWordPieceTokenizer(dict(vocab.index), **bert_normalizer(lowercase))
-    config = {
-        "tokenizer_class": "BertTokenizer",
-        "do_lower_case": lowercase,
-        "model_max_length": max_length,
-        **SPECIAL_TOKENS,
-    }
     return {
         "vocab.txt": vocab.to_text(),
         "tokenizer.json": wordpiece.to_str() + "\n",
-        "tokenizer_config.json": _json(config),
-        "special_tokens_map.json": _json(SPECIAL_TOKENS),
+        **tokenizer_config_files(lowercase, max_length),
     }
 
 

@@ -7,6 +7,7 @@ Special ids are looked up by name, never assumed: a self-trained vocab puts
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,34 @@ def bert_normalizer(lowercase: bool) -> dict:
         "handle_chinese_chars": True,
         "strip_accents": None,
         "lowercase": lowercase,
+    }
+
+
+# The special pieces by the names `transformers` gives them in a tokenizer directory.
+SPECIAL_TOKENS_MAP = {
+    "unk_token": "[UNK]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "cls_token": "[CLS]",
+    "mask_token": "[MASK]",
+}
+
+
+def tokenizer_config_files(lowercase: bool, max_length: int) -> dict[str, str]:
+    """`tokenizer_config.json` and `special_tokens_map.json`, so that a shard set or an export
+    is a complete tokenizer directory: `AutoTokenizer.from_pretrained` keeps its casing (without
+    `do_lower_case` a fast BERT tokenizer lowercases a cased set) and knows its special pieces."""
+    tokenizer = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": bool(lowercase),
+        "strip_accents": None,  # follows do_lower_case, as BERT's own tokenizer does
+        "tokenize_chinese_chars": True,
+        "model_max_length": int(max_length),
+        **SPECIAL_TOKENS_MAP,
+    }
+    return {
+        "tokenizer_config.json": json.dumps(tokenizer, indent=2, sort_keys=True) + "\n",
+        "special_tokens_map.json": json.dumps(SPECIAL_TOKENS_MAP, indent=2, sort_keys=True) + "\n",
     }
 
 

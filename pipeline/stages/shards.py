@@ -34,7 +34,7 @@ from pipeline.stages.counting import manifest_counts
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR, Manifest, ShardEntry, shard_name
 from schemas.reader import TOKENIZER_NAME, VOCAB_NAME
 from schemas.shard import ShardColumns, shard_metadata, shard_to_bytes
-from schemas.vocab import Vocab
+from schemas.vocab import Vocab, tokenizer_config_files
 
 
 def shard_path(index: int, total: int) -> str:
@@ -98,7 +98,8 @@ def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, 
     remove_stale_shards(out, {e.path for e in final})
     write_text(FileSystems.join(out, VOCAB_NAME), vocab.to_text())
     write_text(FileSystems.join(out, TOKENIZER_NAME), tokenizer_json)
-    for name, text in tokenizer_config_files(config).items():
+    files = tokenizer_config_files(config["lowercase"], config["max_seq_length"])
+    for name, text in files.items():
         write_text(FileSystems.join(out, name), text)
     manifest = Manifest(
         shards=tuple(final),
@@ -119,31 +120,6 @@ def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, 
 
 
 NO_INSTANCES = "no-instances.json"  # in the build area: the counts of a build that made none
-
-
-def tokenizer_config_files(config: dict) -> dict[str, str]:
-    """`tokenizer_config.json` and `special_tokens_map.json`, so that OUT is a complete
-    tokenizer directory: `AutoTokenizer.from_pretrained(OUT)` keeps the set's casing (without
-    `do_lower_case` a fast BERT tokenizer lowercases a cased set) and knows its special pieces."""
-    specials = {
-        "unk_token": "[UNK]",
-        "sep_token": "[SEP]",
-        "pad_token": "[PAD]",
-        "cls_token": "[CLS]",
-        "mask_token": "[MASK]",
-    }
-    tokenizer = {
-        "tokenizer_class": "BertTokenizer",
-        "do_lower_case": bool(config["lowercase"]),
-        "strip_accents": None,  # follows do_lower_case, as BERT's own tokenizer does
-        "tokenize_chinese_chars": True,
-        "model_max_length": int(config["max_seq_length"]),
-        **specials,
-    }
-    return {
-        "tokenizer_config.json": json.dumps(tokenizer, indent=2, sort_keys=True) + "\n",
-        "special_tokens_map.json": json.dumps(specials, indent=2, sort_keys=True) + "\n",
-    }
 
 
 def remove_stale_shards(out: str, keep: set[str]) -> None:
