@@ -42,24 +42,22 @@ def log_normal_tail(z: float) -> float:
 def quantile_of_log_tail(log_tail: float) -> float:
     """The z with log P(Z > z) = log_tail (< 0), by bisection on `log_normal_tail`; works where
     the tail itself is too small for a float."""
-    lo, hi = -40.0, max(40.0, math.sqrt(-2.0 * log_tail) + 10.0)
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if log_normal_tail(mid) > log_tail:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    return _bisect(log_normal_tail, log_tail, max(40.0, math.sqrt(-2.0 * log_tail) + 10.0))
 
 
 def normal_quantile(tail: float) -> float:
     """The z with P(Z > z) = tail (0 < tail < 1), by bisection on `normal_tail`."""
     if not 0.0 < tail < 1.0:
         raise ValueError(f"a tail probability must lie in (0, 1) (got {tail})")
-    lo, hi = -40.0, 40.0
+    return _bisect(normal_tail, tail, 40.0)
+
+
+def _bisect(decreasing, target: float, hi: float) -> float:
+    """The z in [-40, hi] where the decreasing function `decreasing` meets `target`."""
+    lo = -40.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if normal_tail(mid) > tail:
+        if decreasing(mid) > target:
             lo = mid
         else:
             hi = mid
