@@ -10,6 +10,8 @@ import glob
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 
 from schemas.vocab import SPECIAL_TOKENS, Vocab
@@ -24,6 +26,16 @@ def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:
     from pipeline.shell.cli import main
 
     return main(["build", "--input", inputs, "--out", out, "--workers", "1", *extra])
+
+
+def build_in_a_process(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> None:
+    """A build with 2 workers, as `bert-shards build` runs it: in a fresh process, which forks
+    its workers. In a test process the build would not fork them (pytest-xdist's thread is
+    running), and Beam would start two fresh interpreters instead, each importing it again."""
+    cmd = [sys.executable, "-m", "pipeline", "build", "--input", inputs, "--out", out]
+    cmd += ["--workers", "2", "--progress-seconds", "0", *extra]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def built_once(tmp_path_factory, name: str, make: Callable[[str], object]) -> str:

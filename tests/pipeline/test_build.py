@@ -14,7 +14,14 @@ from pipeline.core.instances import num_to_predict
 from schemas.config import INSTANCE_KEYS
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns
-from tests.helpers import SAMPLE, SAMPLE_INPUT, build_shards, file_digests, google_layout
+from tests.helpers import (
+    SAMPLE,
+    SAMPLE_INPUT,
+    build_in_a_process,
+    build_shards,
+    file_digests,
+    google_layout,
+)
 
 
 def rows(out: str) -> list[ShardColumns]:
@@ -92,7 +99,7 @@ def second_run(tmp_path_factory) -> dict:
 
 def test_two_runs_and_one_or_two_workers_give_identical_bytes(sample_shards, second_run, tmp_path):
     two = str(tmp_path / "two")
-    assert build_shards(two, "--num-shards", "4", "--workers", "2") == 0
+    build_in_a_process(two, "--num-shards", "4")
     assert second_run["digests"] == file_digests(sample_shards) == file_digests(two)
 
 

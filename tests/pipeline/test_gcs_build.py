@@ -14,7 +14,15 @@ import time
 import pytest
 
 from tests.gcs_emulator import upload_tree
-from tests.helpers import BUILD_FILES, ROOT, SAMPLE, build_shards, read, shard_set
+from tests.helpers import (
+    BUILD_FILES,
+    ROOT,
+    SAMPLE,
+    build_in_a_process,
+    build_shards,
+    read,
+    shard_set,
+)
 
 pytest.importorskip("gcp_storage_emulator")
 
@@ -73,10 +81,7 @@ def test_two_workers_rebuild_another_seed_into_a_used_out(gcs_emulator, gcs_inpu
     out = "gs://two/out"
     assert build_shards(out, "--num-shards", "4", "--seed", "7", inputs=gcs_input) == 0
     assert shard_set(out) != local_set
-    args = ("--num-shards", "4", "--workers", "2", "--overwrite")
-    from pipeline.shell.cli import main
-
-    assert main(["build", "--input", gcs_input, "--out", out, *args]) == 0
+    build_in_a_process(out, "--num-shards", "4", "--overwrite", inputs=gcs_input)
     assert shard_set(out) == local_set
     assert not [n for n in bucket_objects(gcs_emulator, out) if "/.building/" in n]
 

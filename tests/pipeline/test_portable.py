@@ -38,12 +38,13 @@ def portable(gcs_emulator, tmp_path_factory):
     }
     procs = []
     try:
-        for name, (port, args) in commands.items():
+        for name, (_, args) in commands.items():  # both start, then both are waited for
             with open(logs / f"{name}.log", "w") as log:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", *args], env=env, stdout=log, stderr=subprocess.STDOUT
                 )
             procs.append(proc)
+        for proc, (name, (port, _)) in zip(procs, commands.items(), strict=True):
             _wait_for(port, proc, name, timeout=60)
         yield [
             "--runner",
