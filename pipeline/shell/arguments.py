@@ -228,6 +228,16 @@ def add_instance_config_args(ap: argparse.ArgumentParser) -> None:
     )
 
 
+def add_overwrite_arg(ap: argparse.ArgumentParser, writes: str) -> None:
+    """`vocab`'s and `punkt`'s --overwrite: replace their file(s) in an OUT no command of ours
+    wrote (someone's tokenizer folder)."""
+    ap.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"replace {writes} in an OUT that no bert-shards command wrote; off: refuse",
+    )
+
+
 def add_build_run_args(ap: argparse.ArgumentParser) -> None:
     """How the build runs: logs, OUT, buckets, progress, disk check, resume."""
     ap.add_argument(

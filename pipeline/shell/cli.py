@@ -25,6 +25,7 @@ from pipeline.shell.arguments import (
     Help,
     add_input_args,
     add_instance_args,
+    add_overwrite_arg,
     add_punkt_args,
     add_text_args,
     build_config,
@@ -223,7 +224,8 @@ def run_vocab(args, beam_args: list[str]) -> int:
         _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save)
 
     options = pipeline_options(beam_args, args.runner, args.workers)
-    with side_output(out), temporary_area(out, ".vocab-building") as tmp:
+    writes = ("vocab.txt", "tokenizer.json")
+    with side_output(out, writes, args.overwrite), temporary_area(out, ".vocab-building") as tmp:
         run_pipeline(lambda p: steps(p, tmp), options, args.verbose)
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     return 0
@@ -246,21 +248,25 @@ def run_punkt(args, beam_args: list[str]) -> int:
         _ = params | beam.Map(lambda text: write_text(path, text))
 
     options = pipeline_options(beam_args, args.runner, args.workers)
-    with side_output(cfg.out), temporary_area(cfg.out, ".punkt-building") as tmp:
+    with (
+        side_output(cfg.out, ("punkt.json",), args.overwrite),
+        temporary_area(cfg.out, ".punkt-building") as tmp,
+    ):
         run_pipeline(lambda p: steps(p, tmp), options, args.verbose)
     print(f"wrote {path}; use it with `bert-shards build --punkt {path}`")
     return 0
 
 
 @contextlib.contextmanager
-def side_output(out: str):
-    """OUT of `vocab` or `punkt`, checked before any work (`check_side_output`) and locked
-    while the command runs, as a build's is: neither runs into an OUT a build is using."""
+def side_output(out: str, writes: tuple[str, ...], overwrite: bool):
+    """OUT of `vocab` or `punkt`, which write the files `writes`, checked before any work
+    (`check_side_output`) and locked while the command runs, as a build's is: neither runs into
+    an OUT a build is using."""
     from pipeline.shell.outdir import OutputError, OutputLock, check_side_output
 
     with contextlib.ExitStack() as held:
         try:
-            check_side_output(out)
+            check_side_output(out, writes, overwrite)
             held.enter_context(OutputLock(out))
         except OutputError as e:
             raise SystemExit(f"error: {e}") from None
@@ -357,6 +363,7 @@ def parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     v = sub.add_parser("vocab", help="train a WordPiece vocab only", formatter_class=Help)
     add_input_args(v)
     add_text_args(v)
+    add_overwrite_arg(v, "vocab.txt and tokenizer.json")
     t = sub.add_parser(
         "punkt",
         help="train Punkt sentence-splitting parameters on the corpus (OUT/punkt.json)",
@@ -364,6 +371,7 @@ def parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     add_input_args(t)
     add_punkt_args(t)
+    add_overwrite_arg(t, "punkt.json")
     for name in SCHEMAS_COMMANDS:
         sub.add_parser(
             name, help=f"{name} a shard set (see `bert-schemas {name} --help`)", add_help=False

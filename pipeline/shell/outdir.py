@@ -3,7 +3,11 @@
 A build replaces only what it would itself write: an empty directory, a shard set of this
 schema (its manifest says so) or an unfinished build of ours. Anything else is refused before
 any work starts, naming what is there, unless the user passes `--overwrite`, on a local disk
-and on gs:// alike. A build holds an exclusive lock on OUT for its whole run; a second build
+and on gs:// alike. The vocab and tokenizer files count as ours only in an OUT that shows it
+is ours (`marked_ours`): a folder of someone's tokenizer (`save_pretrained` writes the same
+four names) is not replaced silently, by `build`, `vocab` or `punkt`.
+
+A build holds an exclusive lock on OUT for its whole run; a second build
 into the same OUT is refused at once, naming the first. Locally the lock is `flock`, so a killed
 build never leaves it held. On gs:// it is an object created only if absent (GCS's atomic
 `ifGenerationMatch=0`) and deleted at the end; one left by a killed build on this machine (its
@@ -34,6 +38,8 @@ OUR_FILES = {
     "special_tokens_map.json",
     LOCK_NAME,
 }
+# Ours only beside a mark of ours: a Hugging Face tokenizer folder holds these very names.
+TOKENIZER_FILES = OUR_FILES - {MANIFEST_NAME, LOCK_NAME}
 
 
 class OutputError(ValueError):
@@ -49,15 +55,21 @@ def foreign_entries(out: str) -> list[str]:
     if fsio.is_gcs(out):
         return foreign_objects(out)
     foreign = []
-    for name in sorted(os.listdir(out)):
+    names = sorted(os.listdir(out))
+    shards = os.path.join(out, SHARDS_DIR)
+    shard_names = (
+        sorted(os.listdir(shards)) if os.path.isdir(shards) and not os.path.islink(shards) else []
+    )
+    ours = OUR_FILES if marked_ours(out, names, shard_names) else OUR_FILES - TOKENIZER_FILES
+    for name in names:
         path = os.path.join(out, name)
         if name == SHARDS_DIR and os.path.isdir(path) and not os.path.islink(path):
             foreign += [
                 f"{SHARDS_DIR}/{n}"
-                for n in sorted(os.listdir(path))
+                for n in shard_names
                 if not (SHARD_NAME_PATTERN.fullmatch(n) or n == BUILDING_DIR)
             ]
-        elif name not in OUR_FILES or os.path.isdir(path) or os.path.islink(path):
+        elif name not in ours or os.path.isdir(path) or os.path.islink(path):
             foreign.append(name)
     manifest = os.path.join(out, MANIFEST_NAME)
     if os.path.isfile(manifest) and not _our_manifest(manifest):
@@ -68,17 +80,36 @@ def foreign_entries(out: str) -> list[str]:
 def foreign_objects(out: str) -> list[str]:
     """`foreign_entries` of a gs:// OUT: its folders are name prefixes (two listings)."""
     files, folders = fsio.entries(out)
-    foreign = [n for n in files if n not in OUR_FILES]
+    shard_files, shard_folders = (
+        fsio.entries(f"{out}/{SHARDS_DIR}") if SHARDS_DIR in folders else ([], [])
+    )
+    ours = (
+        OUR_FILES
+        if marked_ours(out, files, shard_files + shard_folders)
+        else OUR_FILES - TOKENIZER_FILES
+    )
+    foreign = [n for n in files if n not in ours]
     for folder in folders:
         if folder != SHARDS_DIR:
             foreign.append(folder + "/")
             continue
-        shard_files, shard_folders = fsio.entries(f"{out}/{SHARDS_DIR}")
         foreign += [f"{SHARDS_DIR}/{n}" for n in shard_files if not SHARD_NAME_PATTERN.fullmatch(n)]
         foreign += [f"{SHARDS_DIR}/{n}/" for n in shard_folders if n != BUILDING_DIR]
     if MANIFEST_NAME in files and not _our_manifest(f"{out}/{MANIFEST_NAME}"):
         foreign.insert(0, f"{MANIFEST_NAME} (not a {SCHEMA_NAME} manifest)")
     return sorted(foreign[:1]) + sorted(foreign[1:]) if foreign else []
+
+
+def marked_ours(out: str, names: list[str], shard_names: list[str]) -> bool:
+    """Whether OUT shows that one of this package's commands wrote into it: its lock file
+    (local commands leave it; on gs:// it is there while one runs), a manifest of this schema,
+    or a shards folder holding our shard names or an unfinished build's area. `names`: OUT's
+    entries; `shard_names`: those of OUT/shards."""
+    if LOCK_NAME in names or BUILDING_DIR in shard_names:
+        return True
+    if any(SHARD_NAME_PATTERN.fullmatch(n) for n in shard_names):
+        return True
+    return MANIFEST_NAME in names and _our_manifest(f"{out.rstrip('/')}/{MANIFEST_NAME}")
 
 
 def _our_manifest(path: str) -> bool:
@@ -126,10 +157,11 @@ def check_writable(out: str) -> None:
         raise OutputError(f"--out {out}: {what}; choose another OUT or fix its rights")
 
 
-def check_side_output(out: str) -> None:
-    """`vocab` and `punkt` write one or two files into OUT (vocab.txt and tokenizer.json, or
-    punkt.json): refused before any work when OUT cannot be written, or holds a shard set,
-    whose vocab a new one would silently replace (validate would then fail the set)."""
+def check_side_output(out: str, writes: tuple[str, ...], overwrite: bool) -> None:
+    """`vocab` and `punkt` write one or two files into OUT (`writes`: vocab.txt and
+    tokenizer.json, or punkt.json): refused before any work when OUT cannot be written, holds a
+    shard set, whose vocab a new one would silently replace (validate would then fail the set),
+    or holds a file of those names that no command of ours wrote (unless `overwrite`)."""
     if is_local(out):
         check_writable(out)
     manifest = f"{out.rstrip('/')}/{MANIFEST_NAME}"
@@ -137,6 +169,24 @@ def check_side_output(out: str) -> None:
         raise OutputError(
             f"--out {out}: holds a shard set, whose vocab.txt and tokenizer.json belong to it; "
             "choose another OUT"
+        )
+    if overwrite or (is_local(out) and not os.path.isdir(out)):
+        return
+    if fsio.is_gcs(out):
+        names, folders = fsio.entries(out)
+        shard_names = sum(fsio.entries(f"{out}/{SHARDS_DIR}"), []) if SHARDS_DIR in folders else []
+    elif is_local(out):
+        names = os.listdir(out)
+        shards = os.path.join(out, SHARDS_DIR)
+        shard_names = os.listdir(shards) if os.path.isdir(shards) else []
+    else:
+        return
+    theirs = [n for n in writes if n in names]
+    if theirs and not marked_ours(out, names, shard_names):
+        raise OutputError(
+            f"--out {out}: holds {' and '.join(theirs)}, which no bert-shards command wrote "
+            "there; choose another OUT, or pass --overwrite (make: ARGS=--overwrite) to "
+            "replace them"
         )
 
 

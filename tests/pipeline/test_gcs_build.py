@@ -239,6 +239,16 @@ def test_vocab_on_gcs_is_the_build_vocab(gcs_emulator, gcs_input, sample_shards)
     with open(os.path.join(sample_shards, "vocab.txt"), "rb") as f:
         assert read("gs://vocab/v/vocab.txt") == f.read()
     assert gcs_emulator.list_objects("vocab") == ["v/tokenizer.json", "v/vocab.txt"]
+    # No lock object is left to say a command of ours wrote there: a later command into it
+    # is refused as into someone's tokenizer folder, and --overwrite lets it.
+    again = ["--input", gcs_input, "--out", "gs://vocab/v", "--workers", "1"]
+    with pytest.raises(SystemExit, match="holds vocab.txt and tokenizer.json, which no bert-"):
+        main(["vocab", *again])
+    with pytest.raises(SystemExit, match=r"did not write \(tokenizer.json, vocab.txt\)"):
+        main(["build", *again])
+    assert main(["vocab", *again, "--overwrite"]) == 0
+    with open(os.path.join(sample_shards, "vocab.txt"), "rb") as f:
+        assert read("gs://vocab/v/vocab.txt") == f.read()
 
 
 def test_a_lock_of_this_machine_is_taken_over_only_when_its_process_is_gone(gcs_bucket):

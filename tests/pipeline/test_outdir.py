@@ -176,3 +176,74 @@ def test_vocab_and_punkt_refuse_a_shard_set_a_file_and_an_out_in_use(
     with OutputLock(str(busy)):
         assert "is building into it now" in side_output_error(command, busy)
     assert os.listdir(busy) == [".bert-shards.lock"]
+
+
+def someones_tokenizer(out) -> dict[str, bytes]:
+    """What `save_pretrained` of a BERT tokenizer writes: the four names a shard set has too."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "vocab.txt": b"[PAD]\n[unused0]\nmine\n",
+        "tokenizer.json": b'{"model": "mine"}',
+        "tokenizer_config.json": b'{"do_lower_case": false}',
+        "special_tokens_map.json": b'{"unk_token": "[UNK]"}',
+        "punkt.json": b'{"mine": true}',
+    }
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+    return files
+
+
+@pytest.mark.parametrize("command", ["build", "vocab", "punkt"])
+def test_someones_tokenizer_folder_is_refused_and_left_alone(tmp_path, command):
+    out = tmp_path / "tokenizer"
+    files = someones_tokenizer(out)
+    if command == "build":
+        message = build_error(out)
+        listed = "punkt.json, special_tokens_map.json, tokenizer.json, tokenizer_config.json"
+        assert f"holds files this build did not write ({listed}, vocab.txt)" in message
+    else:
+        message = side_output_error(command, out)
+        said = "punkt.json" if command == "punkt" else "vocab.txt and tokenizer.json"
+        assert f"holds {said}, which no bert-shards command wrote there" in message
+    assert "--overwrite (make: ARGS=--overwrite)" in message
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == files  # no lock file either
+
+
+def test_overwrite_replaces_someones_vocab(tmp_path):
+    out = tmp_path / "tokenizer"
+    someones_tokenizer(out)
+    args = ["--input", TEXT, "--out", str(out), "--workers", "1", "--vocab-size", "200"]
+    assert main(["vocab", *args, "--overwrite"]) == 0
+    assert (out / "vocab.txt").read_bytes().startswith(b"[PAD]\n[UNK]\n")
+    assert (out / "punkt.json").read_bytes() == b'{"mine": true}'  # not vocab's to replace
+
+
+def test_a_vocab_of_ours_is_replaced_and_built_beside_without_overwrite(tmp_path):
+    """`bert-shards vocab` into OUT, again, then a build into it with that vocab: its lock
+    file marks OUT as ours, so neither is refused."""
+    out = tmp_path / "out"
+    args = ["--input", TEXT, "--out", str(out), "--workers", "1"]
+    assert main(["vocab", *args, "--vocab-size", "200"]) == 0
+    assert main(["vocab", *args, "--vocab-size", "220"]) == 0
+    given = (out / "vocab.txt").read_bytes()
+    vocab = ["--vocab", str(out / "vocab.txt"), "--num-shards", "1"]
+    assert main(["build", *args, *vocab, "--progress-seconds", "0"]) == 0
+    assert (out / "vocab.txt").read_bytes() == given
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [".bert-shards.lock", "shards/train-00000-of-00001.arrow", "shards/.building/x"],
+)
+def test_a_mark_of_ours_makes_the_tokenizer_files_ours(tmp_path, mark):
+    from pipeline.shell.outdir import foreign_entries
+
+    out = tmp_path / "out"
+    someones_tokenizer(out)
+    (out / "punkt.json").unlink()
+    assert foreign_entries(str(out)) == sorted(
+        ["special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+    )
+    (out / mark).parent.mkdir(parents=True, exist_ok=True)
+    (out / mark).write_bytes(b"")
+    assert foreign_entries(str(out)) == []
