@@ -14,6 +14,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -402,6 +403,16 @@ def interrupted_line(args: argparse.Namespace) -> str:
     )
 
 
+UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+
+
+def unwritable_line(e: OSError) -> str:
+    """What the filesystem refused, in one line: which path, why, and what to do."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{e.filename}: {e.strerror}; free some space or choose another folder"
+    return f"{e.filename}: {e.strerror}; choose another folder or fix its rights"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -410,6 +421,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"bert-model {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # what os.access could not foresee: a read-only or full filesystem,
+        if e.errno not in UNWRITABLE:  # a folder root may not write in (/sys, /proc)
+            raise
+        print(f"bert-model {args.command}: error: {unwritable_line(e)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (`Interrupted`), or a Ctrl-C before
         if os.environ.get("RANK", "0") == "0":  # under torchrun every rank is told: one line
             print(interrupted_line(args), file=sys.stderr)

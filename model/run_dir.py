@@ -51,6 +51,12 @@ def check_output_dir(path: str, flag: str, hint: str = "") -> None:
             f"{flag} {path}: {above} is a file, not a directory, so nothing can be made under "
             f"it; choose another {hint}"
         )
+    writes_in = path if os.path.isdir(path) else above
+    if not os.access(writes_in, os.W_OK | os.X_OK):
+        where = (
+            "is not writable" if writes_in == path else f"cannot be made: {above} is not writable"
+        )
+        raise ValueError(f"{flag} {path} {where}; choose another {hint} or fix its rights")
 
 
 @contextmanager

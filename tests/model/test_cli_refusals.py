@@ -157,6 +157,36 @@ def test_pretrain_into_a_file_is_refused_in_one_line(shards_dir, tmp_path, capsy
     assert open(run).read() == "someone's file\n"
 
 
+def test_pretrain_into_an_unwritable_folder_is_refused_before_work(
+    shards_dir, tmp_path, capsys, monkeypatch
+):
+    """Modes as an ordinary user meets them (root's `os.access` says yes to every mode)."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: str(p) != str(locked) and real(p, m))
+    run = str(locked / "run")
+    assert main(["pretrain", "--shards", shards_dir, "--run", run, "--steps", "1"]) == 2
+    assert _one_line(capsys) == (
+        f"bert-model pretrain: error: --run {run} cannot be made: {locked} is not writable; "
+        "choose another --run DIR (make: RUN=DIR) or fix its rights"
+    )
+    assert os.listdir(locked) == []
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/sys/kernel") or os.geteuid() != 0,
+    reason="as root, on sysfs (an ordinary user is refused before work, as above)",
+)
+def test_a_folder_the_filesystem_refuses_is_one_line(shards_dir, capsys):
+    """sysfs refuses a new folder even to root: the error the filesystem gives, in one line."""
+    run = "/sys/kernel/bert-model-run"
+    assert main(["pretrain", "--shards", shards_dir, "--run", run, "--steps", "1"]) == 1
+    line = _one_line(capsys)
+    assert line.startswith(f"bert-model pretrain: error: {run}: "), line
+    assert line.endswith("; choose another folder or fix its rights"), line
+
+
 @pytest.mark.parametrize("shards", ["a file", "not a set"])
 def test_a_refused_shard_set_leaves_no_run_directory(tmp_path, capsys, shards):
     path = tmp_path / "shards"
