@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns, arrow_schema, label_mismatch
+from schemas.text import printable
 from schemas.vocab import Vocab
 
 LEGEND = "[MASK→x] masked, [y→x] replaced by a random piece, [=x] kept; x is the original piece"
@@ -106,13 +107,15 @@ def decode_example(
 
 
 def format_example(e: Example) -> str:
+    """An example as `inspect` prints it: four lines, whatever the shard's path or the vocab's
+    pieces hold (control characters escaped, `printable`)."""
     label = "B from another document" if e.is_random_next else "B follows A"
     return (
-        f"shard {e.shard} row {e.row}  ({e.path})\n"
+        f"shard {e.shard} row {e.row}  ({printable(e.path)})\n"
         f"  length {e.length} = A {e.len_a} + B {e.len_b} + 3 specials; {e.masked} masked; "
         f"is_random_next={int(e.is_random_next)} ({label})\n"
-        f"  A: {e.text_a}\n"
-        f"  B: {e.text_b}\n"
+        f"  A: {printable(e.text_a)}\n"
+        f"  B: {printable(e.text_b)}\n"
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,15 @@ def test_decode_marks_masked_pieces_and_joins_wordpieces():
     text = format_example(e)
     assert text.startswith("shard 3 row 40  (shards/x.arrow)\n")
     assert "length 10 = A 4 + B 3 + 3 specials; 3 masked; is_random_next=0 (B follows A)" in text
+
+
+def test_an_example_is_four_lines_whatever_its_path_and_pieces_hold():
+    e = decode_example(VOCAB, make_columns(sound_rows()), 0, path="out\n/shards/x.arrow")
+    # a terminal escape, a line separator: pieces a vocab.txt line may hold
+    e = dataclasses.replace(e, text_a="fox\x1b[2Jjumps", text_b="over\u2028dog")
+    text = format_example(e)
+    assert text.count("\n") == 4 and text.startswith("shard 0 row 0  (out\\n/shards/x.arrow)\n")
+    assert "  A: fox\\x1b[2Jjumps\n" in text and "  B: over\\u2028dog\n" in text
 
 
 def test_unmasked_wordpieces_join_without_marks():
