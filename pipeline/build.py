@@ -19,10 +19,11 @@ from pipeline.files.fsio import (
     write_marker,
     write_text,
 )
+from pipeline.files.listing import InputSpec
 from pipeline.stages.counting import SumCounts
 from pipeline.stages.dedup import DedupConfig, DeduplicateChunks
 from pipeline.stages.instances import CreateInstances
-from pipeline.stages.read import InputSpec, ReadChunks
+from pipeline.stages.read import ReadChunks
 from pipeline.stages.shards import Publish
 from pipeline.stages.split import SplitSentences
 from pipeline.stages.tokenize import TokenizeDocuments
@@ -184,7 +185,7 @@ RESUME_RECORD = "build.json"
 def resume_record(cfg: BuildConfig) -> dict:
     """All that decides the shards' bytes: the config (seed included), every input file's path,
     size and modification time, and the given vocab's digest. A resume must match it."""
-    from pipeline.stages.read import listed
+    from pipeline.files.listing import listed
 
     files = [
         [spec.format, m.path, m.size_in_bytes, m.last_updated_in_seconds]

@@ -11,11 +11,11 @@ import os
 from pipeline.build import BuildConfig, PunktConfig, ReadConfig, VocabCommandConfig
 from pipeline.core.config import InstanceConfig, VocabConfig, default_max_predictions
 from pipeline.files.fsio import is_local
+from pipeline.files.listing import InputSpec, expand_pattern
 from pipeline.runners.options import at_least
 from pipeline.runners.run import DASK_RUNNERS
 from pipeline.sources.readers import READERS
 from pipeline.stages.dedup import DedupConfig
-from pipeline.stages.read import InputSpec, expand_pattern
 
 # a flag's dest -> the config field it sets, whose default is the flag's
 FIELDS = {

@@ -20,6 +20,7 @@ import os
 import sys
 import time
 
+from pipeline.files.listing import expand_pattern, one_listing
 from pipeline.runners.allocator import reuse_freed_memory
 from pipeline.shell.arguments import (
     Help,
@@ -33,7 +34,6 @@ from pipeline.shell.arguments import (
     punkt_config,
     vocab_config,
 )
-from pipeline.stages.read import expand_pattern, one_listing
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
@@ -41,7 +41,8 @@ from schemas.interrupts import exit_code, interrupts_unwind
 def check_inputs(cfg):
     """The config with its chunk size set from the input's size; no match is refused, nor an
     OUT that an input would read."""
-    from pipeline.stages.read import chunk_bytes_for, input_bytes, refuse_unusable_inputs
+    from pipeline.files.listing import input_bytes, refuse_unusable_inputs
+    from pipeline.stages.read import chunk_bytes_for
 
     refuse_unusable_inputs(cfg.inputs)
     for spec in cfg.inputs:
@@ -59,7 +60,7 @@ def check_inputs(cfg):
 def reads_out(spec, out: str) -> bool:
     """Whether the input `spec` takes in files under OUT: it names a folder holding OUT (or OUT
     itself), or a `**` pattern from such a folder. A `*` pattern stays in its own folder."""
-    from pipeline.stages.read import GLOB_CHARS, glob_root
+    from pipeline.files.listing import GLOB_CHARS, glob_root
 
     pattern = spec.pattern.rstrip("/")
     if any(c in pattern for c in GLOB_CHARS):
@@ -106,6 +107,7 @@ def punkt_json(path: str) -> str:
 
 def run_build(args, beam_args: list[str]) -> int:
     from pipeline.build import build, check_resume, load_vocab, prepare_output, resume_record
+    from pipeline.files.listing import input_files, refuse_shared_names
     from pipeline.runners.run import pipeline_options, run_pipeline
     from pipeline.shell.outdir import (
         DISK_PER_TEXT_BYTE,
@@ -115,7 +117,6 @@ def run_build(args, beam_args: list[str]) -> int:
         check_output,
         text_bytes,
     )
-    from pipeline.stages.read import input_files, refuse_shared_names
     from schemas.manifest import Manifest
 
     cfg = command_config(args)
@@ -169,8 +170,8 @@ def progress_line(cfg, interval: float):
 
     from pipeline.build import temp_area
     from pipeline.files.fsio import building_dir
+    from pipeline.files.listing import input_bytes
     from pipeline.shell.progress import ProgressLine
-    from pipeline.stages.read import input_bytes
 
     if interval <= 0:
         return None

@@ -489,7 +489,7 @@ def test_rooted_inputs_keep_the_copy_in_document_ids(tmp_path):
     assert rooted(f"{tmp_path}/copy-003/part-00000.txt", f"{tmp_path}/copy-003") == (
         f"{tmp_path}/copy-003/[p]art-00000.txt"
     )
-    from pipeline.stages.read import InputSpec, expand_pattern
+    from pipeline.files.listing import InputSpec, expand_pattern
 
     found = expand_pattern(InputSpec("text", rooted(f"{tmp_path}/copy-003")))
     assert [rel for _, _, rel in found] == ["copy-003/part-00000.txt"]

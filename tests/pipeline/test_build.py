@@ -81,7 +81,7 @@ def test_sample_shards_follow_the_algorithm(sample_shards):
 def second_run(tmp_path_factory) -> dict:
     """A second 1-worker build of the `sample_shards` settings (with a progress line), its input
     listings and size calls recorded, and what the read stage kept once it had ended."""
-    import pipeline.stages.read as read
+    import pipeline.files.listing as read
     from pipeline.files import fsio
 
     listings, sizes = [], []

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.build import BuildConfig, build
+from pipeline.files.listing import InputSpec
 from pipeline.runners.run import make_pipeline, pipeline_options, submission_folder
 from pipeline.stages.dedup import DedupConfig
-from pipeline.stages.read import InputSpec
 
 pytest.importorskip(
     "apache_beam.runners.dataflow.internal.apiclient",

@@ -185,7 +185,7 @@ def test_foreign_objects_in_out_are_refused(gcs_emulator, gcs_bucket):
     ],
 )
 def test_inputs_name_the_same_files_as_on_a_local_disk(gcs_input, pattern):
-    from pipeline.stages.read import InputSpec, expand_pattern
+    from pipeline.files.listing import InputSpec, expand_pattern
 
     local = expand_pattern(InputSpec("books", f"{SAMPLE}/{pattern}"))
     remote = expand_pattern(InputSpec("books", f"gs://corpus/sample/{pattern}"))

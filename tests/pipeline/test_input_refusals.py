@@ -15,10 +15,7 @@ import pytest
 
 from pipeline.core.buckets import RepeatedIdError, refuse_repeated_ids
 from pipeline.core.instances import TokenizedDoc
-from pipeline.shell.arguments import parse_inputs
-from pipeline.shell.cli import main
-from pipeline.sources.documents import BadInputError
-from pipeline.stages.read import (
+from pipeline.files.listing import (
     InputSpec,
     listed,
     one_listing,
@@ -26,6 +23,9 @@ from pipeline.stages.read import (
     refuse_unusable_inputs,
     shared_name,
 )
+from pipeline.shell.arguments import parse_inputs
+from pipeline.shell.cli import main
+from pipeline.sources.documents import BadInputError
 from tests.helpers import SAMPLE
 
 TEXT = os.path.join(SAMPLE, "text", "wiki-style.txt")

@@ -11,7 +11,7 @@ import pytest
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.files import fsio
-from pipeline.stages.read import InputSpec, listed, one_listing
+from pipeline.files.listing import InputSpec, listed, one_listing
 
 NAMES = (
     "copy-000/a.txt",

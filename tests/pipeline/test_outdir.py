@@ -144,8 +144,8 @@ def test_an_out_beside_a_glob_of_files_is_fine(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.txt").write_text("One sentence here. And another one.\n")
+    from pipeline.files.listing import InputSpec
     from pipeline.shell.cli import reads_out
-    from pipeline.stages.read import InputSpec
 
     assert not reads_out(InputSpec("text", f"{corpus}/*.txt"), str(corpus / "out"))
     assert not reads_out(InputSpec("text", f"{corpus}/a.txt"), str(corpus / "out"))

@@ -22,11 +22,12 @@ from pipeline.files.chunks import (
     write_documents,
     write_sentences,
 )
+from pipeline.files.listing import InputSpec
 from pipeline.files.units import hash_range, read_units, write_units
 from pipeline.sources.documents import Document
 from pipeline.stages.counting import merge_counts
 from pipeline.stages.instances import BuildBucket, CreateInstances
-from pipeline.stages.read import InputSpec, ReadChunks
+from pipeline.stages.read import ReadChunks
 from pipeline.stages.split import SplitChunk, SplitSentences
 from pipeline.stages.tokenize import TokenizeChunk, TokenizeDocuments
 from pipeline.stages.vocab import TrainVocab

@@ -311,10 +311,11 @@ def test_beam_reads_a_multistream_dump_in_spans_like_the_whole_file(tmp_path, mo
 
     import pipeline.sources.wikipedia.spans as wiki_spans
     from pipeline.files.chunks import read_documents
+    from pipeline.files.listing import InputSpec
     from pipeline.runners.run import make_pipeline, pipeline_options
     from pipeline.sources.wikipedia.reader import rendered
     from pipeline.stages.counting import SumCounts
-    from pipeline.stages.read import InputSpec, ReadChunks, plan_reads
+    from pipeline.stages.read import ReadChunks, plan_reads
 
     xml = gensim_xml(TABLE_MARKUP)
     dump, index = multistream(xml, pages_per_stream=1)

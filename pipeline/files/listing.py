@@ -1,0 +1,291 @@
+"""The input files of a command, listed once before any work starts: input patterns (a file,
+a folder read at every depth, a glob; on any Beam filesystem) -> (format, path, relative path,
+metadata), sorted.
+
+A name that is no regular file, or a dangling link, is refused here, where it is first seen
+(`refuse_unusable_inputs`), and so, for a build, are two files whose documents would take the
+same ids (`refuse_shared_names`). Inside `one_listing` each pattern is listed once and its sizes
+kept, for the command's checks, its disk estimate, the progress total and the first stage
+(`pipeline.stages.read`), which reads the files listed here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import re
+import stat
+from dataclasses import dataclass
+
+from apache_beam.io.filesystem import FileMetadata, FileSystem
+
+from pipeline.files import fsio
+from pipeline.sources.documents import BadInputError
+from pipeline.sources.readers import READERS
+from pipeline.sources.wikipedia.spans import is_index
+
+GLOB_CHARS = fsio.GLOB_CHARS
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    format: str  # a key of READERS
+    pattern: str  # file, directory or glob, on any Beam filesystem
+
+    def __post_init__(self):
+        if self.format not in READERS:
+            raise ValueError(
+                f"unknown input format {self.format!r} for {self.pattern}; "
+                f"choose one of: {', '.join(sorted(READERS))}"
+            )
+
+
+def glob_root(pattern: str) -> str:
+    """The directory that relative paths (and so document ids) are taken from."""
+    cut = min((pattern.find(c) for c in GLOB_CHARS if c in pattern), default=-1)
+    if cut < 0:
+        return posixpath.dirname(pattern.rstrip("/"))
+    return pattern[:cut].rsplit("/", 1)[0] if "/" in pattern[:cut] else ""
+
+
+_LISTINGS: dict | None = None  # InputSpec -> its listing, inside `one_listing`
+_SIZES: dict[str, int] = {}  # path -> stored size, from the listings inside `one_listing`
+_WALKS: dict[str, list[str]] = {}  # local folder -> its files, for the inputs' listings inside it
+
+
+@contextlib.contextmanager
+def one_listing():
+    """Inside, each input pattern is listed once: a command's input checks, disk check, resume
+    record, progress total and the graph's first steps (when they run in this process or in
+    workers forked from it) share one listing and its sizes: each listing of a corpus of many
+    files costs CPU in the driver before the first stage (docs/benchmarks.md, raw formats)."""
+    global _LISTINGS
+    outer = _LISTINGS
+    if outer is None:
+        _LISTINGS = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _LISTINGS = None
+            _SIZES.clear()
+            _WALKS.clear()
+
+
+def listed(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
+    """(format, path, relative path, metadata) of every file the pattern names, sorted, from one
+    listing (Beam compiles a pattern per path it is asked to match: a path at a time, 17,000
+    books cost a minute). A pattern without glob characters is a file, or a folder read at
+    every depth, with or without a trailing slash, on every filesystem (on object stores a
+    folder is a name prefix). Inside `one_listing`, listed once."""
+    if _LISTINGS is None:
+        return list_files(spec)
+    if spec not in _LISTINGS:
+        _LISTINGS[spec] = list_files(spec)
+        _SIZES.update((m.path, m.size_in_bytes) for *_, m in _LISTINGS[spec])
+    return list(_LISTINGS[spec])
+
+
+def list_files(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
+    """`listed`'s listing, made: a name that cannot be read as a file is refused here, where it
+    is first seen, before anything reads it (`BadInputError`, whose name the runner's one-line
+    failure finds also when a remote worker raised it)."""
+    pattern = spec.pattern
+    walks = _WALKS if _LISTINGS is not None else {}  # the inputs' folders, walked once
+    if any(c in pattern for c in GLOB_CHARS):
+        found, root = fsio.match(pattern, walks), glob_root(pattern)
+        missed = left_out(pattern, found, walks)
+        if not found and not missed and names_a_path(pattern):
+            found, root, missed = as_written(pattern)
+    else:
+        found = fsio.files_under(pattern, walks)
+        one_file = len(found) == 1 and found[0].path == pattern.rstrip("/")
+        root = glob_root(pattern) if one_file else pattern.rstrip("/")
+        missed = left_out(folder_scope(pattern), found, walks)
+    refuse_odd_files(found, missed)
+    out = []
+    for m in found:
+        path = m.path
+        rel = (
+            path[len(root) :].lstrip("/")
+            if root and path.startswith(root)
+            else posixpath.basename(path)
+        )
+        out.append((spec.format, path, rel, m))
+    return out
+
+
+def names_a_path(pattern: str) -> bool:
+    """A local pattern with glob characters that matches nothing but names a file or folder as
+    written ("Moby [1851].txt"): read as that path. Only a pattern that matches no file is read
+    so, so what a pattern matches never changes."""
+    return fsio.is_local(pattern) and os.path.lexists(pattern.rstrip("/") or pattern)
+
+
+def as_written(path: str) -> tuple[list[FileMetadata], str, list[str]]:
+    """(files, root, names left out) of a local path holding glob characters, taken as written:
+    a file, or a folder at every depth, listed as a path without them is (the same walk, joins
+    and metadata), so its documents have the ids they would have under a plain name."""
+    path = path.rstrip("/") or path
+    if os.path.isdir(path):
+        names = [os.path.join(d, f) for d, _, files in os.walk(path) for f in files]
+        root = path
+    else:
+        names, root = [path], posixpath.dirname(path)
+    found, missed = [], []
+    for name in names:
+        try:
+            st = os.stat(name)
+        except OSError:  # a dangling link, or gone since the walk
+            missed.append(name)
+            continue
+        found.append(FileMetadata(name, st.st_size, st.st_mtime))
+    return sorted(found, key=lambda m: m.path), root, missed
+
+
+def folder_scope(pattern: str) -> str:
+    """What a local pattern without glob characters is listed as: a folder's `/**`, or the
+    path itself."""
+    if fsio.is_local(pattern) and os.path.isdir(pattern):
+        return pattern.rstrip("/") + "/**"
+    return pattern
+
+
+def left_out(scope: str, found: list[FileMetadata], walks: dict) -> list[str]:
+    """The local names a listing of `scope` walked and matched but did not list: those that
+    `os.stat` failed on, a dangling symbolic link (or a file removed since the walk). The
+    listing leaves them out without a word; `walks` holds what it walked."""
+    if not fsio.is_local(scope):
+        return []
+    if not any(c in scope for c in GLOB_CHARS):
+        return [] if found else [scope]
+    if scope.endswith("/"):
+        scope += "*"  # as `fsio.local_match` reads it
+    base = os.path.dirname(re.match(r"^[^[*?]*", scope).group(0))
+    below = base.rstrip(os.sep) + os.sep
+    walked = {
+        path
+        for folder, paths in walks.items()
+        if folder == base or folder.startswith(below)
+        for path in paths
+    }
+    matches = re.compile(FileSystem.translate_pattern(scope)).match
+    return sorted(p for p in walked - {m.path for m in found} if matches(p))
+
+
+def refuse_odd_files(found: list[FileMetadata], missed: list[str]) -> None:
+    """A named pipe, socket or device among an input's files, or a dangling symbolic link, is
+    refused: reading a pipe waits for a writer that never comes (the build would hang), and a
+    dangling link would be left out uncounted."""
+    for path in missed:
+        if os.path.islink(path) and not os.path.exists(path):
+            raise BadInputError(
+                f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                "remove the link or restore what it points to"
+            )
+    for m in found:
+        if m.size_in_bytes == 0 and fsio.is_local(m.path):  # how pipes and devices list
+            kind = not_a_file(m.path)
+            if kind:
+                raise BadInputError(
+                    f"{m.path} is {kind}, not a regular file, so it cannot be read as input; "
+                    "remove it from the input folder, or name the input's files with a glob "
+                    "that leaves it out"
+                )
+
+
+SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def not_a_file(path: str) -> str | None:
+    """What a local name is when it is no regular file (links followed), else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # gone since the listing: reading it says so
+        return None
+    return next((kind for test, kind in SPECIAL_FILES if test(mode)), None)
+
+
+def refuse_unusable_inputs(specs) -> None:
+    """Lists every input before any work starts (the listing is kept for the command, inside
+    `one_listing`): a name that is no readable file stops the command in one line."""
+    for spec in specs:
+        try:
+            listed(spec)
+        except BadInputError as e:
+            raise SystemExit(f"error: {e}") from None
+
+
+IDS_OF_NAMES = ("text", "books")  # formats whose document ids are a file's name in its input
+
+
+def refuse_shared_names(specs, dedup: bool) -> None:
+    """Two files whose documents would take the same ids stop a build before any work starts,
+    instead of when the ids meet (`pipeline.core.buckets.refuse_repeated_ids`), after OUT was
+    made. Ids stay as they are (they decide the shards' bytes). With --dedup equal copies are
+    dropped before the ids meet, so nothing is refused here."""
+    if dedup:
+        return
+    line = shared_name(specs)
+    if line:
+        raise SystemExit(f"error: {line}")
+
+
+def shared_name(specs) -> str | None:
+    """The first clash of ids among the inputs' files, as a line, or None. Text and books ids
+    are made of a file's name within its input; any file read twice under one name repeats
+    every id (JSONL ids of records without one, Wikipedia's page ids). Empty files make no
+    document and a multistream index is read with its dump, so neither can clash."""
+    seen: dict[tuple, tuple[str, str, int]] = {}
+    for spec in specs:
+        for fmt, path, rel, m in listed(spec):
+            if m.size_in_bytes == 0 or (fmt == "wikipedia" and is_index(path)):
+                continue
+            key = (fmt, rel) if fmt in IDS_OF_NAMES else (fmt, rel, path)
+            if key in seen:
+                return clash_line(seen[key], (path, spec.pattern, m.size_in_bytes), rel)
+            seen[key] = (path, spec.pattern, m.size_in_bytes)
+    return None
+
+
+def clash_line(first: tuple[str, str, int], second: tuple[str, str, int], rel: str) -> str:
+    """What is wrong with two listings of one name, and what to do. --dedup is named only for
+    files of one size: it helps only when their documents are equal."""
+    (path, pattern, size), (other, other_pattern, other_size) = first, second
+    if path == other:
+        return (
+            f"{path} is read twice, as {rel} of the inputs {pattern} and {other_pattern}, so "
+            "each of its documents would be there twice; give each file once"
+        )
+    copies = "pass --dedup (make: ARGS=--dedup) if they are copies, or " * (size == other_size)
+    return (
+        f"{path} and {other} have the same name within their inputs ({rel}), which names their "
+        f"documents; rename one, {copies}give a folder above both as one input"
+    )
+
+
+def expand_pattern(spec: InputSpec) -> list[tuple[str, str, str]]:
+    """(format, path, relative path) for every file the pattern names, sorted."""
+    return [(fmt, path, rel) for fmt, path, rel, _ in listed(spec)]
+
+
+def input_files(specs) -> list[tuple[str, int]]:
+    """(path, stored size) of every input file."""
+    return [(m.path, m.size_in_bytes) for spec in specs for *_, m in listed(spec)]
+
+
+def input_bytes(specs) -> int:
+    """The stored size of every input file (what the progress line counts against)."""
+    return sum(size for _, size in input_files(specs))
+
+
+def known_size(path: str) -> int | None:
+    """A file's stored size from a listing made in this process inside `one_listing` (its
+    workers forked after it see it too), or None: one request fewer per file on gs://."""
+    return _SIZES.get(path)
