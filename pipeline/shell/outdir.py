@@ -36,10 +36,11 @@ OUR_FILES = {
     "tokenizer.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
+    "punkt.json",  # `bert-shards punkt`'s, which a build into the same OUT may read (--punkt)
     LOCK_NAME,
 }
-# Ours only beside a mark of ours: a Hugging Face tokenizer folder holds these very names.
-TOKENIZER_FILES = OUR_FILES - {MANIFEST_NAME, LOCK_NAME}
+# Ours only beside a mark of ours: a Hugging Face tokenizer folder holds the first four names.
+COMMAND_FILES = OUR_FILES - {MANIFEST_NAME, LOCK_NAME}
 
 
 class OutputError(ValueError):
@@ -60,7 +61,7 @@ def foreign_entries(out: str) -> list[str]:
     shard_names = (
         sorted(os.listdir(shards)) if os.path.isdir(shards) and not os.path.islink(shards) else []
     )
-    ours = OUR_FILES if marked_ours(out, names, shard_names) else OUR_FILES - TOKENIZER_FILES
+    ours = OUR_FILES if marked_ours(out, names, shard_names) else OUR_FILES - COMMAND_FILES
     for name in names:
         path = os.path.join(out, name)
         if name == SHARDS_DIR and os.path.isdir(path) and not os.path.islink(path):
@@ -86,7 +87,7 @@ def foreign_objects(out: str) -> list[str]:
     ours = (
         OUR_FILES
         if marked_ours(out, files, shard_files + shard_folders)
-        else OUR_FILES - TOKENIZER_FILES
+        else OUR_FILES - COMMAND_FILES
     )
     foreign = [n for n in files if n not in ours]
     for folder in folders:

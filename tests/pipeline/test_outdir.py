@@ -235,14 +235,14 @@ def test_a_vocab_of_ours_is_replaced_and_built_beside_without_overwrite(tmp_path
     "mark",
     [".bert-shards.lock", "shards/train-00000-of-00001.arrow", "shards/.building/x"],
 )
-def test_a_mark_of_ours_makes_the_tokenizer_files_ours(tmp_path, mark):
+def test_a_mark_of_ours_makes_the_tokenizer_and_punkt_files_ours(tmp_path, mark):
     from pipeline.shell.outdir import foreign_entries
 
     out = tmp_path / "out"
-    someones_tokenizer(out)
-    (out / "punkt.json").unlink()
+    someones_tokenizer(out)  # with a punkt.json, as `bert-shards punkt` writes for --punkt
     assert foreign_entries(str(out)) == sorted(
-        ["special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+        ["punkt.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
+        + ["vocab.txt"]
     )
     (out / mark).parent.mkdir(parents=True, exist_ok=True)
     (out / mark).write_bytes(b"")
