@@ -78,12 +78,25 @@ def foreign_entries(out: str) -> list[str]:
     return foreign
 
 
+def gcs_entries(out: str, folder: str = "") -> tuple[list[str], list[str]]:
+    """`fsio.entries` of a gs:// OUT (or of `folder` in it), with a bucket that does not exist
+    said in one line."""
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return fsio.entries(f"{out}/{folder}" if folder else out)
+    except NotFound:
+        bucket = fsio.split_gcs(out)[0]
+        raise OutputError(
+            f"--out {out}: there is no bucket {bucket}; create it (gcloud storage buckets create "
+            f"gs://{bucket}) or choose another OUT"
+        ) from None
+
+
 def foreign_objects(out: str) -> list[str]:
     """`foreign_entries` of a gs:// OUT: its folders are name prefixes (two listings)."""
-    files, folders = fsio.entries(out)
-    shard_files, shard_folders = (
-        fsio.entries(f"{out}/{SHARDS_DIR}") if SHARDS_DIR in folders else ([], [])
-    )
+    files, folders = gcs_entries(out)
+    shard_files, shard_folders = gcs_entries(out, SHARDS_DIR) if SHARDS_DIR in folders else ([], [])
     ours = (
         OUR_FILES
         if marked_ours(out, files, shard_files + shard_folders)
@@ -130,7 +143,8 @@ def check_output(out: str, overwrite: bool) -> None:
     this build did not write (unless `overwrite`). Nothing is created here: a refusal after
     this one (no disk space, a resume that does not match) leaves no OUT behind."""
     if fsio.is_gcs(out):
-        refuse_foreign(out, [] if overwrite else foreign_entries(out))
+        foreign = foreign_entries(out)  # listed with --overwrite too: it says a missing bucket
+        refuse_foreign(out, [] if overwrite else foreign)
         return
     if not is_local(out):
         return
@@ -165,6 +179,8 @@ def check_side_output(out: str, writes: tuple[str, ...], overwrite: bool) -> Non
     or holds a file of those names that no command of ours wrote (unless `overwrite`)."""
     if is_local(out):
         check_writable(out)
+    if fsio.is_gcs(out):
+        names, folders = gcs_entries(out)  # first: it says a missing bucket
     manifest = f"{out.rstrip('/')}/{MANIFEST_NAME}"
     if fsio.exists(manifest) and _our_manifest(manifest):
         raise OutputError(
@@ -174,8 +190,7 @@ def check_side_output(out: str, writes: tuple[str, ...], overwrite: bool) -> Non
     if overwrite or (is_local(out) and not os.path.isdir(out)):
         return
     if fsio.is_gcs(out):
-        names, folders = fsio.entries(out)
-        shard_names = sum(fsio.entries(f"{out}/{SHARDS_DIR}"), []) if SHARDS_DIR in folders else []
+        shard_names = sum(gcs_entries(out, SHARDS_DIR), []) if SHARDS_DIR in folders else []
     elif is_local(out):
         names = os.listdir(out)
         shards = os.path.join(out, SHARDS_DIR)

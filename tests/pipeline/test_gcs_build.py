@@ -273,3 +273,19 @@ def test_a_lock_of_this_machine_is_taken_over_only_when_its_process_is_gone(gcs_
     with OutputLock(out):
         assert read_text(lock).startswith(f"build pid {os.getpid()} on ")
     assert not exists(lock)
+
+
+@pytest.mark.parametrize("command", ["build", "vocab", "punkt"])
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_bucket_that_does_not_exist_is_one_line(gcs_emulator, command, overwrite):
+    """Said before any work, with --overwrite too, not as the storage client's 404 traceback."""
+    from pipeline.shell.cli import main
+
+    out = "gs://no-such-bucket/out"
+    args = [command, "--input", f"text:{SAMPLE}/text", "--out", out, "--workers", "1"]
+    with pytest.raises(SystemExit) as e:
+        main([*args, *overwrite])
+    assert str(e.value.code) == (
+        f"error: --out {out}: there is no bucket no-such-bucket; create it (gcloud storage "
+        "buckets create gs://no-such-bucket) or choose another OUT"
+    )
