@@ -3,9 +3,9 @@
 A build replaces only what it would itself write: an empty directory, a shard set of this
 schema (its manifest says so) or an unfinished build of ours. Anything else is refused before
 any work starts, naming what is there, unless the user passes `--overwrite`, on a local disk
-and on gs:// alike. The vocab and tokenizer files count as ours only in an OUT that shows it
-is ours (`marked_ours`): a folder of someone's tokenizer (`save_pretrained` writes the same
-four names) is not replaced silently, by `build`, `vocab` or `punkt`.
+and on gs:// alike. The vocab, tokenizer and Punkt files count as ours only in an OUT that
+shows it is ours (`marked_ours`): a folder of someone's tokenizer (`save_pretrained` writes the
+same four names) is not replaced silently, by `build`, `vocab` or `punkt`.
 
 A build holds an exclusive lock on OUT for its whole run; a second build
 into the same OUT is refused at once, naming the first. Locally the lock is `flock`, so a killed
