@@ -63,7 +63,7 @@ def reads_out(spec, out: str) -> bool:
     from pipeline.files.listing import GLOB_CHARS, glob_root
 
     pattern = spec.pattern.rstrip("/")
-    if any(c in pattern for c in GLOB_CHARS):
+    if any(c in pattern for c in GLOB_CHARS) and not read_as_written(spec):
         if "**" not in pattern:
             return False
         folder = glob_root(spec.pattern)
@@ -72,6 +72,16 @@ def reads_out(spec, out: str) -> bool:
     else:
         folder = pattern
     return within(out, folder)
+
+
+def read_as_written(spec) -> bool:
+    """A local folder whose name holds glob characters ("Moby [1851]"), which the listing reads
+    as that folder because the pattern matches nothing: every file listed lies under it."""
+    folder = spec.pattern.rstrip("/")
+    if "://" in folder or not os.path.isdir(folder):
+        return False
+    listed = expand_pattern(spec)
+    return bool(listed) and all(path.startswith(folder + "/") for _, path, _ in listed)
 
 
 def within(path: str, folder: str) -> bool:

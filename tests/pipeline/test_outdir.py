@@ -140,6 +140,23 @@ def test_an_out_inside_an_input_folder_is_refused(tmp_path, command):
         assert sorted(os.listdir(corpus)) == ["part"]
 
 
+def test_an_out_inside_a_folder_named_like_a_glob_is_refused(tmp_path):
+    """ "Moby [1851]" is read as that folder (its pattern matches nothing), so OUT in it is
+    inside the input; a pattern that matches files as a glob stays a glob."""
+    from pipeline.files.listing import InputSpec
+    from pipeline.shell.cli import reads_out
+
+    corpus = tmp_path / "Moby [1851]"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("One sentence here. And another one.\n")
+    with pytest.raises(SystemExit) as e:
+        main(["build", "--input", f"text:{corpus}", "--out", str(corpus / "out")])
+    assert str(e.value.code).startswith(f"error: --out {corpus / 'out'} lies inside the input")
+    assert os.listdir(corpus) == ["a.txt"]
+    (tmp_path / "Moby 1").write_text("Another book here. It ends.\n")  # a file it matches
+    assert not reads_out(InputSpec("text", str(corpus)), str(corpus / "out"))  # so: a glob
+
+
 def test_an_out_beside_a_glob_of_files_is_fine(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
