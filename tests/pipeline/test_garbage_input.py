@@ -94,6 +94,7 @@ def test_a_repeated_jsonl_id_is_refused_naming_both_lines():
 
 
 def test_one_id_in_two_jsonl_files_stops_the_build(tmp_path):
+    """Both copies differ, so --dedup could not help: the line does not offer it."""
     from tests.helpers import build_shards
 
     (tmp_path / "in").mkdir()
@@ -107,4 +108,5 @@ def test_one_id_in_two_jsonl_files_stops_the_build(tmp_path):
     ) as e:
         build_shards(str(tmp_path / "out"), "--vocab-size", "200", inputs=f"jsonl:{tmp_path}/in")
     assert f"read from {tmp_path}/in/a.jsonl, {tmp_path}/in/b.jsonl" in str(e.value)
+    assert "--dedup" not in str(e.value)
     assert not (tmp_path / "out" / "manifest.json").exists()

@@ -225,19 +225,3 @@ def test_a_repeat_names_how_its_source_repeats_ids(doc_id, cause):
     assert message.startswith(f"document id {doc_id!r} occurs twice in the input (read from a, b)")
     assert cause in message and "--dedup" not in message
     assert RepeatedIdError(message).id == ""  # Beam makes it again from the message alone
-
-
-def test_one_jsonl_id_in_two_differing_files_does_not_suggest_dedup(tmp_path):
-    """Both copies differ, so --dedup could not help: the line does not offer it."""
-    (tmp_path / "in").mkdir()
-    for name, text in (("a.jsonl", "First copy. It has words."), ("b.jsonl", "Second one. Other.")):
-        stem = name.split(".")[0]
-        lines = [f'{{"id": "{stem}-{i}", "text": "Filler number {i}. More."}}' for i in range(30)]
-        lines.append(f'{{"id": "same", "text": "{text}"}}')
-        (tmp_path / "in" / name).write_text("\n".join(lines) + "\n")
-    with pytest.raises(SystemExit, match="document id 'jsonl:same' occurs twice") as e:
-        main(
-            ["build", "--input", f"jsonl:{tmp_path}/in", "--out", str(tmp_path / "out")]
-            + ["--workers", "1", "--vocab-size", "200"]
-        )
-    assert "--dedup" not in str(e.value)
