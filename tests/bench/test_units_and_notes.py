@@ -90,6 +90,42 @@ def test_wikipedia_build_rates_per_wall_second_per_worker_are_labelled_so():
     assert instances["unit"] == "/s wall" and instances["value"] == 50
 
 
+def test_wikipedia_scaling_keeps_each_worker_counts_fastest_of_builds_run_in_turn(
+    tmp_path, monkeypatch
+):
+    """1 worker against 2 from builds taken in turn (2, 1, 2, 1), each count's fastest kept:
+    the machine's drift between builds would otherwise move the ratio."""
+    import bz2
+    import os
+
+    from bench import wiki_bench
+    from tests.pipeline.wikidata import export, page_xml
+
+    walls = iter([40.0, 11.0, 20.0, 10.0, 21.0])  # vocab build, then 2, 1, 2, 1 workers
+    calls = []
+
+    def build(inputs, out, workers, extra):
+        calls.append((workers, bool(extra)))
+        os.makedirs(out)
+        manifest = {"counts": {"total": {"documents_used": 1}}, "shards": [{"rows": 10}]}
+        return next(walls), 5.0 * workers, manifest
+
+    monkeypatch.setattr(wiki_bench, "_build", build)
+    monkeypatch.setattr(wiki_bench, "side_by_side", lambda *a: [21.0, 21.5])
+    monkeypatch.setattr(wiki_bench, "split_tokenize_floor", lambda *a: 1.0)
+    monkeypatch.setattr(wiki_bench.tempfile, "tempdir", str(tmp_path))
+    xml = export(page_xml(1, "A", "Some prose here."))
+    rows = {r["metric"]: r for r in wiki_bench.build_rows(bz2.compress(xml), 1, 2)}
+    assert calls == [(2, False), (2, True), (1, True), (2, True), (1, True)]
+    ratio = rows["whole build, vocab reused: 2 workers against 1, wall"]
+    assert ratio["value"] == 2.0  # 20.0 against 10.0
+    assert ratio["note"].endswith(
+        "; the fastest of builds run in turn (1 worker 20.0, 21.0 s; 2 workers 11.0, 10.0 s)"
+    )
+    alone = rows["whole build, 1 worker(s), vocab reused"]["note"]
+    assert alone.endswith("20 s wall incl. start-up")
+
+
 def test_wikipedia_reader_rates_are_per_cpu_second():
     from bench import wiki_bench
     from tests.pipeline.wikidata import export, page_xml
