@@ -221,11 +221,19 @@ def atomic_create(path: str):
     FileSystems.rename([tmp], [path])
 
 
+# Every object this package writes on gs:// carries this metadata, in the same request. A gs://
+# OUT keeps no lock file after a command, so this is how a later command knows that the
+# vocab.txt or punkt.json there is ours, not a user's (`pipeline.shell.outdir`).
+WRITTEN_BY = {"written-by": "bert-shards"}
+
+
 def write_bytes(path: str, data) -> None:
     """`data` as the whole of `path`, replacing it; never seen half written."""
     if is_gcs(path):
         data = data if isinstance(data, bytes) else bytes(data)
-        blob(path).upload_from_string(data, content_type="application/octet-stream")
+        target = blob(path)
+        target.metadata = WRITTEN_BY
+        target.upload_from_string(data, content_type="application/octet-stream")
         return
     with atomic_create(path) as f:
         f.write(data)
@@ -392,14 +400,17 @@ def files_under(folder: str, walks: dict | None = None) -> list[FileMetadata]:
     return match(folder + "/**", walks)
 
 
-def entries(folder: str) -> tuple[list[str], list[str]]:
-    """(files, folders) directly in a gs:// folder, by name: one delimited listing."""
+def entries(folder: str) -> tuple[list[str], list[str], set[str]]:
+    """(files, folders, the files written by this package: `WRITTEN_BY`) directly in a gs://
+    folder, by name: one delimited listing."""
     bucket, name = split_gcs(folder.rstrip("/"))
     prefix = name + "/" if name else ""
     listing = gcs_client().list_blobs(bucket, prefix=prefix, delimiter="/")
-    files = [o.name[len(prefix) :] for o in listing if o.name != prefix]
+    objects = [o for o in listing if o.name != prefix]
+    files = [o.name[len(prefix) :] for o in objects]
+    ours = {o.name[len(prefix) :] for o in objects if (o.metadata or {}) == WRITTEN_BY}
     folders = [p[len(prefix) :].rstrip("/") for p in listing.prefixes]
-    return sorted(files), sorted(folders)
+    return sorted(files), sorted(folders), ours
 
 
 # -- removing and publishing ------------------------------------------------------------------

@@ -78,9 +78,9 @@ def foreign_entries(out: str) -> list[str]:
     return foreign
 
 
-def gcs_entries(out: str, folder: str = "") -> tuple[list[str], list[str]]:
-    """`fsio.entries` of a gs:// OUT (or of `folder` in it), with a bucket that does not exist
-    said in one line."""
+def gcs_entries(out: str, folder: str = "") -> tuple[list[str], list[str], set[str]]:
+    """`fsio.entries` of a gs:// OUT (or of `folder` in it): files, folders and the files our
+    commands wrote; a bucket that does not exist said in one line."""
     from google.api_core.exceptions import NotFound
 
     try:
@@ -95,12 +95,14 @@ def gcs_entries(out: str, folder: str = "") -> tuple[list[str], list[str]]:
 
 def foreign_objects(out: str) -> list[str]:
     """`foreign_entries` of a gs:// OUT: its folders are name prefixes (two listings)."""
-    files, folders = gcs_entries(out)
-    shard_files, shard_folders = gcs_entries(out, SHARDS_DIR) if SHARDS_DIR in folders else ([], [])
+    files, folders, written = gcs_entries(out)
+    shard_files, shard_folders = (
+        gcs_entries(out, SHARDS_DIR)[:2] if SHARDS_DIR in folders else ([], [])
+    )
     ours = (
         OUR_FILES
         if marked_ours(out, files, shard_files + shard_folders)
-        else OUR_FILES - COMMAND_FILES
+        else (OUR_FILES - COMMAND_FILES) | (COMMAND_FILES & written)
     )
     foreign = [n for n in files if n not in ours]
     for folder in folders:
@@ -180,7 +182,7 @@ def check_side_output(out: str, writes: tuple[str, ...], overwrite: bool) -> Non
     if is_local(out):
         check_writable(out)
     if fsio.is_gcs(out):
-        names, folders = gcs_entries(out)  # first: it says a missing bucket
+        names, folders, written = gcs_entries(out)  # first: it says a missing bucket
     manifest = f"{out.rstrip('/')}/{MANIFEST_NAME}"
     if fsio.exists(manifest) and _our_manifest(manifest):
         raise OutputError(
@@ -190,7 +192,8 @@ def check_side_output(out: str, writes: tuple[str, ...], overwrite: bool) -> Non
     if overwrite or (is_local(out) and not os.path.isdir(out)):
         return
     if fsio.is_gcs(out):
-        shard_names = sum(gcs_entries(out, SHARDS_DIR), []) if SHARDS_DIR in folders else []
+        shard_names = sum(gcs_entries(out, SHARDS_DIR)[:2], []) if SHARDS_DIR in folders else []
+        names = [n for n in names if n not in written]  # written by one of our commands
     elif is_local(out):
         names = os.listdir(out)
         shards = os.path.join(out, SHARDS_DIR)

@@ -5,6 +5,8 @@ as on a local disk, and what a build costs the store."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -239,16 +241,37 @@ def test_vocab_on_gcs_is_the_build_vocab(gcs_emulator, gcs_input, sample_shards)
     with open(os.path.join(sample_shards, "vocab.txt"), "rb") as f:
         assert read("gs://vocab/v/vocab.txt") == f.read()
     assert gcs_emulator.list_objects("vocab") == ["v/tokenizer.json", "v/vocab.txt"]
-    # No lock object is left to say a command of ours wrote there: a later command into it
-    # is refused as into someone's tokenizer folder, and --overwrite lets it.
+    # No lock object is left there, but the objects' metadata says a command of ours wrote
+    # them: vocab again, and then a build with that vocab, go into the same OUT.
     again = ["--input", gcs_input, "--out", "gs://vocab/v", "--workers", "1"]
+    assert main(["vocab", *again]) == 0
+    with open(os.path.join(sample_shards, "vocab.txt"), "rb") as f:
+        assert read("gs://vocab/v/vocab.txt") == f.read()
+    build = [*again, "--vocab", "gs://vocab/v/vocab.txt", "--progress-seconds", "0"]
+    assert main(["build", *build]) == 0
+    manifest = json.loads(read("gs://vocab/v/manifest.json"))
+    with open(os.path.join(sample_shards, "vocab.txt"), "rb") as f:
+        vocab = f.read()
+    assert read("gs://vocab/v/vocab.txt") == vocab
+    assert manifest["vocab_sha256"] == hashlib.sha256(vocab).hexdigest()
+
+
+def test_a_users_tokenizer_on_gcs_is_not_replaced_without_overwrite(gcs_emulator, gcs_input):
+    """The same names uploaded by someone else (no metadata of ours): refused, as locally."""
+    from pipeline.files.fsio import blob
+    from pipeline.shell.cli import main
+
+    gcs_emulator.create_bucket("theirs")
+    for name in ("vocab.txt", "tokenizer.json"):
+        blob(f"gs://theirs/t/{name}").upload_from_string(b"[PAD]\n")
+    again = ["--input", gcs_input, "--out", "gs://theirs/t", "--workers", "1"]
     with pytest.raises(SystemExit, match="holds vocab.txt and tokenizer.json, which no bert-"):
         main(["vocab", *again])
     with pytest.raises(SystemExit, match=r"did not write \(tokenizer.json, vocab.txt\)"):
         main(["build", *again])
+    assert read("gs://theirs/t/vocab.txt") == b"[PAD]\n"
     assert main(["vocab", *again, "--overwrite"]) == 0
-    with open(os.path.join(sample_shards, "vocab.txt"), "rb") as f:
-        assert read("gs://vocab/v/vocab.txt") == f.read()
+    assert read("gs://theirs/t/vocab.txt") != b"[PAD]\n"
 
 
 def test_a_lock_of_this_machine_is_taken_over_only_when_its_process_is_gone(gcs_bucket):
