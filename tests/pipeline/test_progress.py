@@ -4,6 +4,7 @@ a failure on 2 workers is one line; --verbose shows the logs."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 
 from pipeline.files.fsio import write_marker
 from pipeline.shell.progress import Snapshot, clock, line, vocab_seconds_expected
-from tests.helpers import ROOT, SAMPLE_INPUT
+from tests.helpers import ROOT, SAMPLE, SAMPLE_INPUT
 
 PROGRESS = re.compile(
     r"^\[\d+:\d\d\] (read|split|vocab|tokenize|instances) *, "
@@ -28,7 +29,11 @@ def build(out, *extra, inputs=SAMPLE_INPUT) -> subprocess.CompletedProcess:
 
 
 def test_a_two_worker_build_prints_progress_and_no_worker_logs(tmp_path):
-    done = build(tmp_path / "out", "--progress-seconds", "1")
+    # 50 copies of the sample's books (3.4 MB): the pipeline runs for about 2.3 s here, so the
+    # line, printed every second, shows; the sample alone runs for under a second.
+    for k in range(50):
+        shutil.copytree(f"{SAMPLE}/books", tmp_path / "in" / f"copy-{k:02d}")
+    done = build(tmp_path / "out", "--progress-seconds", "1", inputs=f"books:{tmp_path}/in")
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert any(PROGRESS.match(ln) for ln in lines), done.stderr
