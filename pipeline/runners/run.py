@@ -195,6 +195,9 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
     the graph writing to the real stderr (the progress line)."""
     import logging
 
+    from pipeline.runners.beam_internals import quick_sampler_stop
+
+    quick_sampler_stop()  # before the workers fork, so that theirs stop quickly too
     beam_logger = logging.getLogger("apache_beam")
     level = beam_logger.level
     if not verbose:

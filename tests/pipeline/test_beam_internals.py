@@ -170,3 +170,43 @@ def test_every_name_in_the_table_is_used():
     code = "\n".join(p.read_text() for p in sorted(PACKAGE.rglob("*.py")) if p != TABLE_MODULE)
     unused = [name for name in INTERNALS if not re.search(rf"\b{name}\b", code)]
     assert not unused, f"in INTERNALS but used nowhere (remove them): {unused}"
+
+
+@pytest.fixture
+def beams_sampler(monkeypatch):
+    """The bundle processor's `statesampler` module, its class restored after the test."""
+    from apache_beam.runners.worker import bundle_processor
+
+    module = bundle_processor.statesampler
+    monkeypatch.setattr(module, "StateSampler", module.StateSampler)
+    return module
+
+
+def test_each_bundles_sampler_wakes_every_20_ms(beams_sampler):
+    """A bundle's end joins its sampling thread, which sleeps up to its period between wakes:
+    200 ms by Beam's default, 20 after `quick_sampler_stop` (docs/runners.md)."""
+    from apache_beam.utils.counters import CounterFactory
+
+    beam_internals.quick_sampler_stop()
+    quick = beams_sampler.StateSampler
+    beam_internals.quick_sampler_stop()  # once is enough
+    assert beams_sampler.StateSampler is quick and quick.quick_stop
+    assert quick("stage", CounterFactory()).sampling_period_ms == 20
+    assert quick("stage", CounterFactory(), sampling_period_ms=7).sampling_period_ms == 7
+    beam_default = quick.__bases__[0]("stage", CounterFactory()).sampling_period_ms
+    assert beam_default == 200
+
+
+def test_a_stranded_sampler_of_the_quick_class_is_stopped(beams_sampler):
+    import threading
+
+    from apache_beam.runners.worker import statesampler_fast
+    from apache_beam.utils.counters import CounterFactory
+
+    beam_internals.quick_sampler_stop()
+    before = set(threading.enumerate())
+    sampler = beams_sampler.StateSampler("stage", CounterFactory())
+    statesampler_fast.StateSampler.start(sampler)  # as an interrupt leaves it
+    (thread,) = set(threading.enumerate()) - before
+    beam_internals.stop_stranded_samplers()
+    assert sampler.finished and not thread.is_alive()
