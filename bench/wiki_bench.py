@@ -168,7 +168,9 @@ def build_rows(compressed: bytes, copies: int, workers: int, rounds: int = 2) ->
         # With the vocab reused, `rounds` builds per worker count, taken in turn (2, 1, 2, 1):
         # this machine's speed drifts by several percent between builds a minute apart, so
         # each count keeps its fastest build, the one least slowed by the machine.
-        tries: dict[int, list[tuple[float, float, dict]]] = {w: [] for w in {workers: 0, 1: 0}}
+        tries: dict[int, list[tuple[float, float, dict]]] = {
+            w: [] for w in dict.fromkeys((workers, 1))
+        }
         for k in range(rounds):
             for w, runs in tries.items():
                 out = f"{tmp}/out-{w}-{k}"

@@ -408,7 +408,9 @@ def entries(folder: str) -> tuple[list[str], list[str], set[str]]:
     listing = gcs_client().list_blobs(bucket, prefix=prefix, delimiter="/")
     objects = [o for o in listing if o.name != prefix]
     files = [o.name[len(prefix) :] for o in objects]
-    ours = {o.name[len(prefix) :] for o in objects if (o.metadata or {}) == WRITTEN_BY}
+    ours = {
+        o.name[len(prefix) :] for o in objects if WRITTEN_BY.items() <= (o.metadata or {}).items()
+    }
     folders = [p[len(prefix) :].rstrip("/") for p in listing.prefixes]
     return sorted(files), sorted(folders), ours
 
