@@ -131,3 +131,45 @@ def test_the_options_make_each_view_once_and_share_its_values():
         assert made.get_all_options() == options.get_all_options()
         made.view_as(StandardOptions).streaming = False
         assert options.view_as(StandardOptions).streaming is True
+
+
+PERIODS = """
+import os, sys
+import apache_beam as beam
+from pipeline.runners.run import pipeline_options, run_pipeline
+
+class Period(beam.DoFn):
+    def process(self, x):
+        from apache_beam.runners.worker import statesampler
+        with open(os.path.join(sys.argv[1], f"{os.getpid()}-{x}"), "w") as f:
+            f.write(str(statesampler.get_current_tracker().sampling_period_ms))
+        yield x
+
+graph = lambda p: p | beam.Create(range(4)) | beam.Reshuffle() | beam.ParDo(Period())
+run_pipeline(graph, pipeline_options([], "DirectRunner", 2), verbose=False)
+print(os.getpid())
+"""
+
+
+def test_the_forked_workers_bundles_sample_every_20_ms(tmp_path):
+    """`run_pipeline` gives each bundle's sampling thread a 20 ms period before the workers
+    fork, so a bundle ends without waiting out Beam's 200 ms (docs/runners.md): read in the
+    bundles of a 2-worker graph run as a user runs it, in a fresh process."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    done = subprocess.run(
+        [sys.executable, "-c", PERIODS, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    assert sorted(name.split("-")[1] for name in seen) == ["0", "1", "2", "3"]
+    workers = {name.split("-")[0] for name in seen}
+    assert done.stdout.strip() not in workers and len(workers) == 2  # the forked workers
+    assert set(seen.values()) == {"20"}
