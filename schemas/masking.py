@@ -156,19 +156,26 @@ def mask_flat(
         )
     lengths = np.diff(offsets)
     out = ids.copy()
-    chosen_parts, counts = [], np.zeros(rows, np.int64)
+    parts, counts = [], np.zeros(rows, np.int64)
     for lo in range(0, rows, block_rows):
         hi = min(lo + block_rows, rows)
         n = lengths[lo:hi]
-        valid = np.arange(int(n.max()) if len(n) else 0) < n[:, None]
-        grid = np.full(valid.shape, rule.tokens.cls, ids.dtype)  # any id: padding is no candidate
-        grid[valid] = ids[offsets[lo] : offsets[hi]]
-        chosen, _, u = _select(grid, n, b_start[lo:hi], rule, rng)
-        flat = chosen[valid]
-        _replace(out, np.flatnonzero(flat) + offsets[lo], u, rule, rng)
-        chosen_parts.append(flat)
-        counts[lo:hi] = chosen.sum(axis=1)
-    where = np.flatnonzero(np.concatenate(chosen_parts)) if chosen_parts else np.zeros(0, int)
+        width = int(n.max()) if len(n) else 0
+        if rule.whole_word:  # words are read from the ids, laid out in the grid
+            valid = np.arange(width) < n[:, None]
+            grid = np.full(valid.shape, rule.tokens.cls, ids.dtype)  # padding is no candidate
+            grid[valid] = ids[offsets[lo] : offsets[hi]]
+        else:  # only the grid's shape is read
+            grid = np.broadcast_to(np.zeros(1, ids.dtype), (hi - lo, width))
+        _, cells, u = _select(grid, n, b_start[lo:hi], rule, rng)
+        # a chosen cell (row r, column c) is the id at offsets[lo + r] + c: ascending, as the
+        # cells are row by row
+        row, col = np.divmod(cells, width) if width else (cells, cells)
+        where = offsets[lo:hi][row] + col
+        _replace(out, where, u, rule, rng)
+        parts.append(where)
+        counts[lo:hi] = np.bincount(row, minlength=hi - lo)
+    where = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     masked_offsets = np.zeros(rows + 1, np.int64)
     np.cumsum(counts, out=masked_offsets[1:])
     positions = where - np.repeat(offsets[:-1], counts)
@@ -187,25 +194,36 @@ def _select(
     t = ids.shape[1]
     if t >= 1 << _POSITION_BITS:
         raise ValueError(f"masking: rows of {t} pieces exceed {1 << _POSITION_BITS}")
-    cand = candidates(lengths, b_start, t)
     budget = num_to_predict(lengths, rule.masked_lm_prob, rule.max_predictions)
     if t == 0:
-        return cand, np.zeros(0, np.int64), np.zeros(0)
+        return np.zeros(ids.shape, bool), np.zeros(0, np.int64), np.zeros(0)
     if rule.whole_word:
+        cand = candidates(lengths, b_start, t)
         return _select_words(ids, cand, budget, rule.tokens.continuation, rng)
-    # A uniform key per candidate; a row takes its `budget` smallest (keys are distinct).
+    # A uniform key per position, the position in its low bits; a row takes its `budget`
+    # smallest (keys are distinct). In place: this is the hot path of dynamic re-masking.
     col = np.arange(t)
-    key = rng.integers(0, _SCORES, size=cand.shape, dtype=np.uint32).astype(np.int64)
-    key <<= _POSITION_BITS  # in place: this is the hot path of dynamic re-masking
+    key = rng.integers(0, _SCORES, size=ids.shape, dtype=np.uint32).astype(np.int64)
+    key <<= _POSITION_BITS
     key |= col
-    np.copyto(key, _NOT_A_CANDIDATE << _POSITION_BITS | col, where=~cand)
+    # What `candidates` excludes sorts after every candidate: from the last [SEP] on (padding
+    # too), then [CLS] and the first [SEP], one cell per row.
+    last = np.asarray(lengths, dtype=np.int64) - 1
+    np.copyto(key, _NOT_A_CANDIDATE << _POSITION_BITS | col, where=col >= last[:, None])
+    key[:, 0] = _NOT_A_CANDIDATE << _POSITION_BITS
+    sep = np.asarray(b_start, dtype=np.int64) - 1
+    rows = np.flatnonzero((sep >= 0) & (sep < t))
+    key[rows, sep[rows]] = _NOT_A_CANDIDATE << _POSITION_BITS | sep[rows]
     # each row's budget-th smallest key: among its `most` smallest, put in order (budgets are
     # at most `max_predictions`; partitioning is linear where sorting a whole row is not)
     most = min(int(budget.max(initial=0)), t) or 1
     smallest = np.partition(key, most - 1, axis=1)[:, :most] if most < t else key.copy()
     smallest.sort(axis=1)
     kth = np.take_along_axis(smallest, np.maximum(budget - 1, 0)[:, None], axis=1)
-    chosen = (key <= kth) & cand & (budget > 0)[:, None]
+    # A budget never exceeds a row's candidates (`num_to_predict`), so every key up to the
+    # budget-th is a candidate's; a row with no budget takes none.
+    kth[budget == 0] = -1
+    chosen = key <= kth
     where = np.flatnonzero(chosen)
     return chosen, where, rng.random(len(where))
 

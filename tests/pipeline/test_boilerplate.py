@@ -72,9 +72,30 @@ def test_gutenberg_style_markers_bound_the_text() -> None:
     assert strip_boilerplate(book, Tally()) == STORY
 
 
+def test_asterisks_that_begin_no_paragraph_bound_nothing() -> None:
+    book = ["Header of the file", "A line with *** START OF THE BOOK *** inside it."] + STORY
+    book += ["Three stars *** END OF THE BOOK here.", "The last words."]
+    assert strip_boilerplate(book, Tally()) == book
+
+
 def test_scene_breaks_without_letters_are_dropped() -> None:
     tally = Tally()
     assert strip_boilerplate(STORY[:3] + ["* * *", "~~~"] + STORY[3:], tally) == STORY
+    assert tally.counts["books_paragraphs_dropped.no_letters"] == 2
+
+
+def test_paragraphs_with_a_letter_after_other_characters_are_kept() -> None:
+    """The first character decides most paragraphs; the others are read to their first letter."""
+    kept = [
+        "1984 was the year.",
+        "\u201cQuoted,\u201d she said.",
+        "\u2014 \u00e9t\u00e9",
+        "42 \u00b7 \u03a9",
+    ]
+    tally = Tally()
+    assert (
+        strip_boilerplate(STORY + kept + ["1 2 3", "\u00b7 \u2014 \u00b2"], tally) == STORY + kept
+    )
     assert tally.counts["books_paragraphs_dropped.no_letters"] == 2
 
 

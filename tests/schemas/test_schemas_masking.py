@@ -105,6 +105,20 @@ def test_candidates_are_positions_not_ids():
     assert positions.tolist() == [1, 2, 3, 5] and labels.tolist() == [UN, SEP, WANT, RUNN]
 
 
+def test_positions_come_from_candidates_whatever_the_row():
+    """Rows too short for a frame, padding, and B starts outside the row or at its edges:
+    without whole words each row takes exactly its budget, every position a candidate."""
+    rng = np.random.default_rng(7)
+    for _ in range(100):
+        b, t = int(rng.integers(1, 20)), int(rng.integers(0, 40))
+        ids = rng.integers(0, len(VOCAB), (b, t)).astype(np.uint16)
+        lengths, b_start = rng.integers(0, t + 1, b), rng.integers(-1, t + 3, b)
+        _, labels = mask_padded(ids, lengths, b_start, rule(prob=0.3), rng)
+        chosen = labels >= 0
+        assert not (chosen & ~candidates(lengths, b_start, t)).any()
+        assert chosen.sum(axis=1).tolist() == num_to_predict(lengths, 0.3, 20).tolist()
+
+
 def test_golden_budget_of_one_word():
     # 8 pieces x 0.15 = 1.2 -> one position; with whole words only `un` (one piece) fits
     for seed in range(20):
