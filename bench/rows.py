@@ -22,6 +22,29 @@ def rows_for(area: str, digits: int | None = None):
     return partial(row, area=area, digits=digits)
 
 
+def in_turn(run_one, workers, rounds: int) -> dict[int, list]:
+    """`run_one(w, k)` for each worker count `w` and round `k`, the counts taken in turn (for
+    (2, 1) and 2 rounds: 2, 1, 2, 1): this machine's speed drifts by several percent between
+    builds a minute apart, so a scaling figure keeps each count's fastest build, the one least
+    slowed by the machine. Returns every result by count, in the order run."""
+    tries: dict[int, list] = {w: [] for w in dict.fromkeys(workers)}
+    for k in range(rounds):
+        for w, runs in tries.items():
+            runs.append(run_one(w, k))
+    return tries
+
+
+def tries_note(tries: dict[int, list[float]] | None) -> str:
+    """ "; the fastest of builds run in turn (...)", every count's walls, when any was repeated."""
+    if not tries or max(len(t) for t in tries.values()) < 2:
+        return ""
+    each = "; ".join(
+        f"{w} worker{'s' if w > 1 else ''} {', '.join(f'{t:.1f}' for t in tries[w])} s"
+        for w in sorted(tries)
+    )
+    return f"; the fastest of builds run in turn ({each})"
+
+
 def scaling_rows(
     make_row,
     name: str,
@@ -37,12 +60,7 @@ def scaling_rows(
     in the notes."""
     alone = walls[1]
     note = f"{what}: {alone:.1f} s with 1 worker, {walls[2]:.1f} s with 2; target >= 1.8"
-    if tries and max(len(t) for t in tries.values()) > 1:
-        each = "; ".join(
-            f"{w} worker{'s' if w > 1 else ''} {', '.join(f'{t:.1f}' for t in tries[w])} s"
-            for w in sorted(tries)
-        )
-        note += f"; the fastest of builds run in turn ({each})"
+    note += tries_note(tries)
     limit = (
         f"2 x {alone:.1f} s of work in {max(pair):.1f} s: two 1-worker builds of the same "
         "input started together, so start-up runs in parallel too"

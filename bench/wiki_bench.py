@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
 
 import mwparserfromhell  # noqa: E402
 
-from bench.rows import rows_for, scaling_rows  # noqa: E402
+from bench.rows import in_turn, rows_for, scaling_rows  # noqa: E402
 from pipeline.sources.compressed import DecompressingReader  # noqa: E402
 from pipeline.sources.documents import Tally  # noqa: E402
 from pipeline.sources.wikipedia.pages import iter_pages  # noqa: E402
@@ -165,17 +165,16 @@ def build_rows(compressed: bytes, copies: int, workers: int, rounds: int = 2) ->
         inputs, reused = f"wikipedia:{tmp}/wiki", ["--vocab", f"{tmp}/out/vocab.txt"]
         wall, _, manifest = _build(inputs, f"{tmp}/out", workers, [])
         rows += _build_rows(manifest, mb, copies, workers, wall, "")
-        # With the vocab reused, `rounds` builds per worker count, taken in turn (2, 1, 2, 1):
-        # this machine's speed drifts by several percent between builds a minute apart, so
-        # each count keeps its fastest build, the one least slowed by the machine.
-        tries: dict[int, list[tuple[float, float, dict]]] = {
-            w: [] for w in dict.fromkeys((workers, 1))
-        }
-        for k in range(rounds):
-            for w, runs in tries.items():
-                out = f"{tmp}/out-{w}-{k}"
-                runs.append(_build(inputs, out, w, reused))
-                shutil.rmtree(out)
+
+        # With the vocab reused, `rounds` builds per worker count, taken in turn (2, 1, 2, 1),
+        # each count's fastest kept (`in_turn`).
+        def reused_build(w: int, k: int) -> tuple[float, float, dict]:
+            out = f"{tmp}/out-{w}-{k}"
+            built = _build(inputs, out, w, reused)
+            shutil.rmtree(out)
+            return built
+
+        tries = in_turn(reused_build, (workers, 1), rounds)
         cpus, walls = {}, {}
         for w, runs in tries.items():
             wall, cpu, manifest = min(runs, key=lambda r: r[0])

@@ -464,6 +464,8 @@ def test_bench_config_is_checked():
         pb.BenchConfig(corpora=("books",))
     with pytest.raises(ValueError):
         pb.BenchConfig(seeds=0)
+    with pytest.raises(ValueError, match="--rounds"):
+        pb.BenchConfig(rounds=0)
 
 
 def test_slice_takes_whole_files(tmp_path):

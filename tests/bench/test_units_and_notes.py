@@ -126,6 +126,39 @@ def test_wikipedia_scaling_keeps_each_worker_counts_fastest_of_builds_run_in_tur
     assert alone.endswith("20 s wall incl. start-up")
 
 
+def test_books_scaling_keeps_each_worker_counts_fastest_of_builds_run_in_turn(
+    tmp_path, monkeypatch
+):
+    """The pipeline area's books builds, as the Wikipedia area's: 1, 2, 1, 2 workers, each
+    count's fastest build gives its rate and the ratio, every wall listed."""
+    from bench.reference import side_by_side as pb
+
+    walls = iter([40.0, 22.0, 38.0, 23.0])  # 1, 2, 1, 2 workers
+    calls = []
+
+    def build(fmt, inputs, out, vocab, workers):
+        calls.append((fmt, workers))
+        os.makedirs(out)
+        wall = next(walls)
+        return measured(wall=wall, reaped_cpu=wall * workers * 0.9, seen_cpu=0.0), {}
+
+    monkeypatch.setattr(pb, "build", build)
+    monkeypatch.setattr(pb, "corpus_files", lambda layout, mb: (["books"], 100_000_000))
+    monkeypatch.setattr(pb, "split_rates", lambda dirs: (1.0, 5.0, 1_000_000))
+    monkeypatch.setattr(pb, "raw_floor", lambda *a: 2.0)
+    rows = {r["metric"]: r for r in pb.books_rows(100, "vocab.txt", (1, 2), str(tmp_path), 2)}
+    assert calls == [("books", 1), ("books", 2), ("books", 1), ("books", 2)]
+    ratio = rows["books: 2 workers against 1, wall"]
+    assert ratio["value"] == round(38.0 / 22.0, 2)
+    assert ratio["note"] == (
+        "38.0 s with 1 worker, 22.0 s with 2; the fastest of builds run in turn "
+        "(1 worker 40.0, 38.0 s; 2 workers 22.0, 23.0 s)"
+    )
+    one = rows["books format, 1 worker(s)"]
+    assert one["value"] == round(100 / (38.0 * 0.9), 3) and "38 s wall" in one["note"]
+    assert not list(tmp_path.iterdir())  # each build's output removed
+
+
 def test_wikipedia_reader_rates_are_per_cpu_second():
     from bench import wiki_bench
     from tests.pipeline.wikidata import export, page_xml
