@@ -201,6 +201,16 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
                 _row(f"{corpus}: ours on the slice", round(slice_rate, 3), "MB/CPU-s", note)
             )
     rows += speed_rows(corpus, floor, ref_rate, slice_rate, slice_workers, mb)
+    rows += scale_rows(corpus, cfg, root, vocab, work)
+    if ref is not None:
+        rows += fidelity_rows(corpus, *against_reference(ref.tfrecord, ref.token_ids, sets, SEED))
+    return rows
+
+
+def scale_rows(corpus: str, cfg: BenchConfig, root: str, vocab: str, work: str) -> list[dict]:
+    """Our build on at least `cfg.mb` MB with each worker count, `cfg.rounds` times in turn,
+    each count's fastest kept; with 1 and 2 workers, the scaling rows beside two 1-worker
+    builds started together."""
     dirs, size = corpus_files("text", cfg.mb, root)
 
     def at_scale(w: int, k: int):
@@ -209,7 +219,7 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
         shutil.rmtree(out, ignore_errors=True)  # 200 MB of text: ~1 GB of shards
         return measured, sum(s["rows"] for s in manifest["shards"])
 
-    walls, tries = {}, {}
+    rows, walls, tries = [], {}, {}
     for w, runs in in_turn(at_scale, cfg.workers, cfg.rounds).items():
         measured, inst = min(runs, key=lambda r: r[0].wall)
         walls[w], tries[w] = measured.wall, [m.wall for m, _ in runs]
@@ -224,8 +234,6 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
     if 1 in walls and 2 in walls:
         pair = side_by_side(dirs, vocab, work)
         rows += scaling_rows(_row, corpus, walls, pair, f"{size / 1e6:.0f} MB", tries)
-    if ref is not None:
-        rows += fidelity_rows(corpus, *against_reference(ref.tfrecord, ref.token_ids, sets, SEED))
     return rows
 
 

@@ -159,6 +159,34 @@ def test_books_scaling_keeps_each_worker_counts_fastest_of_builds_run_in_turn(
     assert not list(tmp_path.iterdir())  # each build's output removed
 
 
+def test_text_builds_at_scale_keep_each_worker_counts_fastest_of_builds_run_in_turn(
+    tmp_path, monkeypatch
+):
+    from bench.reference import side_by_side as pb
+
+    walls = iter([30.0, 17.0, 28.0, 18.0])  # 1, 2, 1, 2 workers
+    calls = []
+
+    def build(fmt, inputs, out, vocab, workers):
+        calls.append((fmt, workers))
+        os.makedirs(out)
+        wall = next(walls)
+        manifest = {"shards": [{"rows": 1000}]}
+        return measured(wall=wall, reaped_cpu=wall * workers, seen_cpu=0.0), manifest
+
+    monkeypatch.setattr(pb, "build", build)
+    monkeypatch.setattr(pb, "corpus_files", lambda layout, mb, root: (["text"], 200_000_000))
+    monkeypatch.setattr(pb, "side_by_side", lambda *a: [30.0, 31.0])
+    cfg = pb.BenchConfig(workers=(1, 2), rounds=2)
+    rows = {r["metric"]: r for r in pb.scale_rows("c", cfg, "root", "v.txt", str(tmp_path))}
+    assert calls == [("text", 1), ("text", 2), ("text", 1), ("text", 2)]
+    assert rows["c: ours at scale, 1 worker(s)"]["value"] == round(200 / 28.0, 3)
+    ratio = rows["c: 2 workers against 1, wall"]
+    assert ratio["value"] == round(28.0 / 17.0, 2)
+    assert ratio["note"].endswith("(1 worker 30.0, 28.0 s; 2 workers 17.0, 18.0 s)")
+    assert not list(tmp_path.iterdir())
+
+
 def test_wikipedia_reader_rates_are_per_cpu_second():
     from bench import wiki_bench
     from tests.pipeline.wikidata import export, page_xml
