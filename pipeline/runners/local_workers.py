@@ -103,20 +103,26 @@ class ForkedWorkers:
         after `STOP_SECONDS`, or at once with `kill`: the run failed), forget the pool."""
         _POOLS.pop(self.key, None)
         try:
-            while self.waiting:
-                pid, write = self.waiting[0]
-                self.started.append(pid)
-                self.waiting.popleft()
-                os.close(write)
+            self._release_waiting()
             deadline = time.monotonic() + (0.0 if kill else STOP_SECONDS)
             for child in self.started:
                 _reap(child, deadline)
         except BaseException:  # a signal while waiting for them: none may outlive this process
+            self._release_waiting()  # those a signal left waiting, too
             for child in self.started:
                 _reap(child, 0.0)
             raise
         finally:
             self.started.clear()
+
+    def _release_waiting(self) -> None:
+        """Close the pipes of the children still waiting (each reads end of file and ends) and
+        move them to `started`, to be reaped; each is in `started` before its pipe closes."""
+        while self.waiting:
+            pid, write = self.waiting[0]
+            self.started.append(pid)
+            self.waiting.popleft()
+            os.close(write)
 
 
 def fork_is_safe() -> bool:

@@ -162,10 +162,10 @@ def forked_workers(options: PipelineOptions):
     pool = ForkedWorkers(count)
     try:
         yield pool
+        pool.close()  # inside the try: a signal that lands as it begins still reaps them
     except BaseException:
         pool.close(kill=True)
         raise
-    pool.close()
 
 
 def dask_runner():

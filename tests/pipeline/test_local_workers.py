@@ -142,6 +142,64 @@ def test_a_signal_while_the_pool_starts_or_closes_leaves_no_child():
     assert reaped and int(reaped.group(1)) < 10, done.stdout  # killed, not waited for (60 s)
 
 
+def test_a_signal_as_the_pool_begins_to_close_leaves_no_child():
+    """Ctrl-C landing as the block's own `close` begins (before it waits for anything), and
+    while `close` hands the waiting children their end of file: every child is still reaped
+    before the interrupt goes on."""
+    done = run_python(
+        """
+        import os, time
+        from apache_beam.options.pipeline_options import PipelineOptions
+        import pipeline.runners.local_workers as lw
+        from pipeline.runners.run import forked_workers
+
+        def none_left(what):
+            try:
+                os.waitpid(-1, os.WNOHANG)
+                print(what, "left a child")
+            except ChildProcessError:
+                print(what, "reaped all")
+
+        args = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+        real_close, closes = lw.ForkedWorkers.close, []
+        def close(self, kill=False):
+            closes.append(kill)
+            if len(closes) == 1:  # the signal lands as the block's own close begins
+                raise KeyboardInterrupt
+            return real_close(self, kill)
+        lw.ForkedWorkers.close = close
+        try:
+            with forked_workers(PipelineOptions(args)) as pool:
+                print("children", len(pool.waiting))
+        except KeyboardInterrupt:
+            print("closes", closes)
+        none_left("the block")
+        lw.ForkedWorkers.close = real_close
+
+        pool = lw.ForkedWorkers(2)
+        real_os_close, calls = os.close, []
+        def os_close(fd):
+            calls.append(fd)
+            real_os_close(fd)
+            if len(calls) == 1:  # the signal lands after the first pipe closes
+                raise KeyboardInterrupt
+        lw.os.close = os_close
+        began = time.monotonic()
+        try:
+            pool.close()
+        except KeyboardInterrupt:
+            pass
+        lw.os.close = real_os_close
+        none_left("close")
+        print("in", round(time.monotonic() - began), "s")
+        """
+    )
+    out = done.stdout
+    assert "children 2" in out and "closes [False, True]" in out, out + done.stderr
+    assert "the block reaped all" in out and "close reaped all" in out, out
+    assert int(re.search(r"in (\d+) s", out).group(1)) < 10, out
+
+
 def test_a_child_does_not_keep_out_locked(tmp_path):
     out = str(tmp_path / "out")
     done = run_python(
