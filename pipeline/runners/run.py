@@ -195,9 +195,10 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
     the graph writing to the real stderr (the progress line)."""
     import logging
 
-    from pipeline.runners.beam_internals import quick_sampler_stop
+    from pipeline.runners.beam_internals import quick_failure_poll, quick_sampler_stop
 
     quick_sampler_stop()  # before the workers fork, so that theirs stop quickly too
+    quick_failure_poll()
     beam_logger = logging.getLogger("apache_beam")
     level = beam_logger.level
     if not verbose:

@@ -210,3 +210,54 @@ def test_a_stranded_sampler_of_the_quick_class_is_stopped(beams_sampler):
     (thread,) = set(threading.enumerate()) - before
     beam_internals.stop_stranded_samplers()
     assert sampler.finished and not thread.is_alive()
+
+
+@pytest.fixture
+def beams_channel(monkeypatch):
+    """Beam's data channel class, its `_receiving_queue` restored after the test."""
+    from apache_beam.runners.worker import data_plane
+
+    channel = data_plane._GrpcDataChannel
+    monkeypatch.setattr(channel, "_receiving_queue", channel._receiving_queue)
+    return channel
+
+
+def test_a_failed_bundle_is_noticed_within_50_ms(beams_channel, monkeypatch):
+    """The runner waits on a bundle's queue of elements a second at a time, asking between
+    waits whether the bundle has failed: 50 ms at a time after `quick_failure_poll`
+    (docs/runners.md); everything else the queue does is Beam's."""
+    import queue
+
+    beam_internals.quick_failure_poll()
+    wrapped = beams_channel._receiving_queue
+    beam_internals.quick_failure_poll()  # once is enough
+    assert beams_channel._receiving_queue is wrapped and wrapped.quick_poll
+
+    channel = beams_channel()
+    received = channel._receiving_queue("bundle")
+    assert isinstance(received, beam_internals.QuickPollQueue)
+    received.put("element", 7)  # Beam's own queue behind it: put, sizes, get
+    assert received.byte_size() == 7 and received.get(timeout=1) == "element"
+
+    waits, asked = [], []
+
+    class Recorder:
+        def get(self, *, block=True, timeout=None):
+            waits.append(timeout)
+            raise queue.Empty
+
+    quick = beam_internals.QuickPollQueue(Recorder())
+    for timeout in (1, 5, None):
+        with pytest.raises(queue.Empty):
+            quick.get(timeout=timeout)
+    assert waits == [beam_internals.FAILURE_POLL_SECONDS, 5, None] == [0.05, 5, None]
+
+    def asking(self, *, block=True, timeout=None):
+        asked.append(timeout)
+        raise queue.Empty
+
+    # Beam's reader of a bundle's outputs asks for the one second this shortens, then asks
+    # whether the bundle has failed
+    monkeypatch.setattr(beam_internals.QuickPollQueue, "get", asking)
+    assert list(channel.input_elements("other", ["t"], abort_callback=lambda: True)) == []
+    assert asked == [1]
