@@ -156,7 +156,7 @@ def mask_flat(
         )
     lengths = np.diff(offsets)
     out = ids.copy()
-    parts, counts = [], np.zeros(rows, np.int64)
+    parts, cols, counts = [], [], np.zeros(rows, np.int64)
     for lo in range(0, rows, block_rows):
         hi = min(lo + block_rows, rows)
         n = lengths[lo:hi]
@@ -174,11 +174,12 @@ def mask_flat(
         where = offsets[lo:hi][row] + col
         _replace(out, where, u, rule, rng)
         parts.append(where)
+        cols.append(col)  # the positions within the rows
         counts[lo:hi] = np.bincount(row, minlength=hi - lo)
     where = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    positions = np.concatenate(cols) if cols else np.zeros(0, np.int64)
     masked_offsets = np.zeros(rows + 1, np.int64)
     np.cumsum(counts, out=masked_offsets[1:])
-    positions = where - np.repeat(offsets[:-1], counts)
     return MaskedRows(out, positions, ids[where], masked_offsets)
 
 
