@@ -126,6 +126,23 @@ def test_wikipedia_scaling_keeps_each_worker_counts_fastest_of_builds_run_in_tur
     assert alone.endswith("20 s wall incl. start-up")
 
 
+def fake_builds(monkeypatch, pb, walls: list[float], cpu_per_wall: float) -> list:
+    """`pb.build` replaced: each call makes its output folder and takes the next wall (in the
+    order 1, 2, 1, 2 workers), with `cpu_per_wall` CPU-s per wall-second per worker; returns
+    the (format, workers) of every call."""
+    walls_left, calls = iter(walls), []
+
+    def build(fmt, inputs, out, vocab, workers):
+        calls.append((fmt, workers))
+        os.makedirs(out)
+        wall = next(walls_left)
+        cpu = wall * workers * cpu_per_wall
+        return measured(wall=wall, reaped_cpu=cpu, seen_cpu=0.0), {"shards": [{"rows": 1000}]}
+
+    monkeypatch.setattr(pb, "build", build)
+    return calls
+
+
 def test_books_scaling_keeps_each_worker_counts_fastest_of_builds_run_in_turn(
     tmp_path, monkeypatch
 ):
@@ -133,16 +150,7 @@ def test_books_scaling_keeps_each_worker_counts_fastest_of_builds_run_in_turn(
     count's fastest build gives its rate and the ratio, every wall listed."""
     from bench.reference import side_by_side as pb
 
-    walls = iter([40.0, 22.0, 38.0, 23.0])  # 1, 2, 1, 2 workers
-    calls = []
-
-    def build(fmt, inputs, out, vocab, workers):
-        calls.append((fmt, workers))
-        os.makedirs(out)
-        wall = next(walls)
-        return measured(wall=wall, reaped_cpu=wall * workers * 0.9, seen_cpu=0.0), {}
-
-    monkeypatch.setattr(pb, "build", build)
+    calls = fake_builds(monkeypatch, pb, [40.0, 22.0, 38.0, 23.0], cpu_per_wall=0.9)
     monkeypatch.setattr(pb, "corpus_files", lambda layout, mb: (["books"], 100_000_000))
     monkeypatch.setattr(pb, "split_rates", lambda dirs: (1.0, 5.0, 1_000_000))
     monkeypatch.setattr(pb, "raw_floor", lambda *a: 2.0)
@@ -164,17 +172,7 @@ def test_text_builds_at_scale_keep_each_worker_counts_fastest_of_builds_run_in_t
 ):
     from bench.reference import side_by_side as pb
 
-    walls = iter([30.0, 17.0, 28.0, 18.0])  # 1, 2, 1, 2 workers
-    calls = []
-
-    def build(fmt, inputs, out, vocab, workers):
-        calls.append((fmt, workers))
-        os.makedirs(out)
-        wall = next(walls)
-        manifest = {"shards": [{"rows": 1000}]}
-        return measured(wall=wall, reaped_cpu=wall * workers, seen_cpu=0.0), manifest
-
-    monkeypatch.setattr(pb, "build", build)
+    calls = fake_builds(monkeypatch, pb, [30.0, 17.0, 28.0, 18.0], cpu_per_wall=1.0)
     monkeypatch.setattr(pb, "corpus_files", lambda layout, mb, root: (["text"], 200_000_000))
     monkeypatch.setattr(pb, "side_by_side", lambda *a: [30.0, 31.0])
     cfg = pb.BenchConfig(workers=(1, 2), rounds=2)
