@@ -92,11 +92,3 @@ def gcs_bucket(gcs_emulator, request) -> str:
     gcs_emulator.create_bucket(name)
     gcs_emulator.reset_stats()
     return name
-
-
-def pytest_collection_modifyitems(config, items):
-    """The files that hold `slow` tests first, in their order, then the rest: with the tests
-    spread over processes a file at a time (`make test`), the long files start at once and the
-    short ones fill in beside them, instead of one long file running alone at the end."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)  # stable: each file keeps its order
