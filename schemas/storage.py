@@ -15,13 +15,17 @@ local set still needs nothing beyond the standard library.
     fetch(path, local)          copy to a local file, returning the bytes' sha256
     upload(local, path)         copy a local file there (an object appears whole, on completion)
     remove(path)                delete one file (an object); nothing when there is none
+    check_reachable(endpoint)   the store's API takes a connection, else `Unreachable`
 
 One storage client serves a process (made again after a fork). It honours
 `STORAGE_EMULATOR_HOST` and takes the application default credentials
 (`GOOGLE_APPLICATION_CREDENTIALS`, `gcloud auth application-default login`, or the metadata
 server); with none it reads anonymously, as a public bucket allows. Failures are one-line
 `OSError`s naming the URL: `FileNotFoundError` for a missing object or bucket,
-`PermissionError` when access is refused.
+`PermissionError` when access is refused. Before a process's first request its client is made
+only once the store's API takes a TCP connection (`check_reachable`): with no network, or an
+emulator address where nothing listens, that is said within seconds, where the client's own
+retries would wait two minutes; a store that answered once keeps the client's retries.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import hashlib
 import io
 import os
 import shutil
+import socket
+import time
 from contextlib import contextmanager
 from typing import IO
 
@@ -37,6 +43,13 @@ SCHEME = "gs://"
 CHUNK = 8 * 1024 * 1024  # bytes per read while copying a file
 _READ_WRITE = "https://www.googleapis.com/auth/devstorage.read_write"
 _CLIENT: dict[tuple[int, str], object] = {}  # (pid, emulator host) -> client
+CONNECT_TRIES = 3  # first contact: connections tried before the store counts as unreachable
+CONNECT_TIMEOUT = 3.0  # seconds each try may take
+CONNECT_PAUSE = 1.0  # seconds between tries
+
+
+class Unreachable(ConnectionError):
+    """The object store's API (or the proxy the environment names for it) took no connection."""
 
 
 def is_remote(path: str) -> bool:
@@ -217,6 +230,34 @@ def _require_client_library() -> None:
         ) from None
 
 
+def check_reachable(endpoint: str) -> None:
+    """Raises `Unreachable` unless the store's API at `endpoint` (a URL, the client's
+    `api_endpoint`: https://storage.googleapis.com, or the emulator's address), or the proxy that
+    `https_proxy`/`http_proxy` names for it (`no_proxy` honoured), takes a TCP connection within
+    `CONNECT_TRIES` tries. Nothing is sent: the connection is closed at once."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies, proxy_bypass
+
+    url = urlsplit(endpoint)
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    proxy = getproxies().get(url.scheme)
+    if proxy and not proxy_bypass(host):
+        via = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = via.hostname or "", via.port or (443 if via.scheme == "https" else 80)
+    for attempt in range(1, CONNECT_TRIES + 1):
+        try:
+            socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+            return
+        except OSError as e:
+            if attempt == CONNECT_TRIES:
+                raise Unreachable(
+                    f"{host}:{port} took no connection in {CONNECT_TRIES} tries "
+                    f"({type(e).__name__}: {_first_line(e)}); check the network, or "
+                    "STORAGE_EMULATOR_HOST when it is set"
+                ) from None
+            time.sleep(CONNECT_PAUSE)
+
+
 def _client():
     key = (os.getpid(), os.environ.get("STORAGE_EMULATOR_HOST", ""))
     if key not in _CLIENT:
@@ -231,6 +272,7 @@ def _client():
             client = storage.Client.create_anonymous_client()
         else:
             client = storage.Client(project=project, credentials=credentials)
+        check_reachable(client.api_endpoint)
         _CLIENT.clear()  # one client per process: a forked child makes its own
         _CLIENT[key] = client
     return _CLIENT[key]
@@ -240,7 +282,9 @@ def _blob(url: str):
     bucket, name = _split(url)
     if not name:
         raise ValueError(f"{url}: names a bucket, not an object")
-    return _client().bucket(bucket).blob(name)
+    with _errors(url):  # making the client may find the store unreachable
+        client = _client()
+    return client.bucket(bucket).blob(name)
 
 
 def _blob_meta(url: str):
@@ -273,6 +317,8 @@ def _errors(url: str):
         raise OSError(
             f"{url}: the object store answered {e.code} {_first_line(e.message)}"
         ) from None
+    except Unreachable as e:
+        raise OSError(f"{url}: cannot reach the object store: {e}") from None
     except (auth.GoogleAuthError, ConnectionError, TimeoutError) as e:
         raise OSError(
             f"{url}: cannot reach the object store ({type(e).__name__}: {_first_line(str(e))})"

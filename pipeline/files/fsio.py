@@ -26,6 +26,7 @@ from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from schemas.manifest import SHARDS_DIR
+from schemas.storage import Unreachable, check_reachable
 
 BUILDING_DIR = ".building"  # inside OUT/shards: the unfinished build's files
 GLOB_CHARS = "*?["
@@ -54,6 +55,10 @@ class NoCredentials(ValueError):
     """gs:// was asked for and Google Cloud's default credentials were not found."""
 
 
+class StoreUnreachable(OSError):
+    """gs:// was asked for and the store's API took no connection (`check_reachable`)."""
+
+
 def gcs_client():
     """This process's storage client, made on first use (a child forked after that makes its
     own: connections do not survive a fork)."""
@@ -75,6 +80,12 @@ def gcs_client():
         # driver may not fork its workers (`pipeline.runners.local_workers`).
         if getattr(client, "_bucket_metadata_cache", None) is not None:
             client._bucket_metadata_cache = None
+        # No network, or an emulator address where nothing listens: said within seconds, where
+        # the client's own retries of the first request would wait two minutes.
+        try:
+            check_reachable(client.api_endpoint)
+        except Unreachable as e:
+            raise StoreUnreachable(f"gs:// cannot be reached: {e}") from None
         _CLIENT = (os.getpid(), client)
     return _CLIENT[1]
 

@@ -411,12 +411,12 @@ def main(argv: list[str] | None = None) -> int:
         # what the later stages allocate, raising the peak (docs/benchmarks.md has the figures).
         reuse_freed_memory()
     runner = {"build": run_build, "vocab": run_vocab, "punkt": run_punkt}[args.command]
-    from pipeline.files.fsio import NoCredentials
+    from pipeline.files.fsio import NoCredentials, StoreUnreachable
 
     try:
         with interrupts_unwind(), one_listing():
             return runner(args, rest)
-    except NoCredentials as e:  # met while listing or checking, before any work
+    except (NoCredentials, StoreUnreachable) as e:  # met while listing or checking, before work
         raise SystemExit(f"error: {e}") from None
     except KeyboardInterrupt as e:  # Interrupted, or a Ctrl-C before the handlers were set
         from pipeline.runners.beam_internals import stop_stranded_samplers

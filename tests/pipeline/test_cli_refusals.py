@@ -310,3 +310,27 @@ def test_gs_without_credentials_is_one_line(tmp_path, monkeypatch):
     assert message.startswith("error: gs:// needs Google Cloud credentials (File ")
     assert "GOOGLE_APPLICATION_CREDENTIALS" in message and "\n" not in message
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["--input", "--out"])
+def test_a_gs_store_that_cannot_be_reached_is_one_line(tmp_path, monkeypatch, where):
+    """No network (here: an emulator address where nothing listens) is said before any work,
+    within seconds, not after the storage client's two minutes of retries."""
+    from pipeline.files import fsio
+    from schemas import storage
+    from tests.gcs_emulator import free_port
+
+    monkeypatch.setattr(fsio, "_CLIENT", None)  # a client an earlier test made
+    monkeypatch.setattr(storage, "CONNECT_PAUSE", 0.0)
+    address = f"127.0.0.1:{free_port()}"
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://{address}")
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "test-project")
+    paths = {"--input": "text:gs://bucket/corpus", "--out": str(tmp_path / "out")}
+    if where == "--out":
+        paths = {"--input": f"text:{TEXT}", "--out": "gs://bucket/out"}
+    with pytest.raises(SystemExit) as e:
+        main(["build", "--input", paths["--input"], "--out", paths["--out"]])
+    message = str(e.value.code)
+    assert message.startswith(f"error: gs:// cannot be reached: {address} took no connection")
+    assert "STORAGE_EMULATOR_HOST" in message and "\n" not in message
+    assert not (tmp_path / "out").exists()

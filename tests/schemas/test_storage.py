@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 
 import pytest
 
@@ -16,7 +17,7 @@ from schemas import storage  # noqa: E402
 from schemas.cli import main as schemas_main  # noqa: E402
 from schemas.manifest import MANIFEST_NAME, read_manifest  # noqa: E402
 from schemas.validate.run import validate  # noqa: E402
-from tests.gcs_emulator import upload_tree  # noqa: E402
+from tests.gcs_emulator import free_port, upload_tree  # noqa: E402
 
 
 def test_local_and_gs_answer_alike(gcs_bucket, tmp_path):
@@ -65,6 +66,53 @@ def test_the_client_takes_the_emulator_and_the_credentials(gcs_emulator, gcs_buc
         f.write("x")
     stats = gcs_emulator.stats()
     assert stats["requests"] >= 1 and stats["token_requests"] >= 1
+
+
+@pytest.fixture
+def nothing_listens(monkeypatch) -> str:
+    """STORAGE_EMULATOR_HOST at a loopback port where nothing listens (a store that cannot be
+    reached), the tries of `check_reachable` not paused; returns that address."""
+    address = f"127.0.0.1:{free_port()}"
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://{address}")
+    monkeypatch.setattr(storage, "CONNECT_PAUSE", 0.0)
+    return address
+
+
+def test_an_unreachable_store_is_a_one_line_error_naming_the_url(nothing_listens, capsys):
+    """Before its first request the client checks that the store takes a connection: the
+    client's own retries of that request would wait two minutes before failing."""
+    url = "gs://bucket/set/manifest.json"
+    for call in (storage.read_bytes, storage.exists, storage.list_files):
+        with pytest.raises(OSError) as e:
+            call(url)
+        said = str(e.value)
+        assert said.startswith(f"{url}: cannot reach the object store: {nothing_listens} took no")
+        assert "3 tries (ConnectionRefusedError" in said and "\n" not in said
+    assert schemas_main(["validate", "gs://bucket/set"]) == 1
+    assert f"cannot reach the object store: {nothing_listens}" in capsys.readouterr().out
+    # no client kept for that address: the next call checks again
+    assert all(host != f"http://{nothing_listens}" for _, host in storage._CLIENT)
+
+
+def test_the_check_connects_where_requests_would(monkeypatch):
+    """To the API's own host and port, or to the proxy the environment names for it unless
+    `no_proxy` exempts the host; nothing is sent."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        monkeypatch.setattr(storage, "CONNECT_PAUSE", 0.0)
+        for key in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+            monkeypatch.delenv(key, raising=False)
+        storage.check_reachable(f"http://127.0.0.1:{port}")
+        closed = free_port()
+        with pytest.raises(storage.Unreachable, match=f"^127.0.0.1:{closed} took no connection"):
+            storage.check_reachable(f"http://127.0.0.1:{closed}")
+        monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{port}")
+        storage.check_reachable(f"https://127.0.0.1:{closed}")  # the proxy answers for it
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        with pytest.raises(storage.Unreachable, match=f"^127.0.0.1:{closed} "):
+            storage.check_reachable(f"https://127.0.0.1:{closed}")
 
 
 @pytest.fixture
