@@ -232,15 +232,16 @@ def _require_client_library() -> None:
 
 def check_reachable(endpoint: str) -> None:
     """Raises `Unreachable` unless the store's API at `endpoint` (a URL, the client's
-    `api_endpoint`: https://storage.googleapis.com, or the emulator's address), or the proxy that
-    `https_proxy`/`http_proxy` names for it (`no_proxy` honoured), takes a TCP connection within
-    `CONNECT_TRIES` tries. Nothing is sent: the connection is closed at once."""
+    `api_endpoint`: https://storage.googleapis.com, or the emulator's address), or the proxy
+    that `https_proxy`/`http_proxy` (else `all_proxy`) names for it, `no_proxy` honoured, takes
+    a TCP connection within `CONNECT_TRIES` tries. Nothing is sent: it is closed at once."""
     from urllib.parse import urlsplit
     from urllib.request import getproxies, proxy_bypass
 
     url = urlsplit(endpoint)
     host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
-    proxy = getproxies().get(url.scheme)
+    proxies = getproxies()
+    proxy = proxies.get(url.scheme) or proxies.get("all")
     if proxy and not proxy_bypass(host):
         via = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
         host, port = via.hostname or "", via.port or (443 if via.scheme == "https" else 80)

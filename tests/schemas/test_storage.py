@@ -102,14 +102,20 @@ def test_the_check_connects_where_requests_would(monkeypatch):
         server.listen()
         port = server.getsockname()[1]
         monkeypatch.setattr(storage, "CONNECT_PAUSE", 0.0)
-        for key in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        for key in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
             monkeypatch.delenv(key, raising=False)
+            monkeypatch.delenv(key.upper(), raising=False)
         storage.check_reachable(f"http://127.0.0.1:{port}")
         closed = free_port()
         with pytest.raises(storage.Unreachable, match=f"^127.0.0.1:{closed} took no connection"):
             storage.check_reachable(f"http://127.0.0.1:{closed}")
-        monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("all_proxy", f"http://127.0.0.1:{port}")
         storage.check_reachable(f"https://127.0.0.1:{closed}")  # the proxy answers for it
+        monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{free_port()}")
+        with pytest.raises(storage.Unreachable):  # the scheme's own proxy comes first
+            storage.check_reachable(f"https://127.0.0.1:{closed}")
+        monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{port}")
+        storage.check_reachable(f"https://127.0.0.1:{closed}")
         monkeypatch.setenv("no_proxy", "127.0.0.1")
         with pytest.raises(storage.Unreachable, match=f"^127.0.0.1:{closed} "):
             storage.check_reachable(f"https://127.0.0.1:{closed}")
