@@ -238,13 +238,15 @@ def check_reachable(endpoint: str) -> None:
     from urllib.parse import urlsplit
     from urllib.request import getproxies, proxy_bypass
 
+    def address(url) -> tuple[str, int]:
+        return url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+
     url = urlsplit(endpoint)
-    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    host, port = address(url)
     proxies = getproxies()
     proxy = proxies.get(url.scheme) or proxies.get("all")
     if proxy and not proxy_bypass(host):
-        via = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-        host, port = via.hostname or "", via.port or (443 if via.scheme == "https" else 80)
+        host, port = address(urlsplit(proxy if "://" in proxy else f"http://{proxy}"))
     for attempt in range(1, CONNECT_TRIES + 1):
         try:
             socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()

@@ -78,7 +78,7 @@ def nothing_listens(monkeypatch) -> str:
     return address
 
 
-def test_an_unreachable_store_is_a_one_line_error_naming_the_url(nothing_listens, capsys):
+def test_an_unreachable_store_is_a_one_line_error_naming_the_url(nothing_listens, capsys, tmp_path):
     """Before its first request the client checks that the store takes a connection: the
     client's own retries of that request would wait two minutes before failing."""
     url = "gs://bucket/set/manifest.json"
@@ -90,6 +90,14 @@ def test_an_unreachable_store_is_a_one_line_error_naming_the_url(nothing_listens
         assert "3 tries (ConnectionRefusedError" in said and "\n" not in said
     assert schemas_main(["validate", "gs://bucket/set"]) == 1
     assert f"cannot reach the object store: {nothing_listens}" in capsys.readouterr().out
+    assert schemas_main(["inspect", "gs://bucket/set"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert f"cannot reach the object store: {nothing_listens}" in err and "\n" not in err
+    dest = str(tmp_path / "export")
+    assert schemas_main(["export", "gs://bucket/set", dest, "--format", "hdf5"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert f"cannot reach the object store: {nothing_listens}" in err and "\n" not in err
+    assert not os.path.exists(dest)
     # no client kept for that address: the next call checks again
     assert all(host != f"http://{nothing_listens}" for _, host in storage._CLIENT)
 
