@@ -184,6 +184,11 @@ def random_span(offs: Sequence[int], target_b: int, rng: random.Random) -> tuple
     return offs[first], offs[min(stop, len(offs) - 1)]
 
 
+# Rows gathered at a time: the gather's index takes 8 bytes per piece, so a whole bucket's at
+# once would set each worker's peak memory (its pages faulted in afresh) well above the rest.
+ASSEMBLE_BLOCK_ROWS = 8192
+
+
 def assemble_rows(units: Sequence[TokenizedDoc], p: np.ndarray, spec: TokenSpec) -> Rows:
     """`[CLS] A [SEP] B [SEP]` for every pair (rows of `pair_array`), in one vectorised gather:
     each row is five ranges of the units' ids laid end to end, [CLS] and [SEP] being ranges of
@@ -202,7 +207,11 @@ def assemble_rows(units: Sequence[TokenizedDoc], p: np.ndarray, spec: TokenSpec)
     lengths[:, 1], lengths[:, 3] = la, lb
     offsets = np.zeros(len(p) + 1, dtype=np.int64)
     np.cumsum(la + lb + 3, out=offsets[1:])
-    out = flat[segment_gather(starts.reshape(-1), lengths.reshape(-1))]
+    out = np.empty(int(offsets[-1]), flat.dtype)
+    for lo in range(0, len(p), ASSEMBLE_BLOCK_ROWS):  # its gather indices are int64 per piece
+        hi = min(lo + ASSEMBLE_BLOCK_ROWS, len(p))
+        index = segment_gather(starts[lo:hi].reshape(-1), lengths[lo:hi].reshape(-1))
+        out[offsets[lo] : offsets[hi]] = flat[index]
     return Rows(out, offsets, (la + 2).astype(np.uint16))
 
 
