@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from schemas.manifest import SHARDS_DIR
+from schemas.manifest import SHARDS_DIR, settle
 from schemas.storage import Unreachable, check_reachable
 
 BUILDING_DIR = ".building"  # inside OUT/shards: the unfinished build's files
@@ -214,16 +214,12 @@ class RangedReader(io.RawIOBase):
 # -- writing ----------------------------------------------------------------------------------
 
 
-# A local file of at least this many bytes is flushed to disk and dropped from the page cache
-# as it is published (`settle`); smaller ones (markers, indexes, records) are left to the kernel.
-SETTLE_BYTES = 1 << 20
-
-
 @contextmanager
 def atomic_create(path: str):
     """A file opened for writing that appears at `path` only complete, when the block ends
     without error: an upload on gs:// (visible whole or not at all), elsewhere a temporary
-    name renamed (a killed writer leaves `.tmp`); a large local file is settled first."""
+    name renamed (a killed writer leaves `.tmp`); a large local file is first written through to
+    disk and dropped from the page cache (`schemas.manifest.settle`)."""
     if is_gcs(path):
         buffer = io.BytesIO()
         yield buffer
@@ -242,21 +238,6 @@ def atomic_create(path: str):
     if FileSystems.exists(path):
         FileSystems.delete([path])
     FileSystems.rename([tmp], [path])
-
-
-def settle(f, least: int = SETTLE_BYTES) -> bool:
-    """Write a local file of at least `least` bytes through to disk and drop its pages from the
-    page cache; whether it did. The build writes each file once and reads it at most once more,
-    so caching its pages only takes memory; on a machine that hands freed memory back to its
-    host (a sandbox, a ballooned VM) every freshly cached page also costs a fault in the
-    kernel's time, while pages dropped this way are reused for the next file (docs/design.md,
-    "How it is fast"). Where the OS has no `posix_fadvise`, nothing is dropped."""
-    if f.tell() < least or not hasattr(os, "posix_fadvise"):
-        return False
-    f.flush()
-    os.fsync(f.fileno())
-    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    return True
 
 
 # Every object this package writes on gs:// carries this metadata, in the same request. A gs://
