@@ -1,7 +1,9 @@
 """The build's files on any filesystem: written whole or not at all, read whole or by byte range,
 listed and removed by name prefix; and the build's own places inside OUT.
 
-Local paths, and every scheme but gs://, go through Beam filesystems. gs:// goes through one
+Local files are read and written with the OS's own calls (a large one written through to disk
+and dropped from the page cache as it is published: `schemas.manifest.settle`); every other
+scheme but gs:// goes through Beam filesystems. gs:// goes through one
 google-cloud-storage client per process, imported only when a gs:// path is used: Beam's GCS
 filesystem makes a client per call (each starting with a bucket lookup), reads through a 16 MiB
 buffer whatever was asked, and renames by copy plus delete. Here:
