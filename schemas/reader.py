@@ -75,8 +75,12 @@ def check_set_directory(directory: str) -> None:
     """Refuse, in one line, a local path that cannot hold a shard set: missing
     (FileNotFoundError), or a file (ValueError: the path is the mistake, and `make shards`
     refuses a file as OUT too, so building there is no advice). An object store's prefix is no
-    folder to test; its manifest is looked for instead."""
-    if storage.is_remote(directory) or os.path.isdir(directory):
+    folder to test: its store must take a connection (else OSError), and its manifest is looked
+    for by what reads the set."""
+    if storage.is_remote(directory):
+        storage.reach(directory)
+        return
+    if os.path.isdir(directory):
         return
     if os.path.exists(directory):
         raise ValueError(

@@ -16,6 +16,7 @@ local set still needs nothing beyond the standard library.
     upload(local, path)         copy a local file there (an object appears whole, on completion)
     remove(path)                delete one file (an object); nothing when there is none
     check_reachable(endpoint)   the store's API takes a connection, else `Unreachable`
+    reach(path)                 the client for a path's store made (and so its store reached)
 
 One storage client serves a process (made again after a fork). It honours
 `STORAGE_EMULATOR_HOST` and takes the application default credentials
@@ -279,6 +280,14 @@ def _client():
         _CLIENT.clear()  # one client per process: a forked child makes its own
         _CLIENT[key] = client
     return _CLIENT[key]
+
+
+def reach(path: str) -> None:
+    """For a `gs://` path, the process's client made, which first checks that the store takes
+    a connection: the one-line `OSError` naming the path when it does not. Nothing locally."""
+    if is_remote(path):
+        with _errors(path):
+            _client()
 
 
 def _blob(url: str):

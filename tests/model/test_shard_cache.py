@@ -164,7 +164,7 @@ def test_pretrain_on_gs_trains_as_on_the_local_copy(shards_dir, gs_set, tmp_path
 
 def test_pretrain_from_an_unreachable_store_is_one_line(tmp_path, monkeypatch, capsys):
     """No network (an emulator address where nothing listens): refused in one line naming the
-    manifest's URL, before any run folder is made."""
+    set's URL, before any run folder is made."""
     from tests.gcs_emulator import free_port
 
     address = f"127.0.0.1:{free_port()}"
@@ -173,6 +173,6 @@ def test_pretrain_from_an_unreachable_store_is_one_line(tmp_path, monkeypatch, c
     run = str(tmp_path / "run")
     assert main(["pretrain", "--shards", "gs://bucket/set", "--run", run, "--steps", "1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "gs://bucket/set/manifest.json: cannot reach the object store: " in err
+    assert "gs://bucket/set: cannot reach the object store: " in err
     assert address in err and "\n" not in err
     assert not os.path.exists(run)
