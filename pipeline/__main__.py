@@ -2,6 +2,6 @@
 
 import sys
 
-from pipeline.shell.cli import main
+from pipeline.shell.entry import main
 
 sys.exit(main())

@@ -379,5 +379,14 @@ def interrupted_line(args) -> str:
     )
 
 
+def command() -> int:
+    """`bert-schemas` (and `python -m schemas.cli`): `main`, its process ended without Python's
+    teardown once it returns (`schemas.quick_exit`; armed before the commands import Arrow)."""
+    from schemas.quick_exit import arm, returned
+
+    arm()
+    return returned(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())
