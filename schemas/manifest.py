@@ -263,9 +263,10 @@ SETTLE_BYTES = 1 << 20
 
 
 def settle(f: BinaryIO, sync_small: bool = False) -> bool:
-    """Flush a local file just written to disk; one of `SETTLE_BYTES` or more is then dropped
-    from the page cache (`posix_fadvise(DONTNEED)`, where the OS has it), and whether it was is
-    returned. A smaller one is fsynced only when `sync_small` (an fsync costs a disk flush).
+    """Settle a local file just written: one of `SETTLE_BYTES` or more is fsynced and dropped
+    from the page cache (`posix_fadvise(DONTNEED)`, where the OS has it and the filesystem takes
+    the advice), and whether it was dropped is returned; a smaller one is flushed from Python's
+    buffer, and fsynced only when `sync_small` (an fsync costs a disk flush).
 
     What is written here (shards and their chunk files, exports, checkpoints) is written once
     and read at most once more, so its cached pages only hold memory; on a machine that hands
@@ -276,10 +277,13 @@ def settle(f: BinaryIO, sync_small: bool = False) -> bool:
     large = os.fstat(f.fileno()).st_size >= SETTLE_BYTES
     if large or sync_small:
         os.fsync(f.fileno())
-    if large and hasattr(os, "posix_fadvise"):
+    if not large or not hasattr(os, "posix_fadvise"):
+        return False
+    try:
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-        return True
-    return False
+    except OSError:  # advice a filesystem may decline; the file is on disk either way
+        return False
+    return True
 
 
 def atomic_write(path: str, write: Callable[[BinaryIO], object]) -> str:

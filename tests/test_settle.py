@@ -91,3 +91,16 @@ def test_a_failed_write_publishes_nothing_and_leaves_its_temporary_file(tmp_path
             raise RuntimeError("the writer failed")
     assert not path.exists()
     assert (tmp_path / "units-1.arrow.tmp").exists()  # a resumed build writes it again
+
+
+def test_a_filesystem_that_declines_the_advice_still_gets_the_file(tmp_path, monkeypatch):
+    def declined(*args):
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(manifest.os, "posix_fadvise", declined, raising=False)
+    data = random_bytes(SETTLE_BYTES)
+    with atomic_create(str(tmp_path / "units-2.arrow")) as f:
+        f.write(data)
+    atomic_write(str(tmp_path / "part-00001.hdf5"), lambda f: f.write(data))
+    assert (tmp_path / "units-2.arrow").read_bytes() == data
+    assert (tmp_path / "part-00001.hdf5").read_bytes() == data
