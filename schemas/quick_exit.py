@@ -19,13 +19,15 @@ import os
 import sys
 
 _RETURNED: dict[int, int] = {}  # pid -> the status its command returned
-_ARMED: list[bool] = []
+_armed = False
 
 
 def arm() -> None:
-    """Register `_end` (once per process): call it before the command's heavy imports."""
-    if not _ARMED:
-        _ARMED.append(True)
+    """Register `_end` (once per process: a later call keeps the first, earliest place): call it
+    before the command's heavy imports."""
+    global _armed
+    if not _armed:
+        _armed = True
         atexit.register(_end)
 
 

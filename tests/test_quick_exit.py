@@ -4,6 +4,7 @@ them."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -59,7 +60,7 @@ def test_a_command_that_raised_ends_as_python_ends_it():
     assert "torn down" in done.stdout
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="os.fork")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
 def test_a_forked_child_keeps_its_own_status():
     done = run("3", "forked")
     assert done.returncode == 3
