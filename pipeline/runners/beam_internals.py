@@ -12,6 +12,7 @@ table on the installed Beam and fails when a use outside it appears in `pipeline
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 import threading
 import weakref
@@ -309,3 +310,51 @@ def quick_failure_poll() -> None:
     _receiving_queue.quick_poll = True
     _receiving_queue.__wrapped__ = real
     channel._receiving_queue = _receiving_queue
+
+
+# The record Beam logs through the root logger, at import, where its BigQuery client libraries
+# are missing (a base install: Beam without its `gcp` extra).
+APITOOLS_WARNING = "apitools not found, and bigquery client libraries are not available"
+
+
+class _Placeholder(logging.StreamHandler):
+    """The handler `logging.basicConfig` would have installed, kept only if it printed."""
+
+    printed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.printed = True
+        super().emit(record)
+
+
+def _not_apitools(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(APITOOLS_WARNING)
+
+
+def import_beam(module: str = "apache_beam") -> None:
+    """Import Beam (`module`) without its base install's warning.
+
+    Without the `gcp` extra, `import apache_beam` still imports its BigQuery sink (the imports
+    that should fail raise no ImportError there), whose client package then logs
+    `WARNING:root:apitools not found, and bigquery client libraries are not available despite
+    the import not raising an ImportError.` with `logging.warning`: every `bert-shards` command,
+    `--help` included, printed that line first (docs/runners.md has the reproduction). Here that
+    one record is dropped. `logging.warning` on a root logger without handlers also installs a
+    stderr handler (`basicConfig`); a placeholder of the same format stands in for it during the
+    import and stays only when another record was printed through it, so logging is left as
+    Beam's import would leave it. Call it before anything imports Beam."""
+    if module in sys.modules:
+        return
+    root = logging.getLogger()
+    placeholder = None
+    if not root.handlers:
+        placeholder = _Placeholder()
+        placeholder.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+        root.addHandler(placeholder)
+    root.addFilter(_not_apitools)
+    try:
+        importlib.import_module(module)
+    finally:
+        root.removeFilter(_not_apitools)
+        if placeholder is not None and not placeholder.printed:
+            root.removeHandler(placeholder)

@@ -5,7 +5,9 @@ one line naming it and the supported version, and none is used outside
 from __future__ import annotations
 
 import ast
+import logging
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -261,3 +263,83 @@ def test_a_failed_bundle_is_noticed_within_50_ms(beams_channel, monkeypatch):
     monkeypatch.setattr(beam_internals.QuickPollQueue, "get", asking)
     assert list(channel.input_elements("other", ["t"], abort_callback=lambda: True)) == []
     assert asked == [1]
+
+
+# A base install (Beam without its `gcp` extra) has no apitools: blocked here, as it is missing
+# there, in a fresh interpreter that then runs the CLI's entry point.
+WITHOUT_APITOOLS = """
+import importlib, io, logging, sys
+
+class NoApitools:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "apitools":
+            raise ImportError(f"no module named {name!r}")
+
+sys.meta_path.insert(0, NoApitools())
+from pipeline.shell.entry import main
+
+try:
+    main(["--help"])
+except SystemExit as e:
+    assert e.code == 0, e.code
+print("root handlers:", logging.getLogger().handlers, file=sys.stderr)
+# Beam's client package, run again, still logs the warning (what import_beam drops)
+seen = io.StringIO()
+logging.getLogger().addHandler(logging.StreamHandler(seen))
+importlib.reload(sys.modules["apache_beam.io.gcp.internal.clients.bigquery"])
+print("reloaded:", seen.getvalue().strip(), file=sys.stderr)
+"""
+
+
+def test_a_base_install_prints_no_warning_of_beams():
+    ran = subprocess.run(
+        [sys.executable, "-c", WITHOUT_APITOOLS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("usage: bert-shards"), ran.stdout
+    assert ran.stderr.splitlines() == [
+        "root handlers: []",  # logging left as it was: no basicConfig handler
+        f"reloaded: {beam_internals.APITOOLS_WARNING} despite the import not raising an "
+        "ImportError.",
+    ], ran.stderr
+
+
+def bare_root(monkeypatch) -> logging.Logger:
+    """The root logger as a fresh process has it: no handlers (pytest's own, added for each
+    test's call, set aside until it ends)."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    return root
+
+
+def _logging_module(tmp_path, monkeypatch, name: str, *messages: str) -> str:
+    (tmp_path / f"{name}.py").write_text(
+        "import logging\n" + "".join(f"logging.warning({m!r})\n" for m in messages)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return name
+
+
+def test_import_beam_drops_only_the_apitools_record(tmp_path, monkeypatch, capsys):
+    root = bare_root(monkeypatch)
+    apitools = f"{beam_internals.APITOOLS_WARNING} despite the import not raising an ImportError."
+    quiet = _logging_module(tmp_path, monkeypatch, "logs_apitools", apitools)
+    beam_internals.import_beam(quiet)
+    assert quiet in sys.modules
+    assert root.handlers == [] and root.filters == []
+    assert capsys.readouterr().err == ""
+
+    # another record prints as basicConfig's handler prints it, and that handler stays
+    loud = _logging_module(tmp_path, monkeypatch, "logs_more", apitools, "disk almost full")
+    beam_internals.import_beam(loud)
+    assert capsys.readouterr().err == "WARNING:root:disk almost full\n"
+    (handler,) = root.handlers
+    assert handler.formatter._fmt == logging.BASIC_FORMAT and root.filters == []
+
+    beam_internals.import_beam(loud)  # imported already: nothing runs again
+    assert capsys.readouterr().err == ""
