@@ -312,6 +312,14 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
             f"{path}: the run is at step {ckpt['step']}, past --steps {trainer.cfg.steps}; "
             f"pass {flag_hint('--steps', str(ckpt['step']))} or more to finish or extend it"
         )
+    _check_vocab(path, ckpt, shards)
+    _check_model(path, ckpt, trainer)
+    _check_train_settings(path, ckpt, trainer.cfg)
+    check_shard_set(path, ckpt, shards, trainer.cfg.allow_other_shards, trainer.d.main)
+
+
+def _check_vocab(path: str, ckpt: dict, shards: ShardSet) -> None:
+    """The shard set's vocab is the run's: its size, then its digest."""
     size, here = ckpt["vocab"]["size"], len(shards.vocab)
     if size != here:
         raise ValueError(
@@ -325,6 +333,11 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
             f"{shards.manifest.vocab_sha256}; resume on the original shard set, or start a new "
             f"{flag_hint('--run', 'DIR')}"
         )
+
+
+def _check_model(path: str, ckpt: dict, trainer: Trainer) -> None:
+    """The model is the run's: how it started (--init or a preset), its recipe's switches,
+    then its whole config."""
     init = ckpt["train_config"].get("init", "")
     if init != trainer.cfg.init:
         started = f"from {init}" if init else f"from the {ckpt['train_config']['model']!r} preset"
@@ -344,19 +357,23 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
         raise ValueError(
             f"{path}: a {was!r} model; {flag_hint('--model', trainer.cfg.model)} differs"
         )
-    defaults = asdict(TrainConfig())
-    was_train = {**defaults, **ckpt["train_config"]}
-    changed = [k for k in ORDER_KEYS if was_train[k] != getattr(trainer.cfg, k)]
+
+
+def _check_train_settings(path: str, ckpt: dict, cfg: TrainConfig) -> None:
+    """The data order, the recipe and the optimizer settings are the run's (a checkpoint
+    written before a setting existed holds its default)."""
+    was_train = {**asdict(TrainConfig()), **ckpt["train_config"]}
+    changed = [k for k in ORDER_KEYS if was_train[k] != getattr(cfg, k)]
     if changed:
         old = ", ".join(f"{k}={was_train[k]}" for k in changed)
         raise ValueError(f"{path}: resume with the run's own data settings ({old})")
-    changed = [k for k in RECIPE_KEYS if was_train[k] != getattr(trainer.cfg, k)]
+    changed = [k for k in RECIPE_KEYS if was_train[k] != getattr(cfg, k)]
     if changed:
         hints = ", ".join(_recipe_hint(ckpt, k) for k in changed)
         raise ValueError(f"{path}: resume with the run's own recipe: {hints}")
-    changed = [k for k in OPTIMIZER_KEYS if was_train[k] != getattr(trainer.cfg, k)]
+    changed = [k for k in OPTIMIZER_KEYS if was_train[k] != getattr(cfg, k)]
     if changed:
-        given = _flags({k: getattr(trainer.cfg, k) for k in changed})
+        given = _flags({k: getattr(cfg, k) for k in changed})
         own = _flags({k: was_train[k] for k in changed})
         flag, value = own.split(" ", 1)
         raise ValueError(
@@ -364,7 +381,6 @@ def check_resume(path: str, ckpt: dict, trainer: Trainer, shards: ShardSet) -> N
             f"would not take effect; resume with {flag_hint(flag, value)}, or start a new "
             f"{flag_hint('--run', 'DIR')}"
         )
-    check_shard_set(path, ckpt, shards, trainer.cfg.allow_other_shards, trainer.d.main)
 
 
 def _flags(values: dict) -> str:
