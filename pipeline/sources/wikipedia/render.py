@@ -49,8 +49,64 @@ CLOSERS = {
 }
 
 
+# A reference with its text on one line, `<ref ...>text</ref>`, no tag inside, followed by the end
+# of a word (a space, punctuation that ends a sentence or a clause, a quote, the next tag) or of
+# the text.
+_REFERENCE = re.compile(
+    r"<ref(?:[^\S\n][^<>\n]*)?(?<!/)>([^<>\n]*)</ref[^\S\n]*>(?=[\s.,:!?)\"<]|\Z)", re.I
+)
+_PAIRS = (("{{", "}}"), ("[[", "]]"), ("{", "}"), ("[", "]"))
+_QUOTES = re.compile("''+")  # a run of quotes: italic, bold or both
+_LINE_MARKUP = " \t*#:;=-"  # what begins a list, an indented line, a heading or a rule
+
+
+def _cut(m: re.Match) -> str:
+    """Nothing where the reference `m` renders to nothing wherever it stands, else `m` whole."""
+    text, s, end = m.group(1), m.string, m.start()
+    if any(text.count(a) != text.count(b) for a, b in _PAIRS):
+        return m.group(0)  # its brackets or braces may close something outside it
+    if "''" in text:
+        runs = _QUOTES.findall(text)
+        if len(runs) % 2 or runs[::2] != runs[1::2]:
+            return m.group(0)  # its italic or bold may run on past it
+    line = s.rfind("\n", 0, end) + 1
+    if not s[line:end].strip(_LINE_MARKUP):
+        return m.group(0)  # the line's markup (a list, a heading, a leading space) would change
+    if "://" in s[max(s.rfind(" ", line, end), line) : end]:
+        return m.group(0)  # it ends a bare URL, which would run on into what follows
+    if any(s.count(a, line, end) != s.count(b, line, end) for a, b in _PAIRS[2:]):
+        return m.group(0)  # inside a link, a template or an external link begun on its line
+    if s.rfind("<", line, end) > s.rfind(">", line, end):
+        return m.group(0)  # inside a tag's attributes
+    if s.rfind("<ref", line, end) > max(s.rfind("</ref", line, end), s.rfind("/>", line, end)):
+        return m.group(0)  # after a reference left open, which its `</ref>` may be closing
+    if s.count("''", line, end) % 2:
+        return m.group(0)  # inside italic or bold
+    return ""
+
+
+def without_plain_references(wikitext: str) -> str:
+    """`wikitext` less the references that render to nothing wherever they stand.
+
+    References are about a quarter of an article's wikitext, and the tokenizer spends more than
+    that share of its time on them (citation templates with many parameters): docs/benchmarks.md,
+    Wikipedia reader. Cut before it sees them, they leave the same paragraphs. A reference is
+    cut only where nothing around it can read it as part of something else (`_cut`): not inside
+    a link's title, a template's name or a tag's attributes, not splitting an entity or a
+    comment's marker, not where the line's markup begins, and with its own brackets, braces and
+    quote markup in pairs. `tests/pipeline/test_wikipedia_references.py` renders real articles and
+    random markup both ways.
+    """
+    return _REFERENCE.sub(_cut, wikitext) if "<ref" in wikitext else wikitext
+
+
 def render_wikitext(wikitext: str, tally: Tally, non_prose=NON_PROSE_PREFIXES) -> list[str]:
     """Paragraphs of running prose, in order (see the module docstring for what is dropped)."""
+    return render_uncut(without_plain_references(wikitext), tally, non_prose)
+
+
+def render_uncut(wikitext: str, tally: Tally, non_prose=NON_PROSE_PREFIXES) -> list[str]:
+    """`render_wikitext` with every reference left to the tokenizer."""
     stream = (CTokenizer or Tokenizer)().tokenize(wikitext, 0, False)
     return prose_paragraphs(_Renderer(stream, non_prose).top(), tally)
 
