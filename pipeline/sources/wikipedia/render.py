@@ -60,29 +60,75 @@ _QUOTES = re.compile("''+")  # a run of quotes: italic, bold or both
 _LINE_MARKUP = " \t*#:;=-"  # what begins a list, an indented line, a heading or a rule
 
 
-def _cut(m: re.Match) -> str:
-    """Nothing where the reference `m` renders to nothing wherever it stands, else `m` whole."""
-    text, s, end = m.group(1), m.string, m.start()
-    if any(text.count(a) != text.count(b) for a, b in _PAIRS):
-        return m.group(0)  # its brackets or braces may close something outside it
-    if "''" in text:
-        runs = _QUOTES.findall(text)
-        if len(runs) % 2 or runs[::2] != runs[1::2]:
-            return m.group(0)  # its italic or bold may run on past it
-    line = s.rfind("\n", 0, end) + 1
-    if not s[line:end].strip(_LINE_MARKUP):
-        return m.group(0)  # the line's markup (a list, a heading, a leading space) would change
-    if "://" in s[max(s.rfind(" ", line, end), line) : end]:
-        return m.group(0)  # it ends a bare URL, which would run on into what follows
-    if any(s.count(a, line, end) != s.count(b, line, end) for a, b in _PAIRS[2:]):
-        return m.group(0)  # inside a link, a template or an external link begun on its line
-    if s.rfind("<", line, end) > s.rfind(">", line, end):
-        return m.group(0)  # inside a tag's attributes
-    if s.rfind("<ref", line, end) > max(s.rfind("</ref", line, end), s.rfind("/>", line, end)):
-        return m.group(0)  # after a reference left open, which its `</ref>` may be closing
-    if s.count("''", line, end) % 2:
-        return m.group(0)  # inside italic or bold
-    return ""
+# The last place on the line of each mark, by the name `_LinePrefix` keeps it under.
+_LAST_SEEN = (
+    ("lt", "<"),
+    ("gt", ">"),
+    ("ref_open", "<ref"),
+    ("ref_close", "</ref"),
+    ("self_close", "/>"),
+    ("url", "://"),
+    ("space", " "),
+)
+
+
+class _LinePrefix:
+    """What the text before each reference holds on its line, brought up to date from one
+    reference to the next (`advance`), so that the text is read once however many references
+    a line holds."""
+
+    def __init__(self, text: str):
+        self.text, self.pos = text, 0
+        self._new_line()
+
+    def _new_line(self) -> None:
+        self.words = False  # anything besides a list's, a heading's or a rule's markup
+        self.brackets = self.braces = 0  # opened less closed
+        self.quotes = 0  # runs of "''" (a run of three counts one, of five two)
+        self.lt = self.gt = self.ref_open = self.ref_close = self.self_close = -1
+        self.url = self.space = -1
+
+    def advance(self, end: int) -> None:
+        """Take in the text from where the last call stopped to `end` (the next reference)."""
+        s, start = self.text, self.pos
+        newline = s.rfind("\n", start, end)
+        if newline >= 0:
+            self._new_line()
+            start = newline + 1
+        if not self.words and s[start:end].strip(_LINE_MARKUP):
+            self.words = True
+        self.brackets += s.count("[", start, end) - s.count("]", start, end)
+        self.braces += s.count("{", start, end) - s.count("}", start, end)
+        self.quotes += s.count("''", start, end)
+        for name, mark in _LAST_SEEN:
+            found = s.rfind(mark, start, end)
+            if found >= 0:
+                setattr(self, name, found)
+        self.pos = end
+
+    def cut(self, m: re.Match) -> str:
+        """Nothing where the reference `m` renders to nothing wherever it stands, else `m`."""
+        text = m.group(1)
+        if any(text.count(a) != text.count(b) for a, b in _PAIRS):
+            return m.group(0)  # its brackets or braces may close something outside it
+        if "''" in text:
+            runs = _QUOTES.findall(text)
+            if len(runs) % 2 or runs[::2] != runs[1::2]:
+                return m.group(0)  # its italic or bold may run on past it
+        self.advance(m.start())
+        if not self.words:
+            return m.group(0)  # the line's markup (a list, a heading, a leading space) changes
+        if self.url > self.space:
+            return m.group(0)  # it ends a bare URL, which would run on into what follows
+        if self.brackets or self.braces:
+            return m.group(0)  # inside a link, a template or an external link begun on its line
+        if self.lt > self.gt:
+            return m.group(0)  # inside a tag's attributes
+        if self.ref_open > max(self.ref_close, self.self_close):
+            return m.group(0)  # after a reference left open, which its `</ref>` may be closing
+        if self.quotes % 2:
+            return m.group(0)  # inside italic or bold
+        return ""
 
 
 def without_plain_references(wikitext: str) -> str:
@@ -90,14 +136,17 @@ def without_plain_references(wikitext: str) -> str:
 
     References are about a quarter of an article's wikitext, and the tokenizer spends more than
     that share of its time on them (citation templates with many parameters): docs/benchmarks.md,
-    Wikipedia reader. Cut before it sees them, they leave the same paragraphs. A reference is
-    cut only where nothing around it can read it as part of something else (`_cut`): not inside
-    a link's title, a template's name or a tag's attributes, not splitting an entity or a
-    comment's marker, not where the line's markup begins, and with its own brackets, braces and
-    quote markup in pairs. `tests/pipeline/test_wikipedia_references.py` renders real articles and
-    random markup both ways.
+    raw formats. Cut before it sees them, they leave the same paragraphs. A reference is cut only
+    where nothing around it can read it as part of something else (`_LinePrefix.cut`): not
+    inside a link's title, a template's name or a tag's attributes, not splitting an entity or a
+    comment's marker, not where the line's markup begins, not ending a bare URL, and with its own
+    brackets, braces and quote markup in pairs. The text is read once, however many references
+    a line holds. `tests/pipeline/test_wikipedia_references.py` renders real articles and random
+    markup both ways.
     """
-    return _REFERENCE.sub(_cut, wikitext) if "<ref" in wikitext else wikitext
+    if "<ref" not in wikitext:
+        return wikitext
+    return _REFERENCE.sub(_LinePrefix(wikitext).cut, wikitext)
 
 
 def render_wikitext(wikitext: str, tally: Tally, non_prose=NON_PROSE_PREFIXES) -> list[str]:
