@@ -161,7 +161,7 @@ def left_out(scope: str, found: list[FileMetadata], walks: dict) -> list[str]:
     if not any(c in scope for c in GLOB_CHARS):
         return [] if found else [scope]
     if scope.endswith("/"):
-        scope += "*"  # as `fsio.local_match` reads it
+        scope += "*"  # as `localglob.local_match` reads it
     base = os.path.dirname(re.match(r"^[^[*?]*", scope).group(0))
     below = base.rstrip(os.sep) + os.sep
     walked = {

@@ -29,11 +29,9 @@ from pipeline.shell.arguments import (
     add_overwrite_arg,
     add_punkt_args,
     add_text_args,
-    build_config,
     flag_said,
-    punkt_config,
-    vocab_config,
 )
+from pipeline.shell.configs import build_config, punkt_config, vocab_config
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 

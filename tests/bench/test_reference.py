@@ -1,193 +1,24 @@
-"""The side-by-side bench without the reference installed: TFRecord and Example reading on
-records written here by hand, the fidelity figures on small fixtures, the ratio rows, and the
-"reference missing -> no ratio" path. Nothing is installed and nothing is fetched."""
+"""The side-by-side bench without the reference installed: the fidelity figures on small
+fixtures, the ratio rows, and the "reference missing -> no ratio" path (the reference's records
+read: test_tfrecord_reading.py). Nothing is installed and nothing is fetched."""
 
 from __future__ import annotations
 
 import math
 import os
 import stat
-import struct
 import sys
 
 import numpy as np
 import pytest
 
-from bench import tfrecord
 from bench.procmem import run_measured
 from bench.reference import fidelity as fid
 from bench.reference import side_by_side as pb
 from bench.reference.side_by_side import fidelity_rows, speed_rows
 from bench.reference.sides import reference_python, rooted, slice_files
 from schemas.shard import ShardColumns
-
-# --- a minimal protobuf writer, for records made by hand ---------------------------------------
-
-
-def varint(n: int) -> bytes:
-    n &= (1 << 64) - 1  # negative int64: ten bytes, as protobuf writes them
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field."""
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-
-def int64_feature(values, packed: bool = True) -> bytes:
-    if packed:
-        body = field(1, b"".join(varint(v) for v in values))
-    else:
-        body = b"".join(varint(1 << 3 | 0) + varint(v) for v in values)
-    return field(3, body)
-
-
-def float_feature(values) -> bytes:
-    return field(2, field(1, struct.pack(f"<{len(values)}f", *values)))
-
-
-def bytes_feature(values) -> bytes:
-    return field(1, b"".join(field(1, v) for v in values))
-
-
-def example(features: dict[str, bytes]) -> bytes:
-    entries = b"".join(field(1, field(1, k.encode()) + field(2, v)) for k, v in features.items())
-    return field(1, entries)
-
-
-def frame(record: bytes) -> bytes:
-    header = struct.pack("<Q", len(record))
-    return (
-        header
-        + struct.pack("<I", tfrecord.masked_crc32c(header))
-        + record
-        + struct.pack("<I", tfrecord.masked_crc32c(record))
-    )
-
-
-def reference_record(ids, segment_b_start, positions, labels, random_next, seq=16, preds=4):
-    """One record as the reference writes it: padded to seq and preds, weights 1.0 then 0.0."""
-    n, k = len(ids), len(positions)
-    return example(
-        {
-            "input_ids": int64_feature(list(ids) + [0] * (seq - n)),
-            "input_mask": int64_feature([1] * n + [0] * (seq - n)),
-            "segment_ids": int64_feature(
-                [0] * segment_b_start + [1] * (n - segment_b_start) + [0] * (seq - n)
-            ),
-            "masked_lm_positions": int64_feature(list(positions) + [0] * (preds - k)),
-            "masked_lm_ids": int64_feature(list(labels) + [0] * (preds - k)),
-            "masked_lm_weights": float_feature([1.0] * k + [0.0] * (preds - k)),
-            "next_sentence_labels": int64_feature([int(random_next)]),
-        }
-    )
-
-
-# --- TFRecord framing and the Example wire format ---------------------------------------------
-
-
-def test_crc32c_known_value():
-    assert tfrecord.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
-    assert tfrecord.crc32c(b"") == 0
-
-
-def test_records_round_trip_with_checksums(tmp_path):
-    path = tmp_path / "r.tfrecord"
-    path.write_bytes(frame(b"first") + frame(b"") + frame(b"\x00" * 300))
-    assert list(tfrecord.iter_records(str(path), check_crc=True)) == [b"first", b"", b"\x00" * 300]
-
-
-def test_corrupt_and_truncated_records_are_refused(tmp_path):
-    data = bytearray(frame(b"payload"))
-    data[14] ^= 1  # a bit of the record flipped: its checksum no longer matches
-    path = tmp_path / "bad.tfrecord"
-    path.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="CRC"):
-        list(tfrecord.iter_records(str(path), check_crc=True))
-    path.write_bytes(frame(b"payload")[:-6])
-    with pytest.raises(ValueError, match="truncated"):
-        list(tfrecord.iter_records(str(path)))
-
-
-def test_varints_by_hand():
-    assert varint(300) == b"\xac\x02"
-    assert tfrecord.decode_varints(b"\x00\x01\xac\x02\x7f").tolist() == [0, 1, 300, 127]
-    ten = b"\xff" * 9 + b"\x01"  # -1 as protobuf's int64
-    assert tfrecord.decode_varints(ten + b"\x05").tolist() == [-1, 5]
-    assert tfrecord.decode_varints(varint(2**62 + 3)).tolist() == [2**62 + 3]
-    with pytest.raises(ValueError, match="truncated"):
-        tfrecord.decode_varints(b"\x80")
-
-
-def test_example_hand_built_bytes():
-    # Example{features{feature{key:"n" value{int64_list{value:[1, 300]}}}}}, written out.
-    record = bytes.fromhex("0a0e0a0c0a016e12071a050a0301ac02")
-    assert {k: v.tolist() for k, v in tfrecord.parse_example(record).items()} == {"n": [1, 300]}
-
-
-def test_example_all_kinds_packed_and_not():
-    record = example(
-        {
-            "packed": int64_feature([3, -2, 2**40]),
-            "unpacked": int64_feature([7, -1], packed=False),
-            "f": float_feature([0.5, -1.25]),
-            "b": bytes_feature([b"x", b""]),
-            "empty": int64_feature([]),
-        }
-    )
-    got = tfrecord.parse_example(record)
-    assert got["packed"].tolist() == [3, -2, 2**40]
-    assert got["unpacked"].tolist() == [7, -1]
-    assert got["f"].tolist() == [0.5, -1.25]
-    assert got["b"] == [b"x", b""]
-    assert got["empty"].tolist() == []
-
-
-REF_ROWS = [
-    # ids: [CLS]=2 A [SEP]=3 B [SEP]; [MASK]=4; row 0 masks pos 1 ([MASK]) and 4 (kept)
-    dict(
-        ids=[2, 4, 11, 3, 13, 14, 3],
-        segment_b_start=4,
-        positions=[1, 4],
-        labels=[10, 13],
-        random_next=False,
-    ),
-    # row 1 masks pos 2 with another piece (20 for 12)
-    dict(
-        ids=[2, 11, 20, 3, 15, 3], segment_b_start=4, positions=[2], labels=[12], random_next=True
-    ),
-]
-
-
-def write_reference(path, rows=REF_ROWS):
-    path.write_bytes(b"".join(frame(reference_record(**r)) for r in rows))
-    return str(path)
-
-
-def test_reference_records_become_shard_columns(tmp_path):
-    path = write_reference(tmp_path / "ref.tfrecord")
-    features = tfrecord.read_reference([path])
-    assert features["input_ids"].shape == (2, 16)
-    assert features["masked_lm_weights"].shape == (2, 4)
-    cols = fid.reference_columns(features)
-    assert cols.num_rows == 2
-    assert cols.input_offsets.tolist() == [0, 7, 13]
-    assert cols.input_ids.tolist() == REF_ROWS[0]["ids"] + REF_ROWS[1]["ids"]
-    assert cols.segment_b_start.tolist() == [4, 4]
-    assert cols.masked_positions.tolist() == [1, 4, 2]
-    assert cols.masked_labels.tolist() == [10, 13, 12]
-    assert cols.masked_offsets.tolist() == [0, 2, 3]
-    assert cols.is_random_next.tolist() == [False, True]
-    assert tfrecord.read_reference([path], limit=1)["input_ids"].shape == (1, 16)
-
+from tests.bench.helpers import REF_ROWS
 
 # --- figures on small fixtures ------------------------------------------------------------------
 

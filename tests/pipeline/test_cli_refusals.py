@@ -242,8 +242,8 @@ def test_vocab_training_flags_beside_a_given_vocab_are_refused(tmp_path, argv, i
 
 
 def test_training_flags_at_their_defaults_beside_a_given_vocab_pass():
-    from pipeline.shell.arguments import build_config
     from pipeline.shell.cli import parsers
+    from pipeline.shell.configs import build_config
 
     argv = ["build", "--input", TEXT, "--out", "o", "--vocab", "v.txt", "--vocab-size", "30000"]
     assert build_config(parsers()[0].parse_args(argv), None).vocab_path == "v.txt"

@@ -12,8 +12,9 @@ import pytest
 
 from pipeline.build import BuildConfig, PunktConfig, VocabCommandConfig
 from pipeline.core.config import SEED, InstanceConfig, VocabConfig
-from pipeline.shell.arguments import FIELDS, parse_inputs
+from pipeline.shell.arguments import FIELDS
 from pipeline.shell.cli import command_config, main, parsers
+from pipeline.shell.configs import parse_inputs
 from tests.helpers import ROOT
 
 COMMANDS = ("build", "vocab", "punkt")

@@ -23,8 +23,8 @@ from pipeline.files.listing import (
     refuse_unusable_inputs,
     shared_name,
 )
-from pipeline.shell.arguments import parse_inputs
 from pipeline.shell.cli import main
+from pipeline.shell.configs import parse_inputs
 from pipeline.sources.documents import BadInputError
 from tests.helpers import SAMPLE
 

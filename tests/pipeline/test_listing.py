@@ -1,4 +1,4 @@
-"""Local globs are matched by `fsio.local_match`: the same files and metadata as Beam's
+"""Local globs are matched by `localglob.local_match`: the same files and metadata as Beam's
 `LocalFileSystem.match`, which stats every file below the pattern's folder first, where ours
 walks only the folders the glob's leading names match."""
 
@@ -214,7 +214,7 @@ def test_a_glob_that_matches_files_keeps_matching_them(odd_names):
 def test_a_value_with_a_comma_is_one_path_only_where_its_parts_match_nothing(
     odd_names, monkeypatch
 ):
-    from pipeline.shell.arguments import parse_inputs
+    from pipeline.shell.configs import parse_inputs
 
     monkeypatch.chdir(odd_names)
     assert parse_inputs(["a,b.txt"], "books") == (InputSpec("books", "a,b.txt"),)

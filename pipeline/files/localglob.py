@@ -1,0 +1,110 @@
+"""Local globs matched as Beam's `LocalFileSystem.match` matches them (the same files, the same
+metadata), but walking only the folders a glob's leading names can match and statting only the
+files it names: a pattern for one copy of a corpus beside many others walks and stats that copy
+alone. `walks` (folder -> its files) lets one command list each folder once for all its
+patterns. Local only: no Beam filesystem, no request.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from apache_beam.io.filesystem import FileMetadata, FileSystem
+
+
+def _walk(folder: str, walks: dict | None) -> list[str]:
+    """Every file below a local folder (Beam's `LocalFileSystem._list` order and joins); from
+    `walks` (folder -> files) when it holds the folder or a folder above it, and kept there."""
+    if walks is not None:
+        if folder in walks:
+            return walks[folder]
+        above = folder if os.path.normpath(folder) == folder else ""  # else spelt otherwise
+        while (up := os.path.dirname(above)) not in (above, ""):
+            if os.path.islink(above):  # os.walk(up) does not enter it
+                break
+            above = up
+            if above in walks:
+                below = [p for p in walks[above] if p.startswith(folder + os.sep)]
+                walks[folder] = below
+                return below
+    found = [os.path.join(d, f) for d, _, files in os.walk(folder) for f in files]
+    if walks is not None:
+        walks[folder] = found
+    return found
+
+
+def _name_parts(rest: str) -> list[str]:
+    """The leading folder names of a glob's text after its folder whose part of Beam's regular
+    expression (`FileSystem.translate_pattern`) cannot match a "/": a path matches the glob only
+    if each of those folders' names matches its part. The first part that could (holding `?`,
+    `**`, or a class that takes "/") ends them; the glob's last part, the files', is never one."""
+    parts: list[str] = []
+    i, start, n = 0, 0, len(rest)
+    while i < n:
+        c = rest[i]
+        if c == "/":
+            parts.append(rest[start:i])
+            start = i + 1
+        elif c == "?" or rest.startswith("**", i):
+            return parts
+        elif c == "[":  # Beam's reading of a class: "[!" negates, "]" first is a member
+            j = i + 1 + (rest[i + 1 : i + 2] == "!")
+            j += rest[j : j + 1] == "]"
+            end = rest.find("]", j)
+            if end >= 0:  # else a plain "["
+                if re.match(FileSystem.translate_pattern(rest[i : end + 1]), "/"):
+                    return parts  # "[!a]", "[/]", a range over "/" such as "[.-0]"
+                i = end
+        i += 1
+    return parts
+
+
+def _folders(folder: str, rest: str) -> list[str]:
+    """The real folders below `folder` (os.walk's: symbolic links to folders are not entered)
+    whose names match the exact leading names of `rest` (`_name_parts`): every file the glob
+    can match lies below one of them."""
+    folders = [folder]
+    for name in _name_parts(rest):
+        name_matches = re.compile(FileSystem.translate_pattern(name)).match
+        below = []
+        for parent in folders:
+            try:
+                with os.scandir(parent) as it:
+                    below += [
+                        e.path
+                        for e in it
+                        if e.is_dir(follow_symlinks=False) and name_matches(e.name)
+                    ]
+            except OSError:  # not a folder, or unreadable: os.walk skips it too
+                continue
+        folders = sorted(below)
+    return folders
+
+
+def local_match(pattern: str, walks: dict | None = None) -> list[FileMetadata]:
+    """Beam's `LocalFileSystem.match` of a glob, with the same files and metadata, but Beam
+    stats every file below the folder before the pattern's first glob character and then
+    matches their names, where this walks only the folders whose names the glob's leading
+    names match (`_folders`), matches names, and stats only the matches: a pattern for one
+    copy of a corpus beside many others walks and stats that copy alone. `walks`: see `_walk`
+    (the input listing of a command walks each folder once for all its patterns)."""
+    if pattern.endswith("/"):
+        pattern += "*"
+    folder = os.path.dirname(re.match(r"^[^[*?]*", pattern).group(0))
+    here = folder or os.curdir  # a relative glob with no folder before it ("*.txt"): this one
+    if not os.path.exists(here):
+        return []
+    name_matches = re.compile(FileSystem.translate_pattern(pattern)).match
+    found = []
+    for below in _folders(here, pattern[len(folder) :].lstrip("/")):
+        for path in _walk(below, walks):
+            if not folder:  # "./a.txt" -> "a.txt", as the pattern spells it
+                path = path[len(here) + 1 :]
+            if name_matches(path):
+                try:
+                    st = os.stat(path)
+                except OSError:  # gone since the walk, as Beam skips it
+                    continue
+                found.append(FileMetadata(path, st.st_size, st.st_mtime))
+    return sorted(found, key=lambda m: m.path)
