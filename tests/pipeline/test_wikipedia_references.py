@@ -60,6 +60,11 @@ def test_real_articles_render_the_same_paragraphs(name) -> None:
         ("\n<ref>x</ref>* not a list", False),
         ('<span title="a<ref>b</ref>">t</span> bar', False),  # in a tag's attributes
         ("<ref name=a>open <ref>x</ref> bar", False),  # after a reference left open
+        ("<REF name=a>open <ref>x</ref> bar", False),  # in any case
+        ("{{e\n}}{{<ref>x</ref>\nf}} bar", False),  # after a close from the line before
+        ("a ]] [[b<ref>x</ref> c]] more", False),
+        ("a<ref>]] x [[</ref> more", False),  # its brackets out of order
+        ("see http://x.org{{e\n}}<ref>x</ref>. more", False),  # after what a line before began
         ("a<ref>Ordeal of the Union'' (1959)</ref> more", False),  # italic left open
         ("''a<ref>x</ref> b'' more", False),  # inside italic
         ("a<ref>[[unclosed</ref> more", False),  # a bracket left open

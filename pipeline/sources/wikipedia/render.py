@@ -58,6 +58,10 @@ _REFERENCE = re.compile(
 _PAIRS = (("{{", "}}"), ("[[", "]]"), ("{", "}"), ("[", "]"))
 _QUOTES = re.compile("''+")  # a run of quotes: italic, bold or both
 _LINE_MARKUP = " \t*#:;=-"  # what begins a list, an indented line, a heading or a rule
+_UPPER_REF = re.compile(r"</?(?!ref)(?i:ref)")  # a reference's tag not in lower case
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_BRACKETS = ("[", "]")
+_BRACES = ("{", "}")
 
 
 # The last place on the line of each mark, by the name `_LinePrefix` keeps it under.
@@ -79,11 +83,16 @@ class _LinePrefix:
 
     def __init__(self, text: str):
         self.text, self.pos = text, 0
+        # where the marks are sought: tags' names in any case, as the tokenizer reads them
+        # (ASCII letters only, so that every place stays where it is)
+        self.marks = text.translate(_ASCII_LOWER) if _UPPER_REF.search(text) else text
         self._new_line()
 
     def _new_line(self) -> None:
         self.words = False  # anything besides a list's, a heading's or a rule's markup
-        self.brackets = self.braces = 0  # opened less closed
+        # opened and not closed since the line began; -1 once one closed what the line did not
+        # open, which an earlier line did: the rest of the line may be inside it
+        self.brackets = self.braces = 0
         self.quotes = 0  # runs of "''" (a run of three counts one, of five two)
         self.lt = self.gt = self.ref_open = self.ref_close = self.self_close = -1
         self.url = self.space = -1
@@ -97,11 +106,13 @@ class _LinePrefix:
             start = newline + 1
         if not self.words and s[start:end].strip(_LINE_MARKUP):
             self.words = True
-        self.brackets += s.count("[", start, end) - s.count("]", start, end)
-        self.braces += s.count("{", start, end) - s.count("}", start, end)
+        if self.brackets >= 0:
+            self.brackets = _open_after(self.brackets, s, start, end, _BRACKETS)
+        if self.braces >= 0:
+            self.braces = _open_after(self.braces, s, start, end, _BRACES)
         self.quotes += s.count("''", start, end)
         for name, mark in _LAST_SEEN:
-            found = s.rfind(mark, start, end)
+            found = self.marks.rfind(mark, start, end)
             if found >= 0:
                 setattr(self, name, found)
         self.pos = end
@@ -109,7 +120,7 @@ class _LinePrefix:
     def cut(self, m: re.Match) -> str:
         """Nothing where the reference `m` renders to nothing wherever it stands, else `m`."""
         text = m.group(1)
-        if any(text.count(a) != text.count(b) for a, b in _PAIRS):
+        if not _paired(text):
             return m.group(0)  # its brackets or braces may close something outside it
         if "''" in text:
             runs = _QUOTES.findall(text)
@@ -131,6 +142,35 @@ class _LinePrefix:
         return ""
 
 
+def _paired(text: str) -> bool:
+    """Its brackets and braces pair up, in order, and its `{{`, `}}`, `[[` and `]]` too."""
+    if "]" not in text and "}" not in text:
+        return "[" not in text and "{" not in text
+    if any(text.count(a) != text.count(b) for a, b in _PAIRS):
+        return False
+    return not (
+        _open_after(0, text, 0, len(text), _BRACKETS) or _open_after(0, text, 0, len(text), _BRACES)
+    )
+
+
+def _open_after(depth: int, text: str, start: int, end: int, kind: tuple) -> int:
+    """How many of `kind`'s openers (`[` or `{`) are open after `text[start:end]`, read from
+    `depth` open, in order (`}}{{` leaves two open, where counting would say none); -1 as soon
+    as a closer comes with none open."""
+    opener, closer = kind
+    at = text.find(closer, start, end)
+    while at >= 0:  # each run of closers, after the openers before it
+        depth += text.count(opener, start, at)
+        start = at + 1
+        while start < end and text[start] == closer:
+            start += 1
+        depth -= start - at
+        if depth < 0:
+            return -1
+        at = text.find(closer, start, end)
+    return depth + text.count(opener, start, end)
+
+
 def without_plain_references(wikitext: str) -> str:
     """`wikitext` less the references that render to nothing wherever they stand.
 
@@ -139,10 +179,11 @@ def without_plain_references(wikitext: str) -> str:
     raw formats. Cut before it sees them, they leave the same paragraphs. A reference is cut only
     where nothing around it can read it as part of something else (`_LinePrefix.cut`): not
     inside a link's title, a template's name or a tag's attributes, not splitting an entity or a
-    comment's marker, not where the line's markup begins, not ending a bare URL, and with its own
-    brackets, braces and quote markup in pairs. The text is read once, however many references
-    a line holds. `tests/pipeline/test_wikipedia_references.py` renders real articles and random
-    markup both ways.
+    comment's marker, not where the line's markup begins, not ending a bare URL, not after a
+    closer of something an earlier line opened, and with its own brackets and braces paired in
+    order and its quote markup in pairs; tags' names in any case. The text is read once, however
+    many references a line holds. `tests/pipeline/test_wikipedia_references.py` renders real
+    articles and random markup both ways.
     """
     if "<ref" not in wikitext:
         return wikitext
