@@ -19,6 +19,7 @@ import os
 import sys
 
 from model.config import PRECISIONS, PRESETS, TrainConfig, flag_hint, training_defaults
+from model.folders import check_local_paths
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
@@ -371,6 +372,7 @@ def _pretrain(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
+    check_local_paths(args.command, vars(args))
     if args.command == "pretrain":
         _pretrain(args)
     elif args.command == "finetune":

@@ -53,3 +53,25 @@ def check_own_kind(path: str, flag: str, own: str, hint: str) -> None:
         f"{flag} {path} holds {kind} ({name}), not {own}; writing there would mix its files "
         f"with this command's or replace them: choose another {hint}"
     )
+
+
+# command -> the flags that name local files or folders only (the shard set alone may be gs://)
+LOCAL_ONLY: dict[str, tuple[str, ...]] = {
+    "pretrain": ("run", "init", "shard_cache"),
+    "finetune": ("data", "ckpt", "run"),
+    "export": ("ckpt", "out"),
+}
+
+
+def check_local_paths(command: str, values: dict) -> None:
+    """Refuse, before any work, a URL where a command reads or writes local folders only: the
+    filesystem would take `gs://b/run` for a folder `gs:` here, and a run said to go to a bucket
+    would stay on this machine."""
+    for dest in LOCAL_ONLY.get(command, ()):
+        path = values.get(dest)
+        if path and "://" in path:
+            flag = "--" + dest.replace("_", "-")
+            raise ValueError(
+                f"{flag} {path}: a URL, but {flag} names a local file or folder; give a path on "
+                "this machine (copy from a bucket first, and results to it after)"
+            )

@@ -76,7 +76,13 @@ def check_set_directory(directory: str) -> None:
     (FileNotFoundError), or a file (ValueError: the path is the mistake, and `make shards`
     refuses a file as OUT too, so building there is no advice). An object store's prefix is no
     folder to test: its store must take a connection (else OSError), and its manifest is looked
-    for by what reads the set."""
+    for by what reads the set. A URL of another store (`s3://`) is refused (ValueError)."""
+    scheme = storage.other_store(directory)
+    if scheme:
+        raise ValueError(
+            f"{directory}: {scheme}:// is not a store this reads; shard sets are read from local "
+            "folders and gs:// URLs, so copy the set to one of them"
+        )
     if storage.is_remote(directory):
         storage.reach(directory)
         return

@@ -6,6 +6,7 @@ client, `google-cloud-storage` (the `gcs` extra), imported on the first `gs://` 
 local set still needs nothing beyond the standard library.
 
     is_remote(path)             whether the path names an object store
+    other_store(path)           the scheme of a URL this interface does not serve (`s3`), else None
     join(base, *parts)          a path below a folder, for both kinds
     exists(path), isdir(path)   a file (object) / a folder (any object below `path/`)
     size(path)                  bytes of one file
@@ -55,6 +56,17 @@ class Unreachable(ConnectionError):
 
 def is_remote(path: str) -> bool:
     return path.startswith(SCHEME)
+
+
+def other_store(path: str) -> str | None:
+    """The scheme of a URL of any store but gs:// (`s3` for `s3://b/x`), which nothing here
+    reads or writes (the local filesystem would take it for a folder `s3:`); None for a local
+    path or a gs:// URL. A `FORMAT:` prefix before the URL (`books:s3://b`) is no part of it."""
+    head, sep, _ = path.partition("://")
+    scheme = head.rpartition(":")[2]
+    if not sep or is_remote(path[len(head) - len(scheme) :]):
+        return None
+    return scheme or None
 
 
 def join(base: str, *parts: str) -> str:

@@ -2,8 +2,9 @@
 listed and removed by name prefix; and the build's own places inside OUT.
 
 Local files are read and written with the OS's own calls (a large one written through to disk
-and dropped from the page cache as it is published: `schemas.manifest.settle`); every other
-scheme but gs:// goes through Beam filesystems. gs:// goes through one
+and dropped from the page cache as it is published: `schemas.manifest.settle`); the commands
+refuse other stores' URLs before any work (`pipeline.shell.configs.refuse_other_stores`), and a
+path that is neither reaches Beam's filesystems. gs:// goes through one
 google-cloud-storage client per process, imported only when a gs:// path is used: Beam's GCS
 filesystem makes a client per call (each starting with a bucket lookup), reads through a 16 MiB
 buffer whatever was asked, and renames by copy plus delete. Here:

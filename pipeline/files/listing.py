@@ -1,5 +1,5 @@
 """The input files of a command, listed once before any work starts: input patterns (a file,
-a folder read at every depth, a glob; on any Beam filesystem) -> (format, path, relative path,
+a folder read at every depth, a glob; local or gs://) -> (format, path, relative path,
 metadata), sorted.
 
 A name that is no regular file, or a dangling link, is refused here, where it is first seen
@@ -31,7 +31,7 @@ GLOB_CHARS = fsio.GLOB_CHARS
 @dataclass(frozen=True)
 class InputSpec:
     format: str  # a key of READERS
-    pattern: str  # file, directory or glob, on any Beam filesystem
+    pattern: str  # file, directory or glob, local or gs://
 
     def __post_init__(self):
         if self.format not in READERS:

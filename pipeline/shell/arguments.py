@@ -60,7 +60,7 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="[FORMAT:]PATH",
-        help="file, directory or glob (local or any Beam filesystem); repeat or "
+        help="file, directory or glob (local or gs://...); repeat or "
         "comma-separate for several; prefix FORMAT: to mix formats",
     )
     ap.add_argument(

@@ -31,7 +31,7 @@ from pipeline.shell.arguments import (
     add_text_args,
     flag_said,
 )
-from pipeline.shell.configs import build_config, punkt_config, vocab_config
+from pipeline.shell.configs import build_config, punkt_config, refuse_other_stores, vocab_config
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
@@ -93,6 +93,7 @@ def within(path: str, folder: str) -> bool:
 def command_config(args):
     """The command's own config from its flags; a nonsensical value is refused in one line."""
     try:
+        refuse_other_stores(args)
         if args.command == "punkt":
             return punkt_config(args)
         punkt = punkt_json(args.punkt) if args.punkt else None

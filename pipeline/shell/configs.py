@@ -14,6 +14,7 @@ from pipeline.runners.run import DASK_RUNNERS
 from pipeline.shell.arguments import config_default, field_default
 from pipeline.sources.readers import READERS
 from pipeline.stages.dedup import DedupConfig
+from schemas.storage import other_store
 
 
 def parse_inputs(values: list[str], default_format: str) -> tuple[InputSpec, ...]:
@@ -61,6 +62,22 @@ def spec_of(item: str, default_format: str) -> InputSpec:
 def looks_like_format(prefix: str, rest: str) -> bool:
     """A prefix of two letters or more, not a URL's scheme (`gs://`) nor a drive (`C:`)."""
     return len(prefix) > 1 and prefix.isascii() and prefix.isalpha() and not rest.startswith("//")
+
+
+def refuse_other_stores(args) -> None:
+    """A path on a store other than gs:// (`s3://`, `hdfs://`) is refused before any work: the
+    build's files go through the local filesystem and one gs:// client, and Beam's filesystems
+    for those schemes would be made here without the options they need."""
+    paths = [("--out", args.out)]
+    paths += [("--input", item.strip()) for value in args.input for item in value.split(",")]
+    paths += [(f"--{flag}", getattr(args, flag, None)) for flag in ("vocab", "punkt")]
+    for flag, path in paths:
+        scheme = other_store(path) if path else None
+        if scheme:
+            raise ValueError(
+                f"{flag} {path}: {scheme}:// is not a store this reads or writes; give a local "
+                "path or a gs:// URL"
+            )
 
 
 def read_fields(args) -> dict:

@@ -116,7 +116,7 @@ def export(
     line after each file written."""
     check_options(options)
     for path in (out, dest):
-        if "://" in path and not storage.is_remote(path):  # else taken for a folder "s3:"
+        if storage.other_store(path):  # else taken for a folder "s3:"
             raise ExportError(
                 f"{path}: export reads and writes local folders and gs:// URLs only; copy the "
                 "set to one of them"

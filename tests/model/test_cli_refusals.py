@@ -102,6 +102,38 @@ def test_finetune_names_the_one_bad_flag_and_its_value(tmp_path, capsys, flags, 
     assert not run.exists()
 
 
+@pytest.mark.parametrize(
+    "command, flag",
+    [
+        ("pretrain", "--run"),  # trained, and written to a local folder `gs:`
+        ("pretrain", "--init"),
+        ("pretrain", "--shard-cache"),
+        ("finetune", "--data"),
+        ("finetune", "--ckpt"),
+        ("finetune", "--run"),
+        ("export", "--ckpt"),
+        ("export", "--out"),
+    ],
+)
+def test_a_url_where_a_local_path_is_read_or_written_is_refused(
+    tmp_path, capsys, monkeypatch, command, flag
+):
+    monkeypatch.chdir(tmp_path)
+    given = {
+        "pretrain": {"--shards": "gs://bucket/set", "--run": "run", "--steps": "1"},
+        "finetune": {"--task": "sst2", "--data": "data", "--ckpt": "last.pt", "--run": "run"},
+        "export": {"--ckpt": "last.pt", "--out": "export"},
+    }[command]
+    given[flag] = "gs://bucket/x"
+    assert main([command, *(x for item in given.items() for x in item)]) == 2
+    assert _one_line(capsys) == (
+        f"bert-model {command}: error: {flag} gs://bucket/x: a URL, but {flag} names a local "
+        "file or folder; give a path on this machine (copy from a bucket first, and results to "
+        "it after)"
+    )
+    assert os.listdir(tmp_path) == []  # no folder `gs:`, no run
+
+
 def test_span_features_refuse_a_window_that_never_moves(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text(VOCAB.to_text())

@@ -189,6 +189,36 @@ def test_paths_with_a_colon_are_paths(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.parametrize(
+    "command, flag, url",
+    [
+        ("build", "--out", "s3://bucket/set"),  # Beam's S3 filesystem would be made optionless
+        ("build", "--input", "s3://bucket/books"),  # else "no input files match" hid why
+        ("build", "--input", "books:hdfs://host/books"),
+        ("build", "--input", f"{TEXT},azfs://account/container/x"),  # one item of a value
+        ("build", "--vocab", "s3://bucket/vocab.txt"),
+        ("build", "--punkt", "s3://bucket/punkt.json"),
+        ("vocab", "--out", "s3://bucket/vocab"),
+        ("punkt", "--input", "s3://bucket/books"),
+    ],
+)
+def test_a_url_of_another_store_is_refused_before_any_work(
+    tmp_path, monkeypatch, command, flag, url
+):
+    monkeypatch.chdir(tmp_path)  # a URL taken for a local path would leave a folder `s3:` here
+    given = {"--input": TEXT, "--out": "out", flag: url}
+    argv = [command, *(x for item in given.items() for x in item), "--workers", "1"]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    shown = url.split(",")[-1]
+    scheme = shown.split("://")[0].rpartition(":")[2]
+    assert e.value.code == (
+        f"error: {flag} {shown}: {scheme}:// is not a store this reads or writes; give a local "
+        "path or a gs:// URL"
+    )
+    assert os.listdir(tmp_path) == []
+
+
 # -- one id twice, found when the ids meet ----------------------------------------------------
 
 

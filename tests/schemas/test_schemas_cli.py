@@ -228,6 +228,22 @@ def test_a_file_given_as_the_set_is_named_a_file_in_one_line(tmp_path, capsys):
         ShardSet.open(str(afile))
 
 
+def test_a_set_on_another_store_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    from schemas.reader import ShardSet
+
+    monkeypatch.chdir(tmp_path)
+    said = (
+        "s3://bucket/set: s3:// is not a store this reads; shard sets are read from local "
+        "folders and gs:// URLs, so copy the set to one of them"
+    )
+    for command in ("validate", "inspect"):  # it said "no such directory; build shards there"
+        line = refusal(capsys, [command, "s3://bucket/set"], 1)
+        assert line == f"bert-schemas {command}: error: {said}"
+    with pytest.raises(ValueError, match="^" + re.escape(said) + "$"):  # bert-model's way in
+        ShardSet.open("s3://bucket/set")
+    assert os.listdir(tmp_path) == []
+
+
 def test_validate_refuses_a_missing_set_in_one_line_not_a_table(tmp_path, capsys):
     line = refusal(capsys, ["validate", str(tmp_path / "nothing")], 1)
     assert line.startswith(f"bert-schemas validate: error: {tmp_path / 'nothing'}: no such dir")
