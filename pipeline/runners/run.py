@@ -19,7 +19,12 @@ import tempfile
 from contextlib import contextmanager, nullcontext
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    PortableOptions,
+    StandardOptions,
+)
 
 from pipeline.runners.beam_internals import STEP_SUFFIX
 
@@ -82,8 +87,20 @@ def runner_problem(options: PipelineOptions) -> str | None:
 
     try:
         made = create_runner(runner)
-    except (ValueError, ImportError, AttributeError):
+    except ImportError as e:  # the path names no module, or a runner Beam knows lacks its extra
+        if isinstance(e, ModuleNotFoundError) and runner.startswith(f"{e.name}."):
+            return unknown_runner(runner)
+        return f"--runner {runner}: Beam cannot make it here ({e}); see docs/runners.md"
+    except (ValueError, AttributeError):
         return unknown_runner(runner)
+    if (
+        type(made).__name__ == "PortableRunner"
+        and not options.view_as(PortableOptions).job_endpoint
+    ):
+        return (  # else Beam says so once the build has claimed OUT
+            f"--runner {runner}: give --job_endpoint HOST:PORT, the job service of a running "
+            "runner; see docs/runners.md"
+        )
     try:
         errors = PipelineOptionsValidator(options, made).validate()
     except Exception as e:  # it may ask the cloud, say for a default bucket
@@ -100,6 +117,7 @@ def unknown_runner(runner: str) -> str:
         p.rsplit(".", 1)[-1] for p in StandardOptions.ALL_KNOWN_RUNNERS
     ]
     close = "." not in runner and difflib.get_close_matches(runner, list(dict.fromkeys(names)), 1)
+    close = close and close[0] != runner and close
     hint = f"did you mean {close[0]}?" if close else "see docs/runners.md for the runners"
     return (
         f"--runner {runner}: not a runner Beam can make here (a name such as DirectRunner, "
@@ -281,7 +299,11 @@ def quiet_stderr(quiet: bool):
 
 
 def failure_line(e: BaseException) -> str:
-    """The message a build step raised, found in the runner's wrapped exception text."""
+    """The message a build step raised, found in the runner's wrapped exception text; or what
+    Beam could not download as the runner started (a job server's jar, Prism's binary)."""
+    download = failed_download(e)
+    if download:
+        return download
     texts = []
     while e is not None:
         if isinstance(e, (ValueError, FileNotFoundError)):  # raised by a step, in-process
@@ -293,3 +315,28 @@ def failure_line(e: BaseException) -> str:
         return found[-1]
     last = next((ln for t in texts for ln in reversed(t.splitlines()) if ln.strip()), "")
     return f"the build failed: {last.strip()[:300]} (run again with --verbose for the traceback)"
+
+
+def failed_download(e: BaseException | None) -> str | None:
+    """One line for a runner whose start needed a download that failed (Flink's and Spark's job
+    server jars, Prism's binary, offline): Beam's last word on it is that it could not open the
+    URL as a filesystem path, which hides the reason, urlopen's error before it."""
+    from urllib.error import URLError
+
+    chain, seen = [], set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    failed = next((x for x in chain if isinstance(x, URLError)), None)
+    if failed is None:
+        return None
+    url = next((m.group(0).rstrip(":.,") for x in chain for m in URL.finditer(str(x))), None)
+    return (
+        f"Beam could not download {url or 'what the runner needs'} as the runner started "
+        f"({failed.reason}); give the runner a local copy or a running job service (see "
+        "docs/runners.md)"
+    )
+
+
+URL = re.compile(r"https?://\S+")

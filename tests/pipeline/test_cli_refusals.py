@@ -61,6 +61,7 @@ def test_a_misspelled_runner_leaves_a_finished_set_as_it_was(copy_shards, capsys
     [
         (["--runner", "mymodule.MyRunner"], "--runner mymodule.MyRunner: not a runner Beam"),
         (["--runner", "DataflowRunner"], "--runner DataflowRunner: Missing GCS path option"),
+        (["--runner", "PortableRunner"], "--runner PortableRunner: give --job_endpoint HOST:PORT"),
         (["--direct_num_workers", "abc"], "argument --direct_num_workers: invalid int value"),
     ],
 )
@@ -70,6 +71,25 @@ def test_beam_options_beam_would_refuse_are_refused_before_the_out_folder(
     out = tmp_path / "out"
     message = refusal(capsys, "--out", str(out), *argv)
     assert message.startswith(f"error: {said}"), message
+    assert not out.exists()
+
+
+def test_a_runner_whose_extra_is_missing_is_refused_naming_it_not_itself(
+    tmp_path, capsys, monkeypatch
+):
+    def create_runner(name):  # as Beam's InteractiveRunner without apache_beam[interactive]
+        raise ImportError("Interactive runner not available, please install it")
+
+    monkeypatch.setattr("pipeline.runners.beam_internals.create_runner", create_runner)
+    out = tmp_path / "out"
+    message = refusal(capsys, "--out", str(out), "--runner", "InteractiveRunner")
+    assert (
+        message
+        == (  # it said "not a runner Beam can make here ... did you mean InteractiveRunner?"
+            "error: --runner InteractiveRunner: Beam cannot make it here (Interactive runner not "
+            "available, please install it); see docs/runners.md"
+        )
+    )
     assert not out.exists()
 
 

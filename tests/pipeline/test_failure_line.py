@@ -3,6 +3,8 @@ exception; from a worker process, the exception's last line inside Beam's wrappe
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.files.chunks import DamagedChunkError
 from pipeline.runners.run import failure_line
 
@@ -32,3 +34,17 @@ def test_a_damaged_chunk_in_a_worker_is_found_in_beams_text():
 def test_an_unknown_failure_says_to_run_with_verbose():
     line = failure_line(RuntimeError(WORKER_TEXT.format(line="KeyError: 'x'")))
     assert line.startswith("the build failed: ") and "--verbose" in line
+
+
+def test_a_download_that_failed_as_the_runner_started_names_the_url_and_the_reason(tmp_path):
+    """Beam's own jar fetch (as Flink's and Spark's runners start), from a loopback port where
+    nothing listens: its last word is that the URL is no filesystem path; the line says why."""
+    from apache_beam.utils.subprocess_server import JavaJarServer
+
+    url = "http://127.0.0.1:1/beam-runners-flink-job-server.jar"
+    with pytest.raises(RuntimeError) as caught:  # what the runner's start raises into the build
+        JavaJarServer.local_jar(url, str(tmp_path))
+    line = failure_line(caught.value)
+    assert line.startswith(f"Beam could not download {url} as the runner started (")
+    assert "Connection refused" in line and line.endswith("(see docs/runners.md)")
+    assert "\n" not in line
