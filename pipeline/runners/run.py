@@ -211,18 +211,13 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
     runner's tracebacks from every worker. Without `--verbose`, Beam's logs and its workers'
     stderr are not shown. `watch(stream)`, when given, is a context manager that runs beside
     the graph writing to the real stderr (the progress line)."""
-    import logging
-
     from pipeline.runners.beam_internals import quick_failure_poll, quick_sampler_stop
 
     quick_sampler_stop()  # before the workers fork, so that theirs stop quickly too
     quick_failure_poll()
-    beam_logger = logging.getLogger("apache_beam")
-    level = beam_logger.level
-    if not verbose:
-        beam_logger.setLevel(logging.CRITICAL)
     try:
         with (
+            beam_logs_quiet(not verbose),
             quiet_stderr(not verbose) as stream,
             forked_workers(options) as workers,  # before any thread starts
             watch(stream) if watch else nullcontext(),
@@ -241,6 +236,19 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
         if verbose:
             raise
         raise SystemExit(f"error: {failure_line(e)}") from None
+
+
+@contextmanager
+def beam_logs_quiet(quiet: bool):
+    """Beam's logs unshown while the block runs, when `quiet` (without --verbose)."""
+    import logging
+
+    beam_logger = logging.getLogger("apache_beam")
+    level = beam_logger.level
+    if quiet:
+        beam_logger.setLevel(logging.CRITICAL)
+    try:
+        yield
     finally:
         beam_logger.setLevel(level)
 

@@ -31,7 +31,7 @@ from pipeline.shell.arguments import (
     add_text_args,
     flag_said,
 )
-from pipeline.shell.configs import build_config, punkt_config, refuse_other_stores, vocab_config
+from pipeline.shell.configs import build_config, path_problem, punkt_config, vocab_config
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
@@ -93,7 +93,6 @@ def within(path: str, folder: str) -> bool:
 def command_config(args):
     """The command's own config from its flags; a nonsensical value is refused in one line."""
     try:
-        refuse_other_stores(args)
         if args.command == "punkt":
             return punkt_config(args)
         punkt = punkt_json(args.punkt) if args.punkt else None
@@ -397,10 +396,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return schemas_main([args.command, *rest], prog="bert-shards")
     from pipeline.runners.options import unknown_args
-    from pipeline.runners.run import pipeline_options, runner_problem
+    from pipeline.runners.run import beam_logs_quiet, pipeline_options, runner_problem
 
-    problem = unknown_args(rest, commands[args.command])
-    problem = problem or runner_problem(pipeline_options(rest, args.runner, args.workers))
+    problem = unknown_args(rest, commands[args.command]) or path_problem(args)
+    with beam_logs_quiet(not args.verbose):  # Beam logs what it asks the cloud while checking
+        problem = problem or runner_problem(pipeline_options(rest, args.runner, args.workers))
     if problem:
         raise SystemExit(f"error: {problem}")
     if args.dask_address:

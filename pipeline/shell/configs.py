@@ -64,6 +64,17 @@ def looks_like_format(prefix: str, rest: str) -> bool:
     return len(prefix) > 1 and prefix.isascii() and prefix.isalpha() and not rest.startswith("//")
 
 
+def path_problem(args) -> str | None:
+    """A path no worker of the build could use, said before the runner is made (Dataflow's is
+    checked against the cloud, which takes minutes offline)."""
+    try:
+        refuse_other_stores(args)
+        refuse_local_paths_on_dataflow(args)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def refuse_other_stores(args) -> None:
     """A path on a store other than gs:// (`s3://`, `hdfs://`) is refused before any work: the
     build's files go through the local filesystem and one gs:// client, and Beam's filesystems
@@ -78,6 +89,26 @@ def refuse_other_stores(args) -> None:
                 f"{flag} {path}: {scheme}:// is not a store this reads or writes; give a local "
                 "path or a gs:// URL"
             )
+
+
+def refuse_local_paths_on_dataflow(args) -> None:
+    """Dataflow's workers are machines of their own: a local input is not there to read, and a
+    local OUT would be written on their disks, not here. Refused before the job is submitted."""
+    if args.runner.rsplit(".", 1)[-1].lower() not in ("dataflowrunner", "dataflow"):
+        return
+    paths = [("--input", item.strip()) for value in args.input for item in value.split(",")]
+    for flag, path in [*paths, ("--out", args.out)]:
+        if path and is_local(path.partition(":")[2] if spec_prefixed(path) else path):
+            raise ValueError(
+                f"{flag} {path}: a local path, which Dataflow's workers cannot reach; give a "
+                "gs:// URL (copy the files to a bucket first)"
+            )
+
+
+def spec_prefixed(item: str) -> bool:
+    """`item` starts with a format's prefix (`books:gs://b`)."""
+    fmt, sep, _ = item.partition(":")
+    return bool(sep) and fmt in READERS
 
 
 def read_fields(args) -> dict:

@@ -60,7 +60,6 @@ def test_a_misspelled_runner_leaves_a_finished_set_as_it_was(copy_shards, capsys
     "argv, said",
     [
         (["--runner", "mymodule.MyRunner"], "--runner mymodule.MyRunner: not a runner Beam"),
-        (["--runner", "DataflowRunner"], "--runner DataflowRunner: Missing GCS path option"),
         (["--runner", "PortableRunner"], "--runner PortableRunner: give --job_endpoint HOST:PORT"),
         (["--direct_num_workers", "abc"], "argument --direct_num_workers: invalid int value"),
     ],
@@ -71,6 +70,25 @@ def test_beam_options_beam_would_refuse_are_refused_before_the_out_folder(
     out = tmp_path / "out"
     message = refusal(capsys, "--out", str(out), *argv)
     assert message.startswith(f"error: {said}"), message
+    assert not out.exists()
+
+
+def test_dataflow_is_refused_local_paths_and_missing_options_before_any_work(tmp_path):
+    """Its workers are machines of their own; its options are Beam's to check (offline, a
+    check that asks the cloud takes minutes, so the paths are checked first)."""
+    out = tmp_path / "out"
+    cases = [  # without --project, Beam's check says so before it would ask the cloud
+        ([TEXT], "gs://b/out", f"--input {TEXT}: a local path, which Dataflow's workers cannot"),
+        ([f"books:{TEXT}"], "gs://b/out", f"--input books:{TEXT}: a local path, which"),
+        (["gs://b/in"], str(out), f"--out {out}: a local path, which Dataflow's workers cannot"),
+        (["gs://b/in"], "gs://b/out", "--runner DataflowRunner: Missing GCS path option"),
+    ]
+    for inputs, target, said in cases:
+        argv = [x for i in inputs for x in ("--input", i)]
+        with pytest.raises(SystemExit) as e:
+            main(["build", *argv, "--out", target, "--runner", "DataflowRunner"])
+        assert e.value.code.startswith(f"error: {said}"), e.value.code
+        assert "\n" not in e.value.code
     assert not out.exists()
 
 
