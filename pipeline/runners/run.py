@@ -277,13 +277,17 @@ def submission_folder(options: PipelineOptions):
 def interrupt_inside(e: BaseException) -> KeyboardInterrupt | None:
     """The KeyboardInterrupt (Ctrl-C, or a signal raised as one) that a runner's own error
     wraps, when a step running in this process was interrupted; else None."""
-    seen = set()
+    return next((x for x in exception_chain(e) if isinstance(x, KeyboardInterrupt)), None)
+
+
+def exception_chain(e: BaseException | None) -> list[BaseException]:
+    """`e` and what it was raised from or during (its cause, else its context), in turn."""
+    chain, seen = [], set()
     while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt):
-            return e
         seen.add(id(e))
+        chain.append(e)
         e = e.__cause__ or e.__context__
-    return None
+    return chain
 
 
 @contextmanager
@@ -331,11 +335,7 @@ def failed_download(e: BaseException | None) -> str | None:
     URL as a filesystem path, which hides the reason, urlopen's error before it."""
     from urllib.error import URLError
 
-    chain, seen = [], set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        chain.append(e)
-        e = e.__cause__ or e.__context__
+    chain = exception_chain(e)
     failed = next((x for x in chain if isinstance(x, URLError)), None)
     if failed is None:
         return None

@@ -36,10 +36,15 @@ def value_specs(value: str, default_format: str) -> list[InputSpec]:
     return parts if all(expand_pattern(p) for p in parts) else [whole]
 
 
+def prefixed(item: str) -> InputSpec | None:
+    """`FORMAT:PATH` as its input, when FORMAT is a format's name; else None."""
+    fmt, sep, path = item.partition(":")
+    return InputSpec(fmt, path) if sep and fmt in READERS else None
+
+
 def spec_as_written(item: str, default_format: str) -> InputSpec | None:
     """`item` as one input when it names an existing local path, else None."""
-    fmt, sep, path = item.partition(":")
-    spec = InputSpec(fmt, path) if sep and fmt in READERS else InputSpec(default_format, item)
+    spec = prefixed(item) or InputSpec(default_format, item)
     return spec if is_local(spec.pattern) and os.path.lexists(spec.pattern) else None
 
 
@@ -47,9 +52,10 @@ def spec_of(item: str, default_format: str) -> InputSpec:
     """`FORMAT:PATH` or `PATH`. A prefix that reads as a format name but is none (`xml:`) is
     refused naming the formats, unless the item names files as written (a path may hold a
     colon); a URL's scheme (`gs://`) is no prefix."""
+    spec = prefixed(item)
+    if spec:
+        return spec
     fmt, sep, path = item.partition(":")
-    if sep and fmt in READERS:
-        return InputSpec(fmt, path)
     spec = InputSpec(default_format, item)
     if sep and looks_like_format(fmt, path) and not expand_pattern(spec):
         raise ValueError(
@@ -79,8 +85,7 @@ def refuse_other_stores(args) -> None:
     """A path on a store other than gs:// (`s3://`, `hdfs://`) is refused before any work: the
     build's files go through the local filesystem and one gs:// client, and Beam's filesystems
     for those schemes would be made here without the options they need."""
-    paths = [("--out", args.out)]
-    paths += [("--input", item.strip()) for value in args.input for item in value.split(",")]
+    paths = [("--out", args.out), *given_inputs(args)]
     paths += [(f"--{flag}", getattr(args, flag, None)) for flag in ("vocab", "punkt")]
     for flag, path in paths:
         scheme = other_store(path) if path else None
@@ -96,19 +101,18 @@ def refuse_local_paths_on_dataflow(args) -> None:
     local OUT would be written on their disks, not here. Refused before the job is submitted."""
     if args.runner.rsplit(".", 1)[-1].lower() not in ("dataflowrunner", "dataflow"):
         return
-    paths = [("--input", item.strip()) for value in args.input for item in value.split(",")]
-    for flag, path in [*paths, ("--out", args.out)]:
-        if path and is_local(path.partition(":")[2] if spec_prefixed(path) else path):
+    for flag, path in [*given_inputs(args), ("--out", args.out)]:
+        spec = prefixed(path)
+        if path and is_local(spec.pattern if spec else path):
             raise ValueError(
                 f"{flag} {path}: a local path, which Dataflow's workers cannot reach; give a "
                 "gs:// URL (copy the files to a bucket first)"
             )
 
 
-def spec_prefixed(item: str) -> bool:
-    """`item` starts with a format's prefix (`books:gs://b`)."""
-    fmt, sep, _ = item.partition(":")
-    return bool(sep) and fmt in READERS
+def given_inputs(args) -> list[tuple[str, str]]:
+    """("--input", item) for each comma-separated item of each --input value, as written."""
+    return [("--input", item.strip()) for value in args.input for item in value.split(",")]
 
 
 def read_fields(args) -> dict:
