@@ -154,9 +154,9 @@ def build_rows(compressed: bytes, copies: int, workers: int, rounds: int = 2) ->
     must do with the rendered prose: split and tokenize. Each build is a `bert-shards build` process
     of its own, as a user runs it; both CPU counts include its start-up and Beam's, so the corpus
     must be large enough (`copies`) for that to weigh little: 32 copies are 195 MB of XML, about the
-    200 MB of the `pipeline` area's builds. (On 16 copies, 97 MB, start-up, the changes between
-    stages and the ending took about 1.5 s of a 16.6 s 1-worker build, which alone holds 2 workers
-    under 1.83x: docs/benchmarks.md.)"""
+    200 MB of the `pipeline` area's builds. (On half as many copies, start-up, the changes
+    between stages and the ending alone held 2 workers well under the target:
+    docs/benchmarks.md.)"""
     xml = distinct_copies(bz2.decompress(compressed), copies)
     mb, rows = len(xml) / 1e6, []
     with tempfile.TemporaryDirectory(prefix="bench-wiki-") as tmp:

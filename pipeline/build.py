@@ -250,6 +250,6 @@ def prepare_output(out: str, record: dict, resume: bool = False) -> None:
     remove([FileSystems.join(out, MANIFEST_NAME)])
     if not resume:
         remove_tree(building)  # on object stores: every name under the prefix
-    # one line: json's C encoder writes it (an indented dump is pure Python, about 3x slower on
-    # a corpus of 17,000 files, and the driver does it before any worker starts)
+    # one line: json's C encoder writes it (an indented dump is pure Python, several times slower
+    # on a corpus of many files: docs/benchmarks.md; the driver does it before any worker starts)
     write_text(path, json.dumps(record, sort_keys=True))

@@ -216,7 +216,7 @@ def scale_rows(corpus: str, cfg: BenchConfig, root: str, vocab: str, work: str) 
     def at_scale(w: int, k: int):
         out = f"{work}/big-{w}-{k}"
         measured, manifest = build("text", dirs, out, vocab, w)
-        shutil.rmtree(out, ignore_errors=True)  # 200 MB of text: ~1 GB of shards
+        shutil.rmtree(out, ignore_errors=True)  # the shards are several times the text
         return measured, sum(s["rows"] for s in manifest["shards"])
 
     rows, walls, tries = [], {}, {}

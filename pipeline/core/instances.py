@@ -132,9 +132,9 @@ def plan_document(offsets, ids, index: int, cfg: InstanceConfig, rng, can_pick_o
 
 def plan_into(out: list, offsets, ids, index: int, cfg: InstanceConfig, rng, can_pick_other):
     """All pairs of one document pass, appended to `out` as the fields of `Pair` one after
-    another: the reference's loop, its draws in its order, from a `random.Random` (a scalar
-    draw costs ~60 ns there, ~500 ns from numpy), in one function with local names (it runs
-    once per pair of the corpus).
+    another: the reference's loop, its draws in its order, from a `random.Random` (a dependent
+    scalar draw is several times cheaper there than from numpy: docs/benchmarks.md), in one
+    function with local names (it runs once per pair of the corpus).
 
     `offsets[u]` are unit u's sentence offsets (a list), `ids[u]` its document id; B may come
     from another unit of the bucket, never the same document. A one-sentence chunk needs another

@@ -245,8 +245,8 @@ def quick_sampler_stop() -> None:
     Each bundle Beam's SDK worker runs starts a `StateSampler` thread that sleeps between
     samples, its sleep growing to `sampling_period_ms` (200 ms by default, and the bundle
     processor passes none); the bundle's end stops it and joins the thread, so every bundle of
-    a second or more waits 0-200 ms, about 90 ms on average (docs/runners.md has the
-    reproduction), after its last element: in each stage of a build, on every worker, serially.
+    a second or more waits up to 200 ms (docs/runners.md has the reproduction and what it
+    measured), after its last element: in each stage of a build, on every worker, serially.
     Replaces, in the module the bundle processor takes it from, the class with a subclass whose
     default period is SAMPLING_PERIOD_MS. Idempotent; it applies to this process and to the
     worker processes forked from it afterwards (Beam's own SDK workers keep Beam's period)."""

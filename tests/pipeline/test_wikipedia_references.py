@@ -119,7 +119,7 @@ def test_random_markup_renders_the_same_paragraphs() -> None:
 
 def test_a_line_of_many_references_is_read_once() -> None:
     """50,000 references on one line, each cut: the text before each is taken in from where the
-    last one stopped (rescanning the line for each, as a first version did, took 13 s for
-    20,000 here, growing with the square of their number)."""
+    last one stopped (rescanning the line for each, as a first version did, took seconds,
+    growing with the square of their number: docs/benchmarks.md)."""
     line = "Prose words here." + "a<ref>x</ref> " * 50_000
     assert without_plain_references(line) == "Prose words here." + "a " * 50_000
