@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import tempfile
+from multiprocessing import resource_tracker
 
 import pytest
 
@@ -103,6 +104,10 @@ def test_without_an_address_the_vocab_is_built_on_a_local_cluster(
 
     out = str(tmp_path / "vocab")
     args = ["vocab", "--input", SAMPLE_INPUT, "--out", out, "--runner", "DaskRunner"]
+    # Dask starts its processes through multiprocessing, whose resource tracker, once started,
+    # lives as long as this process (it ends when its parent does): start it first, so that
+    # the test passes alone as in the module.
+    resource_tracker.ensure_running()
     before = set(children(os.getpid()))  # the module's cluster, when it has started
     with dask.config.set({"temporary-directory": str(tmp_path / "scratch")}):
         assert main([*args, "--workers", "2"]) == 0
