@@ -412,6 +412,8 @@ def unwritable_line(e: OSError) -> str:
     """What the filesystem refused, in one line: which path, why, and what to do."""
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"{e.filename}: {e.strerror}; free some space or choose another folder"
+    if e.errno == errno.EROFS:
+        return f"{e.filename}: {e.strerror}; choose another folder or remount it writable"
     return f"{e.filename}: {e.strerror}; choose another folder or fix its rights"
 
 

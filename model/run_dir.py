@@ -53,10 +53,9 @@ def check_output_dir(path: str, flag: str, hint: str = "") -> None:
         )
     writes_in = path if os.path.isdir(path) else above
     if not os.access(writes_in, os.W_OK | os.X_OK):
-        where = (
-            "is not writable" if writes_in == path else f"cannot be made: {above} is not writable"
-        )
-        raise ValueError(f"{flag} {path} {where}; choose another {hint} or fix its rights")
+        why, remedy = storage.unwritable(writes_in)
+        where = why if writes_in == path else f"cannot be made: {above} {why}"
+        raise ValueError(f"{flag} {path} {where}; choose another {hint} or {remedy}")
 
 
 @contextmanager

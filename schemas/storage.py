@@ -7,6 +7,7 @@ local set still needs nothing beyond the standard library.
 
     is_remote(path)             whether the path names an object store
     other_store(path)           the scheme of a URL this interface does not serve (`s3`), else None
+    unwritable(folder)          why a local folder refuses writes, and what to do
     join(base, *parts)          a path below a folder, for both kinds
     exists(path), isdir(path)   a file (object) / a folder (any object below `path/`)
     size(path)                  bytes of one file
@@ -67,6 +68,18 @@ def other_store(path: str) -> str | None:
     if not sep or is_remote(path[len(head) - len(scheme) :]):
         return None
     return scheme or None
+
+
+def unwritable(folder: str) -> tuple[str, str]:
+    """Why a local folder that this process may not write in refuses it, and what to do: on a
+    filesystem mounted read-only, rights are not the cause (root is refused there too)."""
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        return "is on a read-only filesystem", "remount it writable"
+    return "is not writable", "fix its rights"
 
 
 def join(base: str, *parts: str) -> str:

@@ -1,6 +1,7 @@
 """Helpers shared by several test files: the sample corpus, a build of it, the digests that
 say two shard sets hold the same bytes, the rows an export must hold, Google's vocab layout,
-and a process's children and whether one is alive (from /proc). Fixtures live in conftest.py;
+a process's children and whether one is alive (from /proc), and a folder on a read-only
+filesystem. Fixtures live in conftest.py;
 test files import from here, never from each other."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from schemas.vocab import SPECIAL_TOKENS, Vocab
 
@@ -179,3 +181,21 @@ def hook():
 os.register_at_fork(after_in_parent=forked, after_in_child=hook)
 sys.exit(main(sys.argv[1:]))
 """
+
+
+@contextmanager
+def read_only_folder(path) -> Iterator[str]:
+    """An empty tmpfs mounted read-only at `path` (made here) for the block, which no one writes
+    in, root included; the test is skipped where it cannot be mounted (not root, no mount)."""
+    import pytest
+
+    os.makedirs(path)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True
+    )
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a read-only tmpfs here ({mounted.stderr.strip()!r})")
+    try:
+        yield str(path)
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)

@@ -26,6 +26,7 @@ import time
 
 from pipeline.files import fsio
 from pipeline.files.fsio import BUILDING_DIR
+from schemas import storage
 from schemas.manifest import MANIFEST_NAME, SHARD_NAME_PATTERN, SHARDS_DIR
 from schemas.shard import SCHEMA_NAME
 
@@ -166,12 +167,9 @@ def check_writable(out: str) -> None:
     if not os.path.isdir(probe):
         raise OutputError(f"--out {out}: cannot be created ({probe} is a file); choose another OUT")
     if not os.access(probe, os.W_OK | os.X_OK):
-        what = (
-            "is not writable"
-            if probe == os.path.abspath(out)
-            else (f"cannot be created ({probe} is not writable)")
-        )
-        raise OutputError(f"--out {out}: {what}; choose another OUT or fix its rights")
+        why, remedy = storage.unwritable(probe)
+        what = why if probe == os.path.abspath(out) else f"cannot be created ({probe} {why})"
+        raise OutputError(f"--out {out}: {what}; choose another OUT or {remedy}")
 
 
 def check_side_output(out: str, writes: tuple[str, ...], overwrite: bool) -> None:

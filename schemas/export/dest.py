@@ -46,9 +46,20 @@ class Dest:
         return os.path.join(self.path, name)
 
     def problem(self) -> str:
-        """Why DEST cannot be a target ("" when it can): it exists and is not a folder."""
+        """Why DEST cannot be a target, and what to do ("" when it can): it exists and is not
+        a folder, or it (or the nearest folder above, where it is to be made) refuses writes."""
         if os.path.exists(self.path) and not os.path.isdir(self.path):
-            return f"{self.path} exists and is not a folder"
+            return f"{self.path} exists and is not a folder; give a folder for the export"
+        above = os.path.abspath(self.path)
+        while not os.path.exists(above):
+            above = os.path.dirname(above)
+        if not os.path.isdir(above):
+            return f"{self.path} cannot be made: {above} is a file; give a folder for the export"
+        if not os.access(above, os.W_OK | os.X_OK):
+            why, remedy = storage.unwritable(above)
+            if above != os.path.abspath(self.path):
+                why = f"cannot be made: {above} {why}"
+            return f"{self.path} {why}; choose another DEST or {remedy}"
         return ""
 
     def names(self) -> list[str]:
@@ -113,7 +124,9 @@ class RemoteDest:
     def problem(self) -> str:
         """An object named as DEST itself is a file, not a folder; anything below it is fine."""
         if storage.exists(self.path):
-            return f"{self.path} is an object, not a folder (a prefix)"
+            return (
+                f"{self.path} is an object, not a folder (a prefix); give a folder for the export"
+            )
         return ""
 
     def names(self) -> list[str]:

@@ -204,7 +204,7 @@ def check_dest(target: Dest | RemoteDest, out: str, options: ExportOptions) -> N
     """DEST is a folder (or absent) outside the set, and empty unless `overwrite`."""
     problem = target.problem()
     if problem:
-        raise ExportError(f"{problem}; give a folder for the export")
+        raise ExportError(problem)
     if _inside(target.path, out):
         raise ExportError(
             f"{target.path} is inside the shard set {out}; export to a folder outside it"

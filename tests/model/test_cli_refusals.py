@@ -4,17 +4,19 @@ no lock file, no traceback, never a default in place of the value given."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 import numpy as np
 import pytest
 from tokenizers import BertWordPieceTokenizer
 
-from model.cli import build_parser, main, train_config
+from model.cli import build_parser, main, train_config, unwritable_line
 from model.finetune.features import span_features
 from model.finetune.readers import SquadExample
 from model.run_dir import removed_unless_used
 from model.run_lock import LOCK_NAME, RunLock
+from tests.helpers import read_only_folder
 from tests.model.helpers import VOCAB, finetune_args, write_sst2
 
 
@@ -204,6 +206,23 @@ def test_pretrain_into_an_unwritable_folder_is_refused_before_work(
         "choose another --run DIR (make: RUN=DIR) or fix its rights"
     )
     assert os.listdir(locked) == []
+
+
+def test_pretrain_onto_a_read_only_filesystem_is_refused_saying_so(shards_dir, tmp_path, capsys):
+    with read_only_folder(tmp_path / "ro") as ro:
+        run = f"{ro}/run"
+        assert main(["pretrain", "--shards", shards_dir, "--run", run, "--steps", "1"]) == 2
+        assert _one_line(capsys) == (
+            f"bert-model pretrain: error: --run {run} cannot be made: {ro} is on a read-only "
+            "filesystem; choose another --run DIR (make: RUN=DIR) or remount it writable"
+        )
+
+
+def test_a_filesystem_turned_read_only_while_writing_is_one_line():
+    line = unwritable_line(OSError(errno.EROFS, os.strerror(errno.EROFS), "/mnt/run/last.pt"))
+    assert line == (
+        "/mnt/run/last.pt: Read-only file system; choose another folder or remount it writable"
+    )
 
 
 @pytest.mark.skipif(

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from schemas.export.run import ExportError, ExportOptions, export
+from tests.helpers import read_only_folder
 
 FORMATS = ("hdf5", "tfrecord", "mds")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -83,6 +84,30 @@ def test_refusals_before_any_work(synthetic_shards, tmp_path):
     with pytest.raises(ExportError, match="is a file, not a shard set directory; give the folder"):
         export(str(afile), str(tmp_path / "d"), ExportOptions("hdf5"))
     assert not (tmp_path / "d").exists()
+
+
+def test_a_dest_that_cannot_be_written_is_refused_before_validation(
+    synthetic_shards, tmp_path, monkeypatch
+):
+    def validate(*args, **kwargs):
+        raise AssertionError("validation ran (it reads every shard) before the refusal")
+
+    monkeypatch.setattr("schemas.validate.run.validate", validate)
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    with pytest.raises(ExportError) as under_a_file:
+        export(synthetic_shards, f"{afile}/d", ExportOptions("hdf5"))
+    assert str(under_a_file.value) == (
+        f"{afile}/d cannot be made: {afile} is a file; give a folder for the export"
+    )
+    with read_only_folder(tmp_path / "ro") as ro:
+        for dest, why in ((ro, "is"), (f"{ro}/d", f"cannot be made: {ro} is")):
+            with pytest.raises(ExportError) as refused:
+                export(synthetic_shards, dest, ExportOptions("tfrecord"))
+            assert str(refused.value) == (
+                f"{dest} {why} on a read-only filesystem; choose another DEST or remount it "
+                "writable"
+            )
 
 
 def test_an_mds_size_limit_too_small_is_refused_before_validation(
