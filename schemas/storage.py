@@ -7,6 +7,7 @@ local set still needs nothing beyond the standard library.
 
     is_remote(path)             whether the path names an object store
     other_store(path)           the scheme of a URL this interface does not serve (`s3`), else None
+    nearest_existing(path)      a local path, or its nearest folder above that exists
     unwritable(folder)          why a local folder refuses writes, and what to do
     join(base, *parts)          a path below a folder, for both kinds
     exists(path), isdir(path)   a file (object) / a folder (any object below `path/`)
@@ -68,6 +69,15 @@ def other_store(path: str) -> str | None:
     if not sep or is_remote(path[len(head) - len(scheme) :]):
         return None
     return scheme or None
+
+
+def nearest_existing(path: str) -> str:
+    """A local path made absolute, or its nearest folder above that exists: where a write
+    that creates `path` would be decided."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    return probe
 
 
 def unwritable(folder: str) -> tuple[str, str]:

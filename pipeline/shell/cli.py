@@ -32,6 +32,7 @@ from pipeline.shell.arguments import (
     flag_said,
 )
 from pipeline.shell.configs import build_config, path_problem, punkt_config, vocab_config
+from schemas import storage
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
@@ -330,9 +331,7 @@ def disk_full_line(out: str) -> str:
             f"the build ran out of space writing to {out} ({NO_SPACE}); free space there, then "
             "run the same command with --resume to continue"
         )
-    probe = os.path.abspath(out)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
+    probe = storage.nearest_existing(out)
     mount = probe
     while not os.path.ismount(mount):
         mount = os.path.dirname(mount)

@@ -161,9 +161,7 @@ def check_writable(out: str) -> None:
     nearest existing folder above is a writable directory."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise OutputError(f"--out {out}: exists and is not a directory; choose another OUT")
-    probe = os.path.abspath(out)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
+    probe = storage.nearest_existing(out)
     if not os.path.isdir(probe):
         raise OutputError(f"--out {out}: cannot be created ({probe} is a file); choose another OUT")
     if not os.access(probe, os.W_OK | os.X_OK):
@@ -370,9 +368,7 @@ def check_free_space(out: str, needed: int) -> None:
     """Refuse a local build whose filesystem lacks the space it will need at its peak."""
     if not is_local(out):
         return  # object stores do not say; the runner's own limits apply
-    probe = os.path.abspath(out)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
+    probe = storage.nearest_existing(out)
     free = shutil.disk_usage(probe).free
     if free < needed:
         raise OutputError(

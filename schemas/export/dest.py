@@ -50,9 +50,7 @@ class Dest:
         a folder, or it (or the nearest folder above, where it is to be made) refuses writes."""
         if os.path.exists(self.path) and not os.path.isdir(self.path):
             return f"{self.path} exists and is not a folder; give a folder for the export"
-        above = os.path.abspath(self.path)
-        while not os.path.exists(above):
-            above = os.path.dirname(above)
+        above = storage.nearest_existing(self.path)
         if not os.path.isdir(above):
             return f"{self.path} cannot be made: {above} is a file; give a folder for the export"
         if not os.access(above, os.W_OK | os.X_OK):
