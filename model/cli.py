@@ -19,7 +19,7 @@ import os
 import sys
 
 from model.config import PRECISIONS, PRESETS, TrainConfig, flag_hint, training_defaults
-from model.folders import check_local_paths
+from model.folders import check_compile_folder, check_local_paths
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
@@ -373,6 +373,7 @@ def _pretrain(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace) -> None:
     check_local_paths(args.command, vars(args))
+    check_compile_folder(vars(args))
     if args.command == "pretrain":
         _pretrain(args)
     elif args.command == "finetune":

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -87,7 +88,7 @@ def open_shards(directory: str) -> ShardSet:
     if os.path.isdir(directory) and not os.listdir(directory):
         raise ValueError(
             f"{directory} is empty: no {MANIFEST_NAME}, no shards; build a shard set there "
-            f"with `make shards OUT={directory}`"
+            f"with `make shards OUT={shlex.quote(directory)}`"
         )
     shards = open_set(directory)  # a gs:// set reads its shards through a bounded local cache
     if not shards.manifest.shards or shards.num_rows == 0:

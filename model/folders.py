@@ -75,3 +75,23 @@ def check_local_paths(command: str, values: dict) -> None:
                 f"{flag} {path}: a URL, but {flag} names a local file or folder; give a path on "
                 "this machine (copy from a bucket first, and results to it after)"
             )
+
+
+def check_compile_folder(values: dict) -> None:
+    """Refuse, before any work, `--compile` on the CPU where inductor's C++ would be compiled in
+    a folder whose path holds whitespace: torch passes g++ that path unquoted (its precompiled
+    header goes under TMPDIR), and the first step ends in a compile error of many lines."""
+    if not values.get("compile") or not str(values.get("device", "cpu")).startswith("cpu"):
+        return
+    import tempfile
+
+    for name, folder in (
+        ("TMPDIR", tempfile.gettempdir()),
+        ("TORCHINDUCTOR_CACHE_DIR", os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")),
+    ):
+        if any(c.isspace() for c in folder):
+            raise ValueError(
+                f"--compile on the CPU: torch's inductor cannot compile C++ under {name} "
+                f"{folder!r}, whose path holds a space; set {name} to a folder without one, or "
+                "leave out --compile"
+            )

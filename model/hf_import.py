@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import asdict, dataclass, replace
 
 import torch
@@ -112,8 +113,8 @@ def check_init_directory(path: str) -> None:
     elif not os.path.isdir(path):
         said = (
             "is a file; --init takes a Hugging Face BERT directory. If it is a checkpoint of "
-            f"this package (RUN/last.pt), {export.format(path)}, or continue its run with "
-            "--resume --run RUN (make: RUN=RUN ARGS=--resume)"
+            f"this package (RUN/last.pt), {export.format(shlex.quote(path))}, or continue its "
+            "run with --resume --run RUN (make: RUN=RUN ARGS=--resume)"
         )
     else:
         said = _folder_said(path, export)
@@ -125,8 +126,9 @@ def _folder_said(path: str, export: str) -> str:
     if found and found[0] == PRETRAINING_RUN:
         return (
             f"is a pre-training run folder of this package ({found[1]}), not a Hugging Face "
-            f"directory; {export.format(os.path.join(path, 'last.pt'))}, or continue that run "
-            f"with --resume --run {path} (make: RUN={path} ARGS=--resume)"
+            f"directory; {export.format(shlex.quote(os.path.join(path, 'last.pt')))}, or "
+            f"continue that run with --resume --run {shlex.quote(path)} "
+            f"(make: RUN={shlex.quote(path)} ARGS=--resume)"
         )
     if found and found[0] != MODEL_DIRECTORY:
         return f"holds {found[0]} ({found[1]}), not a Hugging Face BERT directory ({LAYOUT})"
@@ -356,7 +358,7 @@ def _tokenizer_json_vocab(path: str) -> Vocab:
 def vocab_mismatch(source: str, theirs: Vocab, vocab: Vocab, where: str) -> str:
     """The refusal for a directory whose vocab (read from `source`) is not the shards'."""
     if source.endswith(".txt"):
-        build = f"make shards VOCAB={source}"
+        build = f"make shards VOCAB={shlex.quote(source)}"
     else:
         build = (
             f"its {TOKENIZER}'s pieces written one a line by id as vocab.txt: make shards VOCAB=..."

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -234,7 +235,7 @@ def read_manifest_text(directory: str) -> tuple[str, str]:
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"{path} does not exist: {directory} is not a finished shard set (the manifest is "
-            f"written last); run `make shards OUT={directory}` first"
+            f"written last); run `make shards OUT={shlex.quote(directory)}` first"
         )
     size = os.path.getsize(path)
     if size > MAX_MANIFEST_BYTES:

@@ -9,6 +9,7 @@ the `read_table` hook (the model's bounded cache of local copies).
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -47,7 +48,7 @@ def load_manifest_text(directory: str) -> tuple[str, str]:
     except FileNotFoundError:
         raise FileNotFoundError(
             f"{path} does not exist: {directory} is not a finished shard set (the manifest is "
-            f"written last); run `make shards OUT={directory}` first"
+            f"written last); run `make shards OUT={shlex.quote(directory)}` first"
         ) from None
     if size > MAX_MANIFEST_BYTES:
         raise ValueError(
@@ -94,7 +95,8 @@ def check_set_directory(directory: str) -> None:
             f"{MANIFEST_NAME}"
         )
     raise FileNotFoundError(
-        f"{directory}: no such directory; build shards there with `make shards OUT={directory}`"
+        f"{directory}: no such directory; build shards there with "
+        f"`make shards OUT={shlex.quote(directory)}`"
     )
 
 

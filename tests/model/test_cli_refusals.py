@@ -218,6 +218,36 @@ def test_pretrain_onto_a_read_only_filesystem_is_refused_saying_so(shards_dir, t
         )
 
 
+@pytest.mark.parametrize("where", ["TMPDIR", "TORCHINDUCTOR_CACHE_DIR"])
+def test_compile_on_the_cpu_under_a_path_with_a_space_is_refused_before_work(
+    shards_dir, tmp_path, capsys, monkeypatch, where
+):
+    """torch hands g++ inductor's paths unquoted: the first compiled step would end in a
+    compile error of many lines (seen with TMPDIR="/tmp/with space")."""
+    import tempfile
+
+    spaced = tmp_path / "with space"
+    spaced.mkdir()
+    if where == "TMPDIR":
+        monkeypatch.setattr(tempfile, "tempdir", str(spaced))
+    else:
+        monkeypatch.setenv(where, str(spaced))
+    said = (
+        f"--compile on the CPU: torch's inductor cannot compile C++ under {where} "
+        f"'{spaced}', whose path holds a space; set {where} to a folder without one, or leave "
+        "out --compile"
+    )
+    run = str(tmp_path / "run")
+    assert main(["pretrain", "--shards", shards_dir, "--run", run, "--compile"]) == 2
+    assert _one_line(capsys) == f"bert-model pretrain: error: {said}"
+    assert not os.path.exists(run)
+    tuned = str(tmp_path / "tuned")
+    args = finetune_args("sst2", str(tmp_path / "data"), str(tmp_path / "pre"), tuned)
+    assert main([*args, "--compile"]) == 2
+    assert _one_line(capsys) == f"bert-model finetune: error: {said}"
+    assert not os.path.exists(tuned)
+
+
 def test_a_filesystem_turned_read_only_while_writing_is_one_line():
     line = unwritable_line(OSError(errno.EROFS, os.strerror(errno.EROFS), "/mnt/run/last.pt"))
     assert line == (

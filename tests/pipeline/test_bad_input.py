@@ -219,8 +219,9 @@ def test_the_cli_stops_on_bad_input_naming_the_file(tmp_path) -> None:
     (tmp_path / "w").mkdir()
     cut = bz2.compress(export(page_xml(9, "Z", "Lost article text.")))[:-40]
     (tmp_path / "w" / "cut.xml.bz2").write_bytes(cut)
-    with pytest.raises(SystemExit, match=r"^error: \S*cut\.xml\.bz2: .*truncated\. Fetch") as e:
+    with pytest.raises(SystemExit) as e:
         build_shards(str(tmp_path / "out"), inputs=f"wikipedia:{tmp_path}/w")
+    assert str(e.value).startswith(f"error: {tmp_path}/w/cut.xml.bz2: ")
     assert str(e.value).endswith(
         "the file is truncated. Fetch or copy the file again, or pass --skip-bad-input (make: "
         "ARGS=--skip-bad-input) to keep what was read before the damage and count the file as "

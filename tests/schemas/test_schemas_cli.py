@@ -90,8 +90,23 @@ def test_help_is_complete(argv, options, capsys):
 def test_a_missing_set_names_the_directory_to_build(tmp_path):
     from schemas.manifest import read_manifest
 
-    with pytest.raises(FileNotFoundError, match=r"run `make shards OUT=\S*nowhere` first"):
+    with pytest.raises(FileNotFoundError) as missing:
         read_manifest(str(tmp_path / "nowhere"))
+    assert str(missing.value).endswith(f"run `make shards OUT={tmp_path}/nowhere` first")
+
+
+def test_a_suggested_command_quotes_a_path_with_a_space(tmp_path):
+    from schemas.manifest import read_manifest
+    from schemas.reader import ShardSet
+
+    where = tmp_path / "my sets" / "it's here"
+    with pytest.raises(FileNotFoundError) as missing:
+        read_manifest(str(where))
+    command = f"make shards OUT='{tmp_path}/my sets/it'\"'\"'s here'"
+    assert str(missing.value).endswith(f"run `{command}` first")
+    with pytest.raises(FileNotFoundError) as absent:
+        ShardSet.open(str(where))
+    assert str(absent.value).endswith(f"build shards there with `{command}`")
 
 
 # ------------------------------------------------ refusals: one line, before any work
