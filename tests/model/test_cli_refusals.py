@@ -230,7 +230,8 @@ def test_compile_on_the_cpu_under_a_path_with_a_space_is_refused_before_work(
     spaced.mkdir()
     if where == "TMPDIR":
         monkeypatch.setattr(tempfile, "tempdir", str(spaced))
-    else:
+    else:  # refused before anything is written under either
+        monkeypatch.setattr(tempfile, "tempdir", "/tmp")
         monkeypatch.setenv(where, str(spaced))
     said = (
         f"--compile on the CPU: torch's inductor cannot compile C++ under {where} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 
 import pytest
@@ -92,7 +93,9 @@ def test_a_missing_set_names_the_directory_to_build(tmp_path):
 
     with pytest.raises(FileNotFoundError) as missing:
         read_manifest(str(tmp_path / "nowhere"))
-    assert str(missing.value).endswith(f"run `make shards OUT={tmp_path}/nowhere` first")
+    assert str(missing.value).endswith(
+        f"run `make shards OUT={shlex.quote(f'{tmp_path}/nowhere')}` first"
+    )
 
 
 def test_a_suggested_command_quotes_a_path_with_a_space(tmp_path):
