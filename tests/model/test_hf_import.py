@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 
 import numpy as np
 import pytest
@@ -156,7 +157,7 @@ def test_a_vocab_other_than_the_shards_is_refused_naming_both(tmp_path, shards_d
         f"bert-model pretrain: error: {tmp_path / 'hf'}/vocab.txt has {len(other)} pieces (sha256 "
         f"{other.sha256[:12]}) but the shards in {shards_dir} use {len(VOCAB)} (sha256 "
         f"{VOCAB.sha256[:12]}); build the shards with its vocab (make shards "
-        f"VOCAB={tmp_path / 'hf'}/vocab.txt), or pass --init-map-vocab (make: "
+        f"VOCAB={shlex.quote(f'{tmp_path}/hf/vocab.txt')}), or pass --init-map-vocab (make: "
         "ARGS=--init-map-vocab) to map the embedding rows by piece"
     )
     assert not (run / "last.pt").exists()
