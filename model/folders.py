@@ -6,7 +6,8 @@ Each command writes into a folder of its own kind only: pre-training's last.pt i
 set, fine-tuning's metrics.jsonl over a pre-training run's, or an export's tokenizer files over
 a shard set's would each spoil the other folder without a word. The same names let a refusal
 say what a wrong path is (`--init RUN` is a run folder, not a model directory) and what to pass
-instead.
+instead. The checks of a command's paths that need nothing of torch live here too: a URL where
+only local folders do, and a compile folder whose path torch cannot hand to g++.
 """
 
 from __future__ import annotations

@@ -184,18 +184,26 @@ sys.exit(main(sys.argv[1:]))
 
 
 @contextmanager
-def read_only_folder(path) -> Iterator[str]:
-    """An empty tmpfs mounted read-only at `path` (made here) for the block, which no one writes
-    in, root included; the test is skipped where it cannot be mounted (not root, no mount)."""
+def tmpfs(path, options: str, instead: str = "") -> Iterator[str]:
+    """A tmpfs mounted at `path` (made here) with mount's `options` for the block; the test is
+    skipped where none can be mounted (not root, no mount), naming what covers it `instead`."""
     import pytest
 
-    os.makedirs(path)
+    os.makedirs(path, exist_ok=True)
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True
     )
     if mounted.returncode:
-        pytest.skip(f"cannot mount a read-only tmpfs here ({mounted.stderr.strip()!r})")
+        pytest.skip(
+            f"cannot mount a tmpfs here ({mounted.stderr.strip()}){instead and '; '}{instead}"
+        )
     try:
         yield str(path)
     finally:
         subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def read_only_folder(path):
+    """An empty tmpfs mounted read-only at `path` for the block: no one writes in it, root
+    included."""
+    return tmpfs(path, "ro,size=64k")

@@ -117,8 +117,10 @@ def unknown_runner(runner: str) -> str:
         p.rsplit(".", 1)[-1] for p in StandardOptions.ALL_KNOWN_RUNNERS
     ]
     close = "." not in runner and difflib.get_close_matches(runner, list(dict.fromkeys(names)), 1)
-    close = close and close[0] != runner and close
-    hint = f"did you mean {close[0]}?" if close else "see docs/runners.md for the runners"
+    if close and close[0] != runner:  # a known name that still failed is no typo
+        hint = f"did you mean {close[0]}?"
+    else:
+        hint = "see docs/runners.md for the runners"
     return (
         f"--runner {runner}: not a runner Beam can make here (a name such as DirectRunner, "
         f"DaskRunner or DataflowRunner, or a runner class's full path); {hint}"

@@ -17,7 +17,7 @@ from pipeline.shell.cli import NO_SPACE, disk_full_said
 from pipeline.shell.outdir import OutputError, OutputLock, check_free_space, disk_figure
 from schemas.manifest import read_manifest
 from schemas.validate.run import validate
-from tests.helpers import ROOT, SAMPLE_INPUT, alive, children, ctrl_c_at_fork, signal_at_fork
+from tests.helpers import ROOT, SAMPLE_INPUT, alive, children, ctrl_c_at_fork, signal_at_fork, tmpfs
 
 BUILD = [sys.executable, "-m", "pipeline", "build", "--input", SAMPLE_INPUT]
 BUILD += ["--num-shards", "4", "--progress-seconds", "0"]
@@ -98,25 +98,12 @@ def test_ctrl_c_while_the_workers_fork_ends_in_the_drivers_line_alone(tmp_path):
 @pytest.fixture
 def tiny_filesystem(tmp_path):
     """A 300 kB tmpfs (needs root and mount); remount it larger with `grow()`."""
-    where = tmp_path / "fs"
-    where.mkdir()
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode:
-        pytest.skip(
-            f"cannot mount a tmpfs here ({r.stderr.strip()}); test_disk_full_line covers the line"
-        )
+    with tmpfs(tmp_path / "fs", "size=300k", "test_disk_full_line covers the line") as where:
 
-    def grow():
-        subprocess.run(["mount", "-o", "remount,size=64m", str(where)], check=True)
+        def grow():
+            subprocess.run(["mount", "-o", "remount,size=64m", where], check=True)
 
-    try:
-        yield str(where), grow
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+        yield where, grow
 
 
 def test_a_full_disk_names_out_and_its_filesystem_and_resume_goes_on(
