@@ -1,14 +1,15 @@
 """ReadChunks: input patterns -> document chunk files, through Beam filesystems (local, gs://).
 
 Files are listed when the pipeline runs (`pipeline.files.listing`, which a command has used
-before any work starts to refuse what cannot be read) and read one per worker call
-(compressed files are decompressed by extension, and a truncated one is an error). A reader's
-documents go to chunk files of bounded size (`pipeline.files.chunks`), and only the small
-`Chunk` records go on, so the stages after reading spread over workers without the corpus
-passing through the runner. Wikipedia dumps with a multistream index, and large uncompressed
-exports, are cut into spans read in parallel (`pipeline.sources.wikipedia.spans`); Wikipedia
-pages are rendered in the next stage (`pipeline.sources.wikipedia.reader.rendered`). The readers
-themselves are plain Python, in `pipeline.sources`.
+before any work starts to refuse what cannot be read), packed into groups in the same step, and
+read a group per worker call (compressed files are decompressed by extension, and a truncated
+one is an error). A reader's documents go to chunk files of bounded size
+(`pipeline.files.chunks`), and only the small `Chunk` records go on, so the stages after
+reading spread over workers without the corpus passing through the runner. Wikipedia dumps with
+a multistream index, and large uncompressed exports, are cut into spans read in parallel
+(`pipeline.sources.wikipedia.spans`); Wikipedia pages are rendered in the next stage
+(`pipeline.sources.wikipedia.reader.rendered`). The readers themselves are plain Python, in
+`pipeline.sources`.
 """
 
 from __future__ import annotations
@@ -230,6 +231,20 @@ def read_sizes(item) -> tuple:
     return item, size if size is not None else fsio.listed_size(path)
 
 
+def plan_groups(specs, chunk_bytes: int) -> list[tuple]:
+    """Every input pattern listed, cut into read items, sized and packed (`pack_reads`), in one
+    step: through the runner as one element per file in four steps, a corpus of 50,000 small
+    files took a worker about a second alone before any file was read (docs/benchmarks.md,
+    raw formats). The groups do not depend on the order of `specs`."""
+    sized = [
+        read_sizes(planned)
+        for spec in specs
+        for item in expand_pattern(spec)
+        for planned in plan_reads(item)
+    ]
+    return pack_reads(sized, chunk_bytes)
+
+
 def pack_reads(sized: list, chunk_bytes: int) -> list[tuple]:
     """Read items -> groups read by one worker call: consecutive small files (in path order)
     together up to `chunk_bytes`, so that a corpus of many small files (BooksCorpus has 17,000)
@@ -263,12 +278,8 @@ class ReadChunks(Stage):
         read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input)
         return (
             pbegin
-            | "Inputs" >> beam.Create(self.inputs)
-            | "ListFiles" >> beam.FlatMap(expand_pattern)
-            | "PlanReads" >> beam.FlatMap(plan_reads)
-            | "Sizes" >> beam.Map(read_sizes)
-            | "Gather" >> beam.combiners.ToList()
-            | "Pack" >> beam.FlatMap(pack_reads, self.chunk_bytes)
+            | "Inputs" >> beam.Create([tuple(self.inputs)])
+            | "PlanReads" >> beam.FlatMap(plan_groups, self.chunk_bytes)
             | "SpreadFiles" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(read)
         )

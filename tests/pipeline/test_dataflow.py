@@ -25,7 +25,6 @@ pytest.importorskip(
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "gs://example-bucket"
 STAGES = [
-    "ReadDocuments/ListFiles",
     "ReadDocuments/PlanReads",
     "ReadDocuments/SpreadFiles",
     "ReadDocuments/Read",

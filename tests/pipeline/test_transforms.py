@@ -253,6 +253,26 @@ def test_small_files_are_read_together_up_to_the_chunk_size():
     assert sorted(map(key, (i for g in groups for i in g))) == sorted(key(i) for i, _ in sized)
 
 
+def test_the_read_plan_is_one_step_whatever_the_order_of_the_inputs(tmp_path):
+    """Listing, cutting and packing run in one step: the groups are those of the files'
+    sizes packed in path order, every file once, whichever input is given first."""
+    from pipeline.files.listing import InputSpec
+    from pipeline.stages.read import plan_groups
+
+    for name, size in (("a/1.txt", 30), ("a/2.txt", 5), ("b/3.txt", 12), ("b/4.txt", 40)):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("x" * size)
+    specs = [InputSpec("text", str(tmp_path / "b")), InputSpec("books", str(tmp_path / "a"))]
+    groups = plan_groups(specs, 36)
+    assert plan_groups(specs[::-1], 36) == groups
+    named = [[(fmt, rel) for fmt, _, rel, _ in group] for group in groups]
+    assert named == [
+        [("books", "1.txt"), ("books", "2.txt")],
+        [("text", "3.txt")],
+        [("text", "4.txt")],
+    ]
+
+
 def test_a_step_collects_garbage_less_often_and_never_more() -> None:
     import gc
 
