@@ -233,9 +233,10 @@ def read_sizes(item) -> tuple:
 
 def plan_groups(specs, chunk_bytes: int) -> list[tuple]:
     """Every input pattern listed, cut into read items, sized and packed (`pack_reads`), in one
-    step: through the runner as one element per file in four steps, a corpus of 50,000 small
-    files took a worker about a second alone before any file was read (docs/benchmarks.md,
-    raw formats). The groups do not depend on the order of `specs`."""
+    step: as one element per file through four steps of the runner, a corpus of many small
+    files kept one worker busy alone before any file was read (what that cost:
+    docs/benchmarks.md, raw formats, 2026-12-05). The groups do not depend on the order of
+    `specs`."""
     sized = [
         read_sizes(planned)
         for spec in specs
