@@ -124,7 +124,13 @@ class Vocab:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.to_text().encode("utf-8")).hexdigest()
+        """The digest of `vocab.txt` as `to_text` writes it; made once per vocab (a build's
+        every shard records it)."""
+        digest = self.__dict__.get("_sha256")
+        if digest is None:
+            digest = hashlib.sha256(self.to_text().encode("utf-8")).hexdigest()
+            object.__setattr__(self, "_sha256", digest)
+        return digest
 
     @property
     def special_ids(self) -> SpecialIds:

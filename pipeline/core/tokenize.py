@@ -164,6 +164,11 @@ def word_cache(vocab: Vocab, lowercase: bool) -> WordCache:
     return WordCache(bert_tokenizer(vocab, lowercase), lowercase)
 
 
+@functools.lru_cache(maxsize=2)
 def token_spec(vocab: Vocab) -> TokenSpec:
-    """The vocab's ids that building rows and masking them need (`schemas.masking`)."""
-    return TokenSpec.from_vocab(vocab)
+    """The vocab's ids that building rows and masking them need (`schemas.masking`), made once
+    per vocab and process (every bucket asks), its arrays read-only since they are shared."""
+    spec = TokenSpec.from_vocab(vocab)
+    spec.replacements.setflags(write=False)
+    spec.continuation.setflags(write=False)
+    return spec

@@ -92,3 +92,28 @@ def test_control_tokens_written_in_text_become_unk(trained):
     assert sp.sep not in doc.ids and sp.mask not in doc.ids
     assert int((doc.ids == sp.unk).sum()) >= 2
     assert counts[("t", "control_tokens_in_text")] == 2
+
+
+def test_a_vocabs_token_spec_and_digest_are_made_once_and_stay_as_made():
+    """Every bucket asks for the vocab's token ids and every shard records its digest: both
+    are made once per vocab, the ids read-only since the buckets share them."""
+    import hashlib
+
+    from pipeline.core.tokenize import token_spec
+    from schemas.masking import TokenSpec
+    from schemas.vocab import Vocab
+
+    vocab = Vocab((*SPECIAL_TOKENS, "the", "##s", "[unused0]"))
+    spec = token_spec(vocab)
+    assert token_spec(vocab) is spec
+    fresh = TokenSpec.from_vocab(vocab)
+    assert (spec.cls, spec.sep, spec.mask) == (fresh.cls, fresh.sep, fresh.mask)
+    assert spec.replacements.tolist() == fresh.replacements.tolist() == [5, 6]
+    assert spec.continuation.tolist() == fresh.continuation.tolist()
+    with pytest.raises(ValueError, match="read-only"):
+        spec.replacements[0] = 0
+    with pytest.raises(ValueError, match="read-only"):
+        spec.continuation[0] = True
+    digest = hashlib.sha256(vocab.to_text().encode("utf-8")).hexdigest()
+    assert vocab.sha256 == digest
+    assert vocab.sha256 is vocab.sha256
