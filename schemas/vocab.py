@@ -6,6 +6,7 @@ Special ids are looked up by name, never assumed: a self-trained vocab puts
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -109,28 +110,21 @@ class Vocab:
     def to_text(self) -> str:
         return "".join(p + "\n" for p in self.pieces)
 
-    @property
+    @functools.cached_property  # kept in the instance's __dict__, which frozen leaves open
     def index(self) -> dict[str, int]:
-        d = self.__dict__.get("_index")
-        if d is None:
-            d = {}
-            for i, p in enumerate(self.pieces):
-                d.setdefault(p, i)
-            object.__setattr__(self, "_index", d)
+        d: dict[str, int] = {}
+        for i, p in enumerate(self.pieces):
+            d.setdefault(p, i)
         return d
 
     def __len__(self) -> int:
         return len(self.pieces)
 
-    @property
+    @functools.cached_property
     def sha256(self) -> str:
         """The digest of `vocab.txt` as `to_text` writes it; made once per vocab (a build's
         every shard records it)."""
-        digest = self.__dict__.get("_sha256")
-        if digest is None:
-            digest = hashlib.sha256(self.to_text().encode("utf-8")).hexdigest()
-            object.__setattr__(self, "_sha256", digest)
-        return digest
+        return hashlib.sha256(self.to_text().encode("utf-8")).hexdigest()
 
     @property
     def special_ids(self) -> SpecialIds:
