@@ -109,9 +109,10 @@ export: $(STAMP)
 	$(PY) -m model.cli export --ckpt $(call q,$(CKPT)) --out $(call q,$(EXPORT)) $(ARGS)
 
 # The tests in TEST_JOBS processes (pytest-xdist), each file in one of them, so a module's
-# fixtures are made once; TEST_JOBS=0 runs them all in this one.
+# fixtures are made once, and in the order tests/conftest.py gives them (heavy files first);
+# TEST_JOBS=0 runs them all in this one.
 TEST_JOBS ?= 2
-TEST_PROCS = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
+TEST_PROCS = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder)
 
 # The realistic tests read real text from data/ (`make corpora`), fetched first when it is
 # missing; where the archive cannot be reached they are skipped, each saying why.

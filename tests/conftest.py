@@ -9,13 +9,17 @@ import shutil
 
 import pytest
 
-from tests.helpers import build_shards, built_once, expected_rows
+from tests.helpers import build_shards, built_once, expected_rows, heavy_files_first
 
 # Inductor, for the tests that compile (`--compile` on the CPU), read before it is imported:
 # its kernels are compiled without line tables (g++ -g1), which only a debugger or profiler of
 # the kernels would read; the C++ it generates is the same, and g++ takes less per kernel
 # (docs/benchmarks.md, "The test suite").
 os.environ.setdefault("AOT_INDUCTOR_ENABLE_LINE_TABLES", "0")
+
+
+def pytest_collection_modifyitems(config, items):
+    items[:] = heavy_files_first(items)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """Helpers shared by several test files: the sample corpus, a build of it, the digests that
 say two shard sets hold the same bytes, the rows an export must hold, Google's vocab layout,
-a process's children and whether one is alive (from /proc), and a folder on a read-only
-filesystem. Fixtures live in conftest.py;
+a process's children and whether one is alive (from /proc), a folder on a read-only
+filesystem, and the order the test files are handed out in. Fixtures live in conftest.py;
 test files import from here, never from each other."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -22,6 +23,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "sample")
 SAMPLE_INPUT = f"books:{SAMPLE}/books,text:{SAMPLE}/text"
 BUILD_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def file_of(item) -> str:
+    """A collected test's file, as its node id names it."""
+    return item.nodeid.split("::", 1)[0]
+
+
+def heavy_files_first(items: list) -> list:
+    """The tests in the order `make test`'s processes take their files (pytest-xdist hands out
+    whole files, `--dist loadfile --no-loadscope-reorder`, the next to whichever process is
+    free): the files holding `slow` tests first, most first, then the rest, most tests first,
+    ties in collection order. A run then ends on light files, not with one process alone on a
+    heavy one while the other waits (docs/benchmarks.md, "The test suite"). Each file's tests
+    keep their order."""
+    slow, tests, first = Counter(), Counter(), {}
+    for i, item in enumerate(items):
+        path = file_of(item)
+        first.setdefault(path, i)
+        tests[path] += 1
+        slow[path] += item.get_closest_marker("slow") is not None
+    rank = {path: (-slow[path], -tests[path], first[path]) for path in first}
+    return sorted(items, key=lambda item: rank[file_of(item)])
 
 
 def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:

@@ -11,6 +11,7 @@ from bench import procmem
 from bench.procmem import TreePoll, dir_bytes, measure_build, run_measured, tree_stats
 
 
+@pytest.mark.slow
 def test_measure_sees_the_temporary_area_and_the_tree(tmp_path):
     building = tmp_path / "building"
     child = (
@@ -34,6 +35,7 @@ def test_tree_stats_of_this_process():
     assert stats["memory"] >= stats["largest"] > 0 and stats["cpu"] > 0
 
 
+@pytest.mark.slow
 def test_tree_poll_sees_a_process_that_runs_beside_it():
     import subprocess
 
@@ -85,6 +87,7 @@ def test_memory_kind_says_which():
         assert procmem.memory_kind(2) == "PSS (2 process(es) RSS)"
 
 
+@pytest.mark.slow
 def test_trees_beside_the_command_add_their_memory_and_cpu(tmp_path):
     """A process beside the command (as a Dask worker is beside the build's driver): its memory
     counts with the command's tree, and its CPU from the command's start to its end apart, not

@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from bench.reference.sides import slice_files
 from bench.stage_profile import STAGES, Clock, render, stage_seconds
@@ -46,6 +47,7 @@ def test_stages_of_the_sample_make_its_shards(tmp_path):
     assert np.isfinite(list(seconds.values())).all()
 
 
+@pytest.mark.slow
 def test_the_whole_build_reads_copies_of_one_file_name_as_distinct_documents(tmp_path):
     from bench.stage_profile import whole_build
 

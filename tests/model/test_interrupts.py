@@ -10,9 +10,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from model.run_lock import RunLock
 from tests.helpers import alive, children, signal_at_fork
 from tests.model.helpers import REPO, cli_env, metrics
+
+# Each test pre-trains in a fresh process and interrupts it.
+pytestmark = pytest.mark.slow
 
 PRETRAIN = ["pretrain", "--batch-size", "8", "--log-every", "1", "--eval-batches", "1"]
 PRETRAIN += ["--workers", "2"]

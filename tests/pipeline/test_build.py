@@ -97,6 +97,7 @@ def second_run(tmp_path_factory) -> dict:
     return {"digests": file_digests(out), "listings": listings, "sizes": sizes, "kept": kept}
 
 
+@pytest.mark.slow
 def test_two_runs_and_one_or_two_workers_give_identical_bytes(sample_shards, second_run, tmp_path):
     two = str(tmp_path / "two")
     build_in_a_process(two, "--num-shards", "4")

@@ -69,6 +69,7 @@ def job(submitted):
     return submitted[0]
 
 
+@pytest.mark.slow
 def test_beams_staged_files_go_into_a_folder_removed_after_the_run(submitted) -> None:
     """Beam leaves the folders it stages a job's files in; the build's own is gone."""
     _, staged, folder = submitted

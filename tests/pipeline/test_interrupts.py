@@ -33,6 +33,7 @@ def run(args: list[str]) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.slow
 def test_a_signal_during_a_two_worker_build_ends_in_one_line(sig, code, tmp_path, sample_shards):
     """SIGINT as a terminal's Ctrl-C sends it, to the whole process group (the workers too);
     SIGTERM as `kill` sends it, to the driver alone."""
@@ -68,6 +69,7 @@ def test_a_signal_during_a_two_worker_build_ends_in_one_line(sig, code, tmp_path
         assert shard_hashes(out) == shard_hashes(sample_shards)
 
 
+@pytest.mark.slow
 def test_a_signal_that_lands_in_a_fork_still_stops_the_build(tmp_path):
     """A handler that runs inside the interpreter's at-fork hooks, where CPython drops what a
     hook raises: the build went on to publish and exit 0; the signal now waits for the fork."""
@@ -78,6 +80,7 @@ def test_a_signal_that_lands_in_a_fork_still_stops_the_build(tmp_path):
     assert not os.path.exists(os.path.join(out, "manifest.json"))
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_workers_fork_ends_in_the_drivers_line_alone(tmp_path):
     """The new worker receives the SIGINT too, before it has its own handlers: it once ran the
     driver's, unwound the driver's stack it was forked with and printed a second report."""
@@ -106,6 +109,7 @@ def tiny_filesystem(tmp_path):
         yield where, grow
 
 
+@pytest.mark.slow
 def test_a_full_disk_names_out_and_its_filesystem_and_resume_goes_on(
     tiny_filesystem, sample_shards
 ):
@@ -181,6 +185,7 @@ statesampler.StateSampler.start = start
 """
 
 
+@pytest.mark.slow
 def test_an_interrupt_that_strands_beams_sampling_thread_still_ends_the_build(tmp_path):
     """The signal lands inside Beam's bundle start, where Beam's cleanup would leave its
     sampling thread (not a daemon) running and the process waiting for it forever: the build

@@ -28,6 +28,7 @@ def build(out, *extra, inputs=SAMPLE_INPUT) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_two_worker_build_prints_progress_and_no_worker_logs(tmp_path):
     # 50 copies of the sample's books (3.4 MB): the pipeline runs for seconds, so the line,
     # printed every second, shows; the sample alone runs for under a second.
@@ -42,6 +43,7 @@ def test_a_two_worker_build_prints_progress_and_no_worker_logs(tmp_path):
     assert "wrote 1 shard(s)" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_failure_on_two_workers_is_one_line(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.txt").write_bytes(b"\x00\x01binary\x00" * 100)
@@ -53,6 +55,7 @@ def test_a_failure_on_two_workers_is_one_line(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_failure_of_vocab_on_two_workers_is_one_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "Fine words here."}\n{not json\n')
@@ -68,6 +71,7 @@ def test_a_failure_of_vocab_on_two_workers_is_one_line(tmp_path):
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: bad.jsonl:2: not JSON")
 
 
+@pytest.mark.slow
 def test_verbose_shows_the_logs(tmp_path):
     done = build(tmp_path / "out", "--progress-seconds", "0", "--verbose")
     assert done.returncode == 0

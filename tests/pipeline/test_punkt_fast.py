@@ -63,6 +63,7 @@ alphabet = st.sampled_from(list(". .?!\"')(]}[{\u201d\u2019\xbb-,;:aAbZ1é ٣\n\
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile)
+@pytest.mark.slow
 def test_same_sentences_as_punkt_on_hostile_text(punkt, parts) -> None:
     tok, fast = punkt
     text = text_of(parts)
@@ -209,6 +210,7 @@ def same_as_punkt(paragraphs: list[str]) -> None:
         assert fast.tokenize(paragraph) == tok.tokenize(paragraph), paragraph
 
 
+@pytest.mark.slow
 def test_every_paragraph_of_the_kernel_docs_as_books() -> None:
     files = sorted(KERNEL_BOOKS.rglob("*.txt"))
     if not files:
@@ -223,6 +225,7 @@ def test_every_paragraph_of_the_kernel_docs_as_books() -> None:
 
 
 @pytest.mark.parametrize("name", [ARTICLES, TABLE_MARKUP])
+@pytest.mark.slow
 def test_every_paragraph_of_real_wikipedia(name) -> None:
     from pipeline.sources.wikipedia.reader import read_wikipedia
 

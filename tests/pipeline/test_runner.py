@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import apache_beam as beam
+import pytest
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.runners.portability import prism_runner
 from apache_beam.runners.portability.fn_api_runner import fn_runner
@@ -151,6 +152,7 @@ print(os.getpid())
 """
 
 
+@pytest.mark.slow
 def test_the_forked_workers_bundles_sample_every_20_ms(tmp_path):
     """`run_pipeline` gives each bundle's sampling thread a 20 ms period before the workers
     fork, so a bundle ends without waiting out Beam's 200 ms (docs/runners.md): read in the

@@ -27,6 +27,7 @@ def both_ways(wikitext: str) -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.parametrize("name", [ARTICLES, TABLE_MARKUP, BULGARIAN])
+@pytest.mark.slow
 def test_real_articles_render_the_same_paragraphs(name) -> None:
     pages = list(iter_pages(io.BytesIO(gensim_xml(name)), name, Tally()))
     assert pages
