@@ -94,6 +94,19 @@ def gcs_client():
     return _CLIENT[1]
 
 
+def gcs_problem() -> str | None:
+    """None when this process's storage client can be made and its API takes a connection;
+    else the one line saying what is missing (credentials, network). None, too, without
+    google-cloud-storage: whoever needs it says so."""
+    try:
+        gcs_client()
+    except (NoCredentials, StoreUnreachable) as e:
+        return str(e)
+    except ImportError:
+        return None
+    return None
+
+
 def split_gcs(path: str) -> tuple[str, str]:
     bucket, _, name = path[len("gs://") :].partition("/")
     return bucket, name

@@ -16,14 +16,17 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import (
     DirectOptions,
+    GoogleCloudOptions,
     PipelineOptions,
     PortableOptions,
     StandardOptions,
+    TestOptions,
 )
 
 from pipeline.runners.beam_internals import STEP_SUFFIX
@@ -73,11 +76,15 @@ def pipeline_options(beam_args: list[str], runner: str, workers: int) -> Pipelin
     return options
 
 
-def runner_problem(options: PipelineOptions) -> str | None:
+def runner_problem(
+    options: PipelineOptions, cloud_check: Callable[[], str | None] | None = None
+) -> str | None:
     """None when Beam can make the runner the options name and finds the options complete for
     it (Dataflow's project, region and temp_location, say); else one line saying what is wrong.
     Asked before any work starts: Beam itself finds out only as the graph is made, after the
-    build has claimed its output folder."""
+    build has claimed its output folder. Where Beam's check would ask Google Cloud
+    (`asks_google_cloud`), `cloud_check` is asked first, and its problem (no credentials, no
+    network) is the answer: Beam would retry for minutes, saying nothing."""
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     if runner.lower() in LOCAL_RUNNERS | DASK_RUNNERS:
         return None
@@ -101,8 +108,13 @@ def runner_problem(options: PipelineOptions) -> str | None:
             f"--runner {runner}: give --job_endpoint HOST:PORT, the job service of a running "
             "runner; see docs/runners.md"
         )
+    validator = PipelineOptionsValidator(options, made)
+    if cloud_check is not None and asks_google_cloud(options, validator):
+        problem = cloud_check()
+        if problem:
+            return f"--runner {runner}: its options are checked in Google Cloud, and {problem}"
     try:
-        errors = PipelineOptionsValidator(options, made).validate()
+        errors = validator.validate()
     except Exception as e:  # it may ask the cloud, say for a default bucket
         last = next((ln for ln in reversed(str(e).splitlines()) if ln.strip()), type(e).__name__)
         return f"--runner {runner}: Beam could not check its options: {last.strip()[:300]}"
@@ -110,6 +122,23 @@ def runner_problem(options: PipelineOptions) -> str | None:
         said = "; ".join(e.strip().rstrip(".") for e in errors)
         return f"--runner {runner}: {said}; see docs/runners.md for what it needs"
     return None
+
+
+def asks_google_cloud(options: PipelineOptions, validator) -> bool:
+    """Whether Beam's check of these options (`PipelineOptionsValidator.validate`) will call
+    Google Cloud. On Dataflow it does twice over: when neither --temp_location nor
+    --staging_location is a gs:// path and --project and --region are given, it looks up (or
+    makes) the project's default bucket; and outside a dry run it asks whether a bucket given
+    keeps deleted objects. Without credentials or network each call is retried for minutes."""
+    if not validator.is_service_runner():
+        return False
+    gcp = options.view_as(GoogleCloudOptions)
+    located = any(  # as Beam tells them: a gs:// path it accepts
+        not validator.validate_gcs_path(gcp, name) for name in ("temp_location", "staging_location")
+    )
+    if not located:
+        return bool(gcp.project and gcp.region and not gcp.dataflow_kms_key)
+    return not options.view_as(TestOptions).dry_run
 
 
 def unknown_runner(runner: str) -> str:

@@ -394,12 +394,15 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.cli import main as schemas_main
 
         return schemas_main([args.command, *rest], prog="bert-shards")
+    from pipeline.files.fsio import NoCredentials, StoreUnreachable, gcs_problem
     from pipeline.runners.options import unknown_args
     from pipeline.runners.run import beam_logs_quiet, pipeline_options, runner_problem
 
     problem = unknown_args(rest, commands[args.command]) or path_problem(args)
     with beam_logs_quiet(not args.verbose):  # Beam logs what it asks the cloud while checking
-        problem = problem or runner_problem(pipeline_options(rest, args.runner, args.workers))
+        problem = problem or runner_problem(
+            pipeline_options(rest, args.runner, args.workers), cloud_check=gcs_problem
+        )
     if problem:
         raise SystemExit(f"error: {problem}")
     if args.dask_address:
@@ -409,8 +412,6 @@ def main(argv: list[str] | None = None) -> int:
         # what the later stages allocate, raising the peak (docs/benchmarks.md has the figures).
         reuse_freed_memory()
     runner = {"build": run_build, "vocab": run_vocab, "punkt": run_punkt}[args.command]
-    from pipeline.files.fsio import NoCredentials, StoreUnreachable
-
     try:
         with interrupts_unwind(), one_listing():
             return runner(args, rest)

@@ -130,3 +130,80 @@ def test_every_dofn_in_the_job_unpickles(job) -> None:
         "TokenizeChunk",
         "BuildBucket",
     } <= ours
+
+
+CLOUD_ARGS = ["--runner", "DataflowRunner", "--project", "p", "--region", "europe-west4"]
+
+
+@pytest.mark.parametrize(
+    "extra, asks",
+    [
+        ([], True),  # Beam looks up, or makes, the project's default bucket
+        (["--temp_location", f"{BUCKET}/tmp"], True),  # and asks whether it keeps deleted objects
+        (["--staging_location", f"{BUCKET}/staging"], True),
+        (["--temp_location", f"{BUCKET}/tmp", "--dry_run", "True"], False),
+        (["--dry_run", "True"], True),  # a dry run still looks the default bucket up
+        (["--dataflow_kms_key", "k"], False),  # no default bucket with a key of one's own
+        (["--temp_location", "gs://", "--dry_run", "True"], True),  # no path Beam accepts
+    ],
+)
+def test_beams_check_of_dataflows_options_is_known_to_ask_google_cloud(extra, asks) -> None:
+    from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
+
+    from pipeline.runners.beam_internals import create_runner
+    from pipeline.runners.run import asks_google_cloud
+
+    options = pipeline_options([*CLOUD_ARGS[2:], *extra], "DataflowRunner", 0)
+    validator = PipelineOptionsValidator(options, create_runner("DataflowRunner"))
+    assert asks_google_cloud(options, validator) is asks
+    without_project = pipeline_options(["--region", "europe-west4"], "DataflowRunner", 0)
+    validator = PipelineOptionsValidator(without_project, create_runner("DataflowRunner"))
+    assert not asks_google_cloud(without_project, validator)  # Beam names what is missing
+    local = pipeline_options(CLOUD_ARGS[2:], "DirectRunner", 1)
+    validator = PipelineOptionsValidator(local, create_runner("DirectRunner"))
+    assert not asks_google_cloud(local, validator)
+
+
+@pytest.mark.parametrize("extra", [[], ["--temp_location", f"{BUCKET}/tmp"]])
+def test_dataflow_without_credentials_is_one_line_in_seconds(tmp_path, monkeypatch, extra):
+    """Beam's check of the options would call Google Cloud without credentials, anonymously,
+    and wait two minutes offline; the build names what is missing first."""
+    from pipeline.files import fsio
+    from pipeline.shell.cli import main
+
+    monkeypatch.setattr(fsio, "_CLIENT", None)  # a client an earlier test made
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-key.json"))
+    argv = ["build", "--input", f"text:{BUCKET}/in", "--out", f"{BUCKET}/out", *CLOUD_ARGS]
+    with pytest.raises(SystemExit) as e:
+        main([*argv, *extra])
+    message = str(e.value.code)
+    assert message.startswith(
+        "error: --runner DataflowRunner: its options are checked in Google Cloud, and gs:// "
+        "needs Google Cloud credentials (File "
+    )
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in message and "\n" not in message
+
+
+def test_dataflow_without_network_is_one_line_in_seconds(monkeypatch):
+    """No network: here, a store's address (as an emulator's, which the client reaches without
+    credentials) where nothing listens."""
+    from pipeline.files import fsio
+    from pipeline.shell.cli import main
+    from schemas import storage
+    from tests.gcs_emulator import free_port
+
+    monkeypatch.setattr(fsio, "_CLIENT", None)
+    monkeypatch.setattr(storage, "CONNECT_PAUSE", 0.0)
+    address = f"127.0.0.1:{free_port()}"
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://{address}")
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "test-project")
+    argv = ["build", "--input", f"text:{BUCKET}/in", "--out", f"{BUCKET}/out", *CLOUD_ARGS]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    message = str(e.value.code)
+    assert message.startswith(
+        "error: --runner DataflowRunner: its options are checked in Google Cloud, and gs:// "
+        f"cannot be reached: {address} took no connection"
+    )
+    assert "\n" not in message
