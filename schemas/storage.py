@@ -266,11 +266,15 @@ def _require_client_library() -> None:
         ) from None
 
 
-def check_reachable(endpoint: str) -> None:
+STORE_HINT = "check the network, or STORAGE_EMULATOR_HOST when it is set"
+
+
+def check_reachable(endpoint: str, hint: str = STORE_HINT) -> None:
     """Raises `Unreachable` unless the store's API at `endpoint` (a URL, the client's
     `api_endpoint`: https://storage.googleapis.com, or the emulator's address), or the proxy
     that `https_proxy`/`http_proxy` (else `all_proxy`) names for it, `no_proxy` honoured, takes
-    a TCP connection within `CONNECT_TRIES` tries. Nothing is sent: it is closed at once."""
+    a TCP connection within `CONNECT_TRIES` tries. Nothing is sent: it is closed at once. The
+    message ends with `hint`, what to do (another service's caller gives its own)."""
     from urllib.parse import urlsplit
     from urllib.request import getproxies, proxy_bypass
 
@@ -291,8 +295,7 @@ def check_reachable(endpoint: str) -> None:
             if attempt == CONNECT_TRIES:
                 raise Unreachable(
                     f"{host}:{port} took no connection in {CONNECT_TRIES} tries "
-                    f"({type(e).__name__}: {_first_line(e)}); check the network, or "
-                    "STORAGE_EMULATOR_HOST when it is set"
+                    f"({type(e).__name__}: {_first_line(e)}); {hint}"
                 ) from None
             time.sleep(CONNECT_PAUSE)
 

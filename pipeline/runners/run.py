@@ -100,14 +100,16 @@ def runner_problem(
         return f"--runner {runner}: Beam cannot make it here ({e}); see docs/runners.md"
     except (ValueError, AttributeError):
         return unknown_runner(runner)
-    if (
-        type(made).__name__ == "PortableRunner"
-        and not options.view_as(PortableOptions).job_endpoint
-    ):
+    endpoint = options.view_as(PortableOptions).job_endpoint
+    if type(made).__name__ == "PortableRunner" and not endpoint:
         return (  # else Beam says so once the build has claimed OUT
             f"--runner {runner}: give --job_endpoint HOST:PORT, the job service of a running "
             "runner; see docs/runners.md"
         )
+    if endpoint and any(c.__name__ == "PortableRunner" for c in type(made).__mro__):
+        problem = job_service_problem(endpoint)  # else Beam waits for it with OUT claimed
+        if problem:
+            return f"--runner {runner}: {problem}"
     validator = PipelineOptionsValidator(options, made)
     if cloud_check is not None and asks_google_cloud(options, validator):
         problem = cloud_check()
@@ -121,6 +123,30 @@ def runner_problem(
     if errors:
         said = "; ".join(e.strip().rstrip(".") for e in errors)
         return f"--runner {runner}: {said}; see docs/runners.md for what it needs"
+    return None
+
+
+PROXY_VARIABLES = ("grpc_proxy", "https_proxy", "http_proxy", "all_proxy")
+
+
+def job_service_problem(endpoint: str) -> str | None:
+    """None when the job service's address, HOST:PORT, takes a TCP connection; None too for an
+    address this does not check (Beam's `embed`, a target with a scheme, a proxy named in the
+    environment, through which gRPC would go); else the line saying that nothing answered
+    there. Beam's portable runner would wait for the service, saying nothing, with the build's
+    folder claimed."""
+    from schemas.storage import Unreachable, check_reachable
+
+    _, colon, port = endpoint.rpartition(":")
+    proxied = any(os.environ.get(v) or os.environ.get(v.upper()) for v in PROXY_VARIABLES)
+    if not colon or not port.isdigit() or "/" in endpoint or proxied:
+        return None
+    try:
+        check_reachable(
+            f"http://{endpoint}", hint="start the runner's job service, or fix the address"
+        )
+    except Unreachable as e:
+        return f"--job_endpoint {endpoint}: the job service at {e}"
     return None
 
 

@@ -73,6 +73,54 @@ def test_beam_options_beam_would_refuse_are_refused_before_the_out_folder(
     assert not out.exists()
 
 
+@pytest.fixture
+def direct_connections(monkeypatch):
+    """No proxy named in the environment, and the connection tries of `check_reachable` not
+    paused."""
+    from pipeline.runners.run import PROXY_VARIABLES
+    from schemas import storage
+
+    monkeypatch.setattr(storage, "CONNECT_PAUSE", 0.0)
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+def test_a_job_service_where_nothing_listens_is_refused_before_the_out_folder(
+    tmp_path, capsys, direct_connections
+):
+    """Beam's portable runner would wait for the service with OUT claimed, saying nothing."""
+    from tests.gcs_emulator import free_port
+
+    endpoint = f"localhost:{free_port()}"
+    out = tmp_path / "out"
+    message = refusal(
+        capsys, "--out", str(out), "--runner", "PortableRunner", "--job_endpoint", endpoint
+    )
+    assert message.startswith(
+        f"error: --runner PortableRunner: --job_endpoint {endpoint}: the job service at "
+        f"{endpoint} took no connection in 3 tries (ConnectionRefusedError"
+    ), message
+    assert message.endswith("; start the runner's job service, or fix the address")
+    assert not out.exists()
+
+
+def test_a_job_service_address_is_checked_only_where_it_can_be(monkeypatch, direct_connections):
+    import socket
+
+    from pipeline.runners.run import job_service_problem
+    from tests.gcs_emulator import free_port
+
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        assert job_service_problem(f"127.0.0.1:{listening.getsockname()[1]}") is None
+    closed = f"127.0.0.1:{free_port()}"
+    assert job_service_problem(closed).startswith(f"--job_endpoint {closed}: the job service")
+    for unchecked in ("embed", "dns:///host:8099", "host"):  # Beam's own, a scheme, no port
+        assert job_service_problem(unchecked) is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # gRPC would go through it
+    assert job_service_problem(closed) is None
+
+
 def test_dataflow_is_refused_local_paths_and_missing_options_before_any_work(tmp_path):
     """Its workers are machines of their own; its options are Beam's to check (offline, a
     check that asks the cloud takes minutes, so the paths are checked first)."""
