@@ -129,25 +129,40 @@ def runner_problem(
 PROXY_VARIABLES = ("grpc_proxy", "https_proxy", "http_proxy", "all_proxy")
 
 
-def job_service_problem(endpoint: str) -> str | None:
-    """None when the job service's address, HOST:PORT, takes a TCP connection; None too for an
-    address this does not check (Beam's `embed`, a target with a scheme, a proxy named in the
-    environment, through which gRPC would go); else the line saying that nothing answered
-    there. Beam's portable runner would wait for the service, saying nothing, with the build's
-    folder claimed."""
+def service_problem(flag: str, address: str, service: str, hint: str) -> str | None:
+    """None when `address`, HOST:PORT or tcp://HOST:PORT, takes a TCP connection; None too for
+    an address this does not check (another scheme, Beam's `embed`, no port) or where a proxy
+    is named in the environment (a connection may go through it); else the line saying that
+    nothing answered there, ending with `hint`. The runner would wait for the service, saying
+    nothing or for half a minute, with the build's folder claimed."""
     from schemas.storage import Unreachable, check_reachable
 
-    _, colon, port = endpoint.rpartition(":")
+    scheme, sep, rest = address.rpartition("://")
+    _, colon, port = rest.rpartition(":")
     proxied = any(os.environ.get(v) or os.environ.get(v.upper()) for v in PROXY_VARIABLES)
-    if not colon or not port.isdigit() or "/" in endpoint or proxied:
+    if (sep and scheme != "tcp") or not colon or not port.isdigit() or "/" in rest or proxied:
         return None
     try:
-        check_reachable(
-            f"http://{endpoint}", hint="start the runner's job service, or fix the address"
-        )
+        check_reachable(f"http://{rest}", hint=hint)
     except Unreachable as e:
-        return f"--job_endpoint {endpoint}: the job service at {e}"
+        return f"{flag} {address}: the {service} at {e}"
     return None
+
+
+def job_service_problem(endpoint: str) -> str | None:
+    """`service_problem` for a portable runner's job service."""
+    hint = "start the runner's job service, or fix the address"
+    return service_problem("--job_endpoint", endpoint, "job service", hint)
+
+
+def dask_scheduler_problem(runner: str, address: str | None) -> str | None:
+    """`service_problem` for the Dask cluster's scheduler (`--dask-address`) when the runner is
+    Dask's (with another, the address is refused as unused); Dask's client would try to connect
+    for 30 s after the build has claimed its folder."""
+    if not address or runner.lower() not in DASK_RUNNERS:
+        return None
+    hint = "start the cluster's scheduler, or fix the address"
+    return service_problem("--dask-address", address, "Dask scheduler", hint)
 
 
 def asks_google_cloud(options: PipelineOptions, validator) -> bool:

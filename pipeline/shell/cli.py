@@ -396,9 +396,15 @@ def main(argv: list[str] | None = None) -> int:
         return schemas_main([args.command, *rest], prog="bert-shards")
     from pipeline.files.fsio import NoCredentials, StoreUnreachable, gcs_problem
     from pipeline.runners.options import unknown_args
-    from pipeline.runners.run import beam_logs_quiet, pipeline_options, runner_problem
+    from pipeline.runners.run import (
+        beam_logs_quiet,
+        dask_scheduler_problem,
+        pipeline_options,
+        runner_problem,
+    )
 
     problem = unknown_args(rest, commands[args.command]) or path_problem(args)
+    problem = problem or dask_scheduler_problem(args.runner, args.dask_address)
     with beam_logs_quiet(not args.verbose):  # Beam logs what it asks the cloud while checking
         problem = problem or runner_problem(
             pipeline_options(rest, args.runner, args.workers), cloud_check=gcs_problem

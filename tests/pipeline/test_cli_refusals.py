@@ -86,29 +86,43 @@ def direct_connections(monkeypatch):
         monkeypatch.delenv(name.upper(), raising=False)
 
 
-def test_a_job_service_where_nothing_listens_is_refused_before_the_out_folder(
-    tmp_path, capsys, direct_connections
+@pytest.mark.parametrize(
+    "runner, flag, said",
+    [
+        (
+            "PortableRunner",
+            "--job_endpoint",
+            "the job service at {0} took no connection in 3 tries (ConnectionRefusedError",
+        ),
+        (
+            "DaskRunner",
+            "--dask-address",
+            "the Dask scheduler at {0} took no connection in 3 tries (ConnectionRefusedError",
+        ),
+    ],
+)
+def test_a_service_where_nothing_listens_is_refused_before_the_out_folder(
+    tmp_path, capsys, direct_connections, runner, flag, said
 ):
-    """Beam's portable runner would wait for the service with OUT claimed, saying nothing."""
+    """Beam's portable runner would wait for its job service with OUT claimed, saying nothing;
+    Dask's client would try its scheduler for 30 s."""
     from tests.gcs_emulator import free_port
 
-    endpoint = f"localhost:{free_port()}"
+    address = f"localhost:{free_port()}"
     out = tmp_path / "out"
-    message = refusal(
-        capsys, "--out", str(out), "--runner", "PortableRunner", "--job_endpoint", endpoint
-    )
-    assert message.startswith(
-        f"error: --runner PortableRunner: --job_endpoint {endpoint}: the job service at "
-        f"{endpoint} took no connection in 3 tries (ConnectionRefusedError"
-    ), message
-    assert message.endswith("; start the runner's job service, or fix the address")
+    message = refusal(capsys, "--out", str(out), "--runner", runner, flag, address)
+    start = f"error: {flag} {address}: {said.format(address)}"
+    if runner == "PortableRunner":
+        start = f"error: --runner {runner}: {flag} {address}: {said.format(address)}"
+    assert message.startswith(start), message
+    assert message.endswith(", or fix the address") and "\n" not in message
     assert not out.exists()
 
 
 def test_a_job_service_address_is_checked_only_where_it_can_be(monkeypatch, direct_connections):
     import socket
 
-    from pipeline.runners.run import job_service_problem
+    from pipeline.runners.run import dask_scheduler_problem, job_service_problem
     from tests.gcs_emulator import free_port
 
     with socket.create_server(("127.0.0.1", 0)) as listening:
@@ -117,6 +131,10 @@ def test_a_job_service_address_is_checked_only_where_it_can_be(monkeypatch, dire
     assert job_service_problem(closed).startswith(f"--job_endpoint {closed}: the job service")
     for unchecked in ("embed", "dns:///host:8099", "host"):  # Beam's own, a scheme, no port
         assert job_service_problem(unchecked) is None
+    said = dask_scheduler_problem("dask", f"tcp://{closed}")  # Dask's scheme for TCP is checked
+    assert said.startswith(f"--dask-address tcp://{closed}: the Dask scheduler at {closed} took")
+    assert dask_scheduler_problem("DaskRunner", "inproc://10.0.0.1/1/2") is None
+    assert dask_scheduler_problem("DirectRunner", closed) is None  # refused later, as unused
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # gRPC would go through it
     assert job_service_problem(closed) is None
 
