@@ -108,6 +108,7 @@ def runner_problem(
         )
     if endpoint and any(c.__name__ == "PortableRunner" for c in type(made).__mro__):
         problem = job_service_problem(endpoint)  # else Beam waits for it with OUT claimed
+        problem = problem or worker_pool_problem(options.view_as(PortableOptions))
         if problem:
             return f"--runner {runner}: {problem}"
     validator = PipelineOptionsValidator(options, made)
@@ -153,6 +154,19 @@ def job_service_problem(endpoint: str) -> str | None:
     """`service_problem` for a portable runner's job service."""
     hint = "start the runner's job service, or fix the address"
     return service_problem("--job_endpoint", endpoint, "job service", hint)
+
+
+def worker_pool_problem(portable: PortableOptions) -> str | None:
+    """`service_problem` for an external worker pool (`--environment_type EXTERNAL
+    --environment_config HOST:PORT`): the job would fail as its first stage starts, with OUT
+    claimed."""
+    if (portable.environment_type or "").upper() != "EXTERNAL" or not portable.environment_config:
+        return None
+    hint = (
+        "start the pool (python -m apache_beam.runners.worker.worker_pool_main --service_port "
+        "PORT), or fix the address"
+    )
+    return service_problem("--environment_config", portable.environment_config, "worker pool", hint)
 
 
 def dask_scheduler_problem(runner: str, address: str | None) -> str | None:
@@ -397,8 +411,13 @@ def failure_line(e: BaseException) -> str:
     found = [m.group(1) for t in texts for m in INPUT_ERROR.finditer(t)]
     if found:
         return found[-1]
-    last = next((ln for t in texts for ln in reversed(t.splitlines()) if ln.strip()), "")
+    details = [m.group(1) for t in texts for m in GRPC_DETAILS.finditer(t)]  # a failed call
+    lines = (ln for t in texts for ln in reversed(t.splitlines()) if any(c.isalnum() for c in ln))
+    last = details[-1] if details else next(lines, "")
     return f"the build failed: {last.strip()[:300]} (run again with --verbose for the traceback)"
+
+
+GRPC_DETAILS = re.compile(r'^\s*details = "(.*)"\s*$', re.M)  # gRPC's error, as it prints it
 
 
 def failed_download(e: BaseException | None) -> str | None:

@@ -119,6 +119,30 @@ def test_a_service_where_nothing_listens_is_refused_before_the_out_folder(
     assert not out.exists()
 
 
+def test_a_worker_pool_where_nothing_listens_is_refused_before_the_out_folder(
+    tmp_path, capsys, direct_connections
+):
+    """With a job service that answers (here: a socket that takes connections), the external
+    worker pool's address is checked too: the job would fail as its first stage starts."""
+    import socket
+
+    from tests.gcs_emulator import free_port
+
+    pool = f"localhost:{free_port()}"
+    out = tmp_path / "out"
+    with socket.create_server(("127.0.0.1", 0)) as service:
+        endpoint = f"127.0.0.1:{service.getsockname()[1]}"
+        argv = ["--runner", "PortableRunner", "--job_endpoint", endpoint]
+        argv += ["--environment_type", "EXTERNAL", "--environment_config", pool]
+        message = refusal(capsys, "--out", str(out), *argv)
+    assert message.startswith(
+        f"error: --runner PortableRunner: --environment_config {pool}: the worker pool at "
+        f"{pool} took no connection in 3 tries (ConnectionRefusedError"
+    ), message
+    assert "worker_pool_main --service_port PORT), or fix the address" in message
+    assert not out.exists()
+
+
 def test_a_job_service_address_is_checked_only_where_it_can_be(monkeypatch, direct_connections):
     import socket
 

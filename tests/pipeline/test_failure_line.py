@@ -36,6 +36,26 @@ def test_an_unknown_failure_says_to_run_with_verbose():
     assert line.startswith("the build failed: ") and "--verbose" in line
 
 
+def test_a_failed_grpc_call_is_said_by_its_details():
+    """As a portable job's runner reports a worker it could not reach: gRPC's error ends with a
+    line of ">" alone, which said nothing."""
+    text = (
+        "Pipeline job-1 failed in state FAILED: Error running pipeline.\n"
+        "grpc._channel._InactiveRpcError: <_InactiveRpcError of RPC that terminated with:\n"
+        "\tstatus = StatusCode.UNAVAILABLE\n"
+        '\tdetails = "failed to connect to all addresses; last error: UNKNOWN: '
+        'ipv4:127.0.0.1:1: Failed to connect to remote host: Connection refused"\n'
+        '\tdebug_error_string = "UNAVAILABLE:failed to connect to all addresses"\n'
+        ">"
+    )
+    assert failure_line(RuntimeError(text)) == (
+        "the build failed: failed to connect to all addresses; last error: UNKNOWN: "
+        "ipv4:127.0.0.1:1: Failed to connect to remote host: Connection refused (run again "
+        "with --verbose for the traceback)"
+    )
+    assert failure_line(RuntimeError("it broke\n>\n")).startswith("the build failed: it broke (")
+
+
 def test_a_download_that_failed_as_the_runner_started_names_the_url_and_the_reason(tmp_path):
     """Beam's own jar fetch (as Flink's and Spark's runners start), from a loopback port where
     nothing listens: its last word is that the URL is no filesystem path; the line says why."""
