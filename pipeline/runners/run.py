@@ -120,7 +120,7 @@ def runner_problem(
         errors = validator.validate()
     except Exception as e:  # it may ask the cloud, say for a default bucket
         last = next((ln for ln in reversed(str(e).splitlines()) if ln.strip()), type(e).__name__)
-        return f"--runner {runner}: Beam could not check its options: {last.strip()[:300]}"
+        return f"--runner {runner}: Beam could not check its options: {shortened(last)}"
     if errors:
         said = "; ".join(e.strip().rstrip(".") for e in errors)
         return f"--runner {runner}: {said}; see docs/runners.md for what it needs"
@@ -414,7 +414,16 @@ def failure_line(e: BaseException) -> str:
     details = [m.group(1) for t in texts for m in GRPC_DETAILS.finditer(t)]  # a failed call
     lines = (ln for t in texts for ln in reversed(t.splitlines()) if any(c.isalnum() for c in ln))
     last = details[-1] if details else next(lines, "")
-    return f"the build failed: {last.strip()[:300]} (run again with --verbose for the traceback)"
+    return f"the build failed: {shortened(last)} (run again with --verbose for the traceback)"
+
+
+def shortened(line: str, most: int = 300) -> str:
+    """A line of at most about `most` characters: a longer one keeps its start and its end,
+    where a failed command's line says how it ended (`returned non-zero exit status 125`)."""
+    line = line.strip()
+    if len(line) <= most:
+        return line
+    return f"{line[: most // 2]} ... {line[-(most // 2) :]}"
 
 
 GRPC_DETAILS = re.compile(r'^\s*details = "(.*)"\s*$', re.M)  # gRPC's error, as it prints it

@@ -56,6 +56,20 @@ def test_a_failed_grpc_call_is_said_by_its_details():
     assert failure_line(RuntimeError("it broke\n>\n")).startswith("the build failed: it broke (")
 
 
+def test_a_long_last_line_keeps_its_end():
+    """As a docker environment the machine cannot start ends: the command is long, and how it
+    ended is at the end of the line."""
+    command = ["docker", "run", "-d", "--network=host", "apache/beam_python3.11_sdk:2.77.0"]
+    command += [f"--endpoint_{i}=localhost:{30000 + i}" for i in range(12)]
+    said = f"subprocess.CalledProcessError: Command '{command}' returned non-zero exit status 125."
+    line = failure_line(RuntimeError(f"Pipeline failed.\n{said}"))
+    assert line.startswith("the build failed: subprocess.CalledProcessError: Command '['docker'")
+    kept = line.removeprefix("the build failed: ")
+    kept = kept.removesuffix(" (run again with --verbose for the traceback)")
+    assert len(said) > 300 and kept == f"{said[:150]} ... {said[-150:]}"
+    assert kept.endswith("returned non-zero exit status 125.")
+
+
 def test_a_download_that_failed_as_the_runner_started_names_the_url_and_the_reason(tmp_path):
     """Beam's own jar fetch (as Flink's and Spark's runners start), from a loopback port where
     nothing listens: its last word is that the URL is no filesystem path; the line says why."""
