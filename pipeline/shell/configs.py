@@ -10,7 +10,7 @@ from pipeline.build import BuildConfig, PunktConfig, VocabCommandConfig
 from pipeline.core.config import InstanceConfig, VocabConfig, default_max_predictions
 from pipeline.files.fsio import is_local
 from pipeline.files.listing import InputSpec, expand_pattern
-from pipeline.runners.run import DASK_RUNNERS
+from pipeline.runners.run import DASK_RUNNERS, LOCAL_RUNNERS
 from pipeline.shell.arguments import config_default, field_default
 from pipeline.sources.readers import READERS
 from pipeline.stages.dedup import DedupConfig
@@ -76,9 +76,30 @@ def path_problem(args) -> str | None:
     try:
         refuse_other_stores(args)
         refuse_local_paths_on_dataflow(args)
+        refuse_too_many_workers(args)
     except ValueError as e:
         return str(e)
     return None
+
+
+WORKERS_PER_CPU = 4  # the most local worker processes per CPU that --workers may ask for
+
+
+def refuse_too_many_workers(args) -> None:
+    """--workers beyond a few per CPU, where they are processes of this machine (the local
+    runner, or Dask's local cluster): the build is CPU-bound, so they would only share the CPUs,
+    each holding its own memory, and start-up grows with their number."""
+    local = args.runner.lower() in LOCAL_RUNNERS or (
+        args.runner.lower() in DASK_RUNNERS and not args.dask_address
+    )
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    most = WORKERS_PER_CPU * (cpus or 1)
+    if local and args.workers > most:
+        raise ValueError(
+            f"--workers {args.workers}: this machine gives the build {cpus} CPU(s), and its "
+            f"workers are CPU-bound processes, each with its own memory; give at most {most} "
+            f"({WORKERS_PER_CPU} per CPU), or 0 for one per CPU"
+        )
 
 
 def refuse_other_stores(args) -> None:

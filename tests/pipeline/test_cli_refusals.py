@@ -73,6 +73,41 @@ def test_beam_options_beam_would_refuse_are_refused_before_the_out_folder(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["build", "vocab", "punkt"])
+def test_more_workers_than_four_per_cpu_are_refused_where_they_are_local(
+    tmp_path, command, monkeypatch
+):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        main([command, "--input", TEXT, "--out", str(out), "--workers", "9"])
+    assert e.value.code == (
+        "error: --workers 9: this machine gives the build 2 CPU(s), and its workers are "
+        "CPU-bound processes, each with its own memory; give at most 8 (4 per CPU), or 0 for "
+        "one per CPU"
+    )
+    with pytest.raises(SystemExit) as e:  # Dask's local cluster: processes of this machine too
+        main([command, "--input", TEXT, "--out", str(out), "--workers", "9", "--runner", "dask"])
+    assert e.value.code.startswith("error: --workers 9: this machine gives the build 2 CPU(s)")
+    assert not out.exists()
+
+
+def test_workers_elsewhere_are_not_counted_against_this_machine(monkeypatch):
+    from pipeline.shell.cli import parsers
+    from pipeline.shell.configs import refuse_too_many_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    argv = ["build", "--input", TEXT, "--out", "o", "--workers", "64"]
+    for runner in (["--runner", "dask", "--dask-address", "tcp://head:8786"], []):
+        args = parsers()[0].parse_args([*argv, *runner])
+        if runner:  # a remote cluster's workers: not this machine's
+            refuse_too_many_workers(args)
+        else:
+            with pytest.raises(ValueError):
+                refuse_too_many_workers(args)
+    refuse_too_many_workers(parsers()[0].parse_args([*argv[:-1], "8"]))  # 4 per CPU: allowed
+
+
 @pytest.fixture
 def direct_connections(monkeypatch):
     """No proxy named in the environment, and the connection tries of `check_reachable` not
