@@ -22,6 +22,7 @@ from schemas.vocab import SPECIAL_TOKENS, Vocab
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "sample")
 SAMPLE_INPUT = f"books:{SAMPLE}/books,text:{SAMPLE}/text"
+SAMPLE_TEXT = f"{SAMPLE}/text"
 BUILD_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -230,3 +231,17 @@ def read_only_folder(path):
     """An empty tmpfs mounted read-only at `path` for the block: no one writes in it, root
     included."""
     return tmpfs(path, "ro,size=64k")
+
+
+def refusal(capsys, *argv: str, command: str = "build") -> str:
+    """The one line `bert-shards COMMAND --input sample/text ARGV` is refused with."""
+    import pytest
+
+    from pipeline.shell.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([command, "--input", SAMPLE_TEXT, *argv])
+    assert e.value.code not in (0, None)
+    message = str(e.value.code) if isinstance(e.value.code, str) else capsys.readouterr().err
+    assert message.count("\n") <= 1, message  # one line: no usage block
+    return message.strip()
