@@ -102,8 +102,8 @@ def gcs_problem() -> str | None:
         gcs_client()
     except (NoCredentials, StoreUnreachable) as e:
         return str(e)
-    except ImportError:
-        return None
+    except ImportError:  # no client library
+        pass
     return None
 
 
