@@ -29,6 +29,7 @@ from collections import Counter
 from functools import partial
 
 from bench.rows import row as bench_row
+from bench.rows import table
 
 GB = 1e9
 
@@ -187,8 +188,6 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--data", default=os.environ.get("DATA", "data"))
     args = ap.parse_args(argv)
-    from bench.run import table
-
     print(table(run(args.data)))
     return 0
 

@@ -70,3 +70,12 @@ def scaling_rows(
         make_row(f"{name}: 2 workers against 1, wall", round(alone / walls[2], 2), "x", note),
         make_row(f"{name}: two 1-worker builds at once", both, "x", limit),
     ]
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as the aligned text table `make bench` prints."""
+    lines = [f"{'area':<10} {'metric':<52} {'value':>12} {'unit':<14} note", "-" * 110]
+    for r in rows:
+        value = f"{r['value']:,}" if isinstance(r["value"], (int, float)) else str(r["value"])
+        lines.append(f"{r['area']:<10} {r['metric']:<52} {value:>12} {r['unit']:<14} {r['note']}")
+    return "\n".join(lines)

@@ -30,6 +30,7 @@ import traceback
 from pathlib import Path
 
 from bench import report
+from bench.rows import table
 
 AREAS = (
     "pipeline",
@@ -85,14 +86,6 @@ def run_area(area: str, args) -> list[dict]:
     from bench import model_bench
 
     return model_bench.run()
-
-
-def table(rows: list[dict]) -> str:
-    lines = [f"{'area':<10} {'metric':<52} {'value':>12} {'unit':<14} note", "-" * 110]
-    for r in rows:
-        value = f"{r['value']:,}" if isinstance(r["value"], (int, float)) else str(r["value"])
-        lines.append(f"{r['area']:<10} {r['metric']:<52} {value:>12} {r['unit']:<14} {r['note']}")
-    return "\n".join(lines)
 
 
 def provenance() -> dict:
