@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -114,8 +115,26 @@ def unmasked_pairs(out: str):
             yield ids[1 : b - 1], ids[b:-1]
 
 
+@pytest.fixture
+def nltk_unimportable(monkeypatch):
+    """NLTK and the package of its English parameters made unimportable for one test, and the
+    sentence splitter's caches emptied, so a build that would split sentences fails."""
+    from pipeline.core import punkt_fast, sentences
+
+    for name in [n for n in sys.modules if n.split(".")[0] in ("nltk", "punkt")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "nltk", None)
+    monkeypatch.setitem(sys.modules, "punkt", None)
+    for module in (sentences, punkt_fast):
+        for cached in vars(module).values():
+            getattr(cached, "cache_clear", lambda: None)()
+
+
 @pytest.mark.parametrize("layout", ["trained", "google"])
-def test_shard_ids_equal_a_standard_bert_tokenizer(sample_shards, tmp_path, layout):
+def test_shard_ids_equal_a_standard_bert_tokenizer(
+    sample_shards, tmp_path, layout, nltk_unimportable
+):
+    """The text format's sentences are the input's lines, so its build never loads NLTK."""
     vocab = ShardSet.open(sample_shards).vocab
     if layout == "google":
         vocab = google_layout(vocab)

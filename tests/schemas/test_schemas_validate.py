@@ -297,30 +297,46 @@ def test_structurally_broken_buffer_stops_that_shard_only(synthetic_shards, tmp_
     assert report.rows == read_manifest(d).rows - read_manifest(d).shards[0].rows
 
 
+def no_rows(c: ShardColumns) -> ShardColumns:
+    """The shard's columns with every row cut (the offsets keep their leading 0)."""
+    return ShardColumns(
+        *(
+            a[:0] if a.dtype != np.int64 else a[:1]
+            for a in (
+                c.input_ids,
+                c.input_offsets,
+                c.segment_b_start,
+                c.masked_positions,
+                c.masked_labels,
+                c.masked_offsets,
+                c.is_random_next,
+            )
+        )
+    )
+
+
 def test_empty_shard_fails_the_balance_check(tmp_path):
     d = str(tmp_path / "set")
     write_synthetic_set(d, SyntheticConfig(rows=600, shards=2, seed=3))
-
-    def empty(c):
-        return ShardColumns(
-            *(
-                a[:0] if a.dtype != np.int64 else a[:1]
-                for a in (
-                    c.input_ids,
-                    c.input_offsets,
-                    c.segment_b_start,
-                    c.masked_positions,
-                    c.masked_labels,
-                    c.masked_offsets,
-                    c.is_random_next,
-                )
-            )
-        )
-
-    rewrite_shard(d, 1, empty)
+    rewrite_shard(d, 1, no_rows)
     rel = read_manifest(d).shards[1].path
     failures = validate(d).check("balance").failures
     assert failures == (f"{rel}: holds no rows; an empty bucket should not become a shard",)
+
+
+def test_shards_that_hold_no_rows_at_all_fail_counts(tmp_path):
+    d = str(tmp_path / "set")
+    write_synthetic_set(d, SyntheticConfig(rows=600, shards=2, seed=3))
+    made = read_manifest(d).counts["total"]["instances"]
+    for index in (0, 1):
+        rewrite_shard(d, index, no_rows)
+    report = validate(d)
+    assert not report.ok and report.rows == 0
+    assert report.check("counts").failures == (
+        f"manifest.json: counts say {made} instances were made, the shards hold 0 rows",
+        "2 shard(s) read, and they hold no rows; an empty set has nothing to train on: check "
+        "the input and rebuild it",
+    )
 
 
 def test_manifest_field_of_the_wrong_form(synthetic_shards, tmp_path):

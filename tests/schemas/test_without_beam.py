@@ -1,0 +1,67 @@
+"""`bert-schemas` needs neither Beam nor torch (docs/design.md): in a fresh interpreter where
+importing Beam, torch, the tokenizer, NLTK, `pipeline` or `model` fails, every `schemas` module
+imports, and `validate`, `inspect` and `export` run on a finished set. The blocker records every
+attempt, so an import caught by a `try` is found too."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.helpers import ROOT
+
+SCRIPT = r"""
+import importlib, importlib.abc, pkgutil, sys
+
+BLOCKED = ("apache_beam", "torch", "tokenizers", "nltk", "pipeline", "model", "transformers")
+tried = []
+
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            tried.append(name)
+            raise ImportError(f"{name} is blocked")
+        return None
+
+
+sys.meta_path.insert(0, Blocker())
+import schemas
+from schemas.cli import main
+
+for info in pkgutil.walk_packages(schemas.__path__, "schemas."):
+    importlib.import_module(info.name)
+out, dest = sys.argv[1], sys.argv[2]
+for args in (
+    ["validate", out],
+    ["inspect", out, "--n", "2"],
+    ["export", out, dest + "/tf", "--format", "tfrecord"],
+    ["export", out, dest + "/mds", "--format", "mds"],
+    ["export", out, dest + "/h5", "--format", "hdf5"],
+):
+    assert main(args) == 0, args
+    print("ran", args[0], flush=True)
+print("tried", sorted(tried))
+"""
+
+
+def test_validate_inspect_and_export_run_without_beam_or_torch(sample_shards, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, sample_shards, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("ran ")] == [
+        "ran validate",
+        "ran inspect",
+    ] + ["ran export"] * 3
+    assert lines[-1] == "tried []"
+    for name in ("tf", "mds", "h5"):
+        assert "export.json" in os.listdir(tmp_path / name)
