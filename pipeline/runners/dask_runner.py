@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 
 from apache_beam import DoFn, ParDo, TaggedOutput
 from apache_beam.options.pipeline_options import DirectOptions
@@ -52,6 +51,7 @@ from pipeline.runners.beam_internals import (
     dask_overrides,
     get_windowed_value,
 )
+from pipeline.runners.cpus import usable_cpus
 
 beam_internals.require("run_pipeline")  # overridden below
 
@@ -216,7 +216,7 @@ class DaskRunner(BeamDaskRunner):
         bag_kwargs = take_bag_kwargs(kwargs)
         cluster = None
         if not kwargs.get("address") and not kwargs.get("scheduler_file"):
-            workers = options.view_as(DirectOptions).direct_num_workers or os.cpu_count() or 1
+            workers = options.view_as(DirectOptions).direct_num_workers or usable_cpus()
             cluster = distributed.LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
             )

@@ -30,6 +30,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from pipeline.runners.beam_internals import STEP_SUFFIX
+from pipeline.runners.cpus import usable_cpus
 
 LOCAL_RUNNERS = {"directrunner", "direct", "fnapirunner", "local"}
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
@@ -65,11 +66,11 @@ def pipeline_options(beam_args: list[str], runner: str, workers: int) -> Pipelin
     if runner.lower() in DASK_RUNNERS:
         runner = DASK_RUNNER
         # workers of the local cluster started when no --dask-address is given
-        options.view_as(DirectOptions).direct_num_workers = workers or os.cpu_count() or 1
+        options.view_as(DirectOptions).direct_num_workers = workers or usable_cpus()
     options.view_as(StandardOptions).runner = runner
     if runner.lower() in LOCAL_RUNNERS:
         direct = options.view_as(DirectOptions)
-        direct.direct_num_workers = workers or os.cpu_count() or 1
+        direct.direct_num_workers = workers or usable_cpus()
         direct.direct_running_mode = (
             "multi_processing" if direct.direct_num_workers > 1 else "in_memory"
         )

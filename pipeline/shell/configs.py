@@ -10,6 +10,7 @@ from pipeline.build import BuildConfig, PunktConfig, VocabCommandConfig
 from pipeline.core.config import InstanceConfig, VocabConfig, default_max_predictions
 from pipeline.files.fsio import is_local
 from pipeline.files.listing import InputSpec, expand_pattern
+from pipeline.runners.cpus import usable_cpus
 from pipeline.runners.run import DASK_RUNNERS, LOCAL_RUNNERS
 from pipeline.shell.arguments import config_default, field_default
 from pipeline.sources.readers import READERS
@@ -92,8 +93,8 @@ def refuse_too_many_workers(args) -> None:
     local = args.runner.lower() in LOCAL_RUNNERS or (
         args.runner.lower() in DASK_RUNNERS and not args.dask_address
     )
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    most = WORKERS_PER_CPU * (cpus or 1)
+    cpus = usable_cpus()
+    most = WORKERS_PER_CPU * cpus
     if local and args.workers > most:
         raise ValueError(
             f"--workers {args.workers}: this machine gives the build {cpus} CPU(s), and its "

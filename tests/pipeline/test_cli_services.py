@@ -15,7 +15,9 @@ from tests.helpers import SAMPLE_TEXT, refusal
 def test_more_workers_than_four_per_cpu_are_refused_where_they_are_local(
     tmp_path, capsys, command, monkeypatch
 ):
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    from pipeline.shell import configs
+
+    monkeypatch.setattr(configs, "usable_cpus", lambda: 2)
     out = str(tmp_path / "out")
     assert refusal(capsys, "--out", out, "--workers", "9", command=command) == (
         "error: --workers 9: this machine gives the build 2 CPU(s), and its workers are "
@@ -28,10 +30,11 @@ def test_more_workers_than_four_per_cpu_are_refused_where_they_are_local(
 
 
 def test_workers_elsewhere_are_not_counted_against_this_machine(monkeypatch):
+    from pipeline.shell import configs
     from pipeline.shell.cli import parsers
     from pipeline.shell.configs import refuse_too_many_workers
 
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(configs, "usable_cpus", lambda: 2)
     argv = ["build", "--input", SAMPLE_TEXT, "--out", "o", "--workers", "64"]
     remote = ["--runner", "dask", "--dask-address", "tcp://head:8786"]
     refuse_too_many_workers(parsers()[0].parse_args([*argv, *remote]))  # not this machine's

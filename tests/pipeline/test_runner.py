@@ -1,4 +1,4 @@
-"""The local runner: offline (no Prism download), every core, never multi_threading."""
+"""The local runner: offline (no Prism download), every usable CPU, never multi_threading."""
 
 from __future__ import annotations
 
@@ -12,12 +12,21 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipeline.runners.run import make_pipeline, pipeline_options
 
 
-def test_local_runs_use_multi_processing_on_every_core(monkeypatch):
-    monkeypatch.setattr("os.cpu_count", lambda: 3)
+def test_local_runs_use_multi_processing_on_every_usable_cpu(monkeypatch):
+    """--workers 0: one worker per CPU the build may use (tests/pipeline/test_cpus.py), on the
+    local runner and Dask's local cluster."""
+    from pipeline.runners import run
+
+    monkeypatch.setattr(run, "usable_cpus", lambda: 3)
     direct = pipeline_options([], "DirectRunner", 0).view_as(DirectOptions)
     assert direct.direct_num_workers == 3 and direct.direct_running_mode == "multi_processing"
+    assert pipeline_options([], "DaskRunner", 0).view_as(DirectOptions).direct_num_workers == 3
+    assert pipeline_options([], "DirectRunner", 2).view_as(DirectOptions).direct_num_workers == 2
     one = pipeline_options([], "DirectRunner", 1).view_as(DirectOptions)
     assert one.direct_running_mode == "in_memory"
+    monkeypatch.setattr(run, "usable_cpus", lambda: 1)
+    alone = pipeline_options([], "DirectRunner", 0).view_as(DirectOptions)
+    assert (alone.direct_num_workers, alone.direct_running_mode) == (1, "in_memory")
 
 
 def test_local_runs_never_start_prism(monkeypatch):
