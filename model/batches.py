@@ -4,11 +4,13 @@ worker processes, each building every W-th position; the sequence is the same ei
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 from collections.abc import Iterator
 from functools import partial
 
 import torch
+from joblib import cpu_count
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from model.data import PretrainingData
@@ -73,3 +75,23 @@ def _release_in_worker(mask, worker_id: int) -> None:
     torch's to handle in its worker loop, and the loader ends a worker with SIGTERM), not the
     command's, which raise for the parent's command to unwind."""
     release_in_child(mask, sigint=signal.default_int_handler, sigterm=signal.SIG_DFL)
+
+
+WORKERS_PER_CPU = 4  # the most DataLoader workers per CPU, over this machine's ranks
+
+
+def refuse_too_many_workers(workers: int) -> None:
+    """--workers beyond 4 per CPU this machine gives training, shared by the ranks torchrun
+    started on it (LOCAL_WORLD_SIZE): loading is CPU-bound, so more workers would only share the
+    CPUs, each holding its own memory. The CPUs are those the process may use (joblib's count:
+    its affinity and its cgroup's quota), as the pipeline's --workers counts them."""
+    ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    cpus = max(1, cpu_count())
+    most = WORKERS_PER_CPU * cpus // ranks
+    if workers > most:
+        shared = f", shared by the {ranks} ranks on this machine" if ranks > 1 else ""
+        raise ValueError(
+            f"--workers {workers}: this machine gives training {cpus} CPU(s), and each "
+            f"DataLoader worker is a process with its own memory; give at most {most} per rank "
+            f"({WORKERS_PER_CPU} per CPU{shared}), or 0 to load in the training process"
+        )

@@ -243,18 +243,18 @@ def _finetune_schedule_flags(p: argparse.ArgumentParser, cfg) -> None:
 def _squad_flags(p: argparse.ArgumentParser, cfg) -> None:
     """Fine-tuning: sequence length, and SQuAD's windows, questions and answers."""
     p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad")
-    _defaulted(
-        p,
-        "--doc-stride",
-        int,
-        cfg.doc_stride,
-        "squad: tokens between the starts of a long context's windows, as doc_stride in the "
-        "paper's run_squad.py",
+    squad = (
+        (
+            "--doc-stride",
+            cfg.doc_stride,
+            "tokens between the starts of a long context's windows, "
+            "as doc_stride in the paper's run_squad.py",
+        ),
+        ("--max-query-length", cfg.max_query_length, "question tokens kept"),
+        ("--max-answer-length", cfg.max_answer_length, "longest answer in tokens"),
     )
-    _defaulted(p, "--max-query-length", int, cfg.max_query_length, "squad: question tokens kept")
-    _defaulted(
-        p, "--max-answer-length", int, cfg.max_answer_length, "squad: longest answer in tokens"
-    )
+    for flag, default, text in squad:  # None when not given: refused beside another task
+        p.add_argument(flag, type=int, default=None, help=f"squad: {text} (default: {default})")
 
 
 def _finetune_step_flags(p: argparse.ArgumentParser) -> None:
@@ -351,6 +351,7 @@ def _pretrain(args: argparse.Namespace) -> None:
     """Refuse what can be refused before the run directory is made and locked (the flags, a run
     path taken by a file or by another kind of folder, an --init that is no model directory, a
     local shard set that is none); a later refusal leaves no run directory behind either."""
+    from model.batches import refuse_too_many_workers
     from model.data import open_shards
     from model.folders import PRETRAINING_RUN, check_own_kind
     from model.hf_import import check_init_directory
@@ -360,6 +361,7 @@ def _pretrain(args: argparse.Namespace) -> None:
     from schemas import storage
 
     cfg = train_config(args)
+    refuse_too_many_workers(cfg.workers)
     check_output_dir(cfg.run, "--run")
     check_own_kind(cfg.run, "--run", PRETRAINING_RUN, flag_hint("--run", "DIR"))
     if cfg.init:

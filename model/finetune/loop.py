@@ -62,15 +62,24 @@ def kind_of(task: str) -> type[Task]:
     return KINDS[task]
 
 
+SQUAD_ONLY = ("doc_stride", "max_query_length", "max_answer_length")  # flags of --task squad
+
+
 def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
     """Flags -> FinetuneConfig; what was not given (None) is the task's or the checkpoint's
     default, a value given (0 included) the config's to accept or refuse."""
     max_len = args.max_seq_length
     max_len = kind_of(args.task).max_seq_length if max_len is None else max_len
     run = default_run(args.ckpt, args.task) if args.run is None else args.run
-    fields = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "doc_stride")
-    fields += ("max_query_length", "max_answer_length", "seed", "device", "precision", "compile")
-    fields += ("log_every", "predict")
+    squad = {k: getattr(args, k) for k in SQUAD_ONLY if getattr(args, k) is not None}
+    if squad and args.task != "squad":
+        flag = "--" + next(iter(squad)).replace("_", "-")
+        raise ValueError(
+            f"{flag} shapes SQuAD's windows, questions or answers, and --task {args.task} has "
+            f"none: drop it, or pass --task squad"
+        )
+    fields = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "seed", "device")
+    fields += ("precision", "compile", "log_every", "predict")
     return FinetuneConfig(
         task=args.task,
         data=args.data,
@@ -78,6 +87,7 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
         run=run,
         max_seq_length=max_len,
         **{k: getattr(args, k) for k in fields},
+        **squad,
     )
 
 

@@ -12,10 +12,13 @@ from model.config import TrainConfig
 from model.finetune.config import FinetuneConfig
 
 # Flags whose default is not the field's on purpose: chosen by preset or from the run's own
-# files when left out (None), or the field's opposite (--no-nsp sets nsp False).
+# files when left out (None), or the field's opposite (--no-nsp sets nsp False); SQuAD's flags
+# are None when left out, so that another task can refuse them, and their help says the field's
+# default.
+SQUAD_ONLY = {"doc_stride", "max_query_length", "max_answer_length"}
 DERIVED = {
     "pretrain": {"run", "batch_size", "lr", "warmup", "mask_prob"},
-    "finetune": {"run", "max_seq_length"},
+    "finetune": {"run", "max_seq_length"} | SQUAD_ONLY,
 }
 REQUIRED = {"pretrain": [], "finetune": ["--task", "sst2", "--data", "d", "--ckpt", "c"]}
 
@@ -47,5 +50,8 @@ def test_help_says_the_fields_default(command, cfg):
         if action.dest in defaults and "(default:" in (action.help or "") and action.default:
             text = action.help % {"default": action.default}
             assert f"(default: {defaults[action.dest]}" in text, (action.dest, text)
+            said += 1
+        elif action.dest in SQUAD_ONLY:
+            assert f"(default: {defaults[action.dest]})" in action.help, action.dest
             said += 1
     assert said >= 8

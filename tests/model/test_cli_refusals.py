@@ -61,6 +61,31 @@ def test_pretrain_names_the_one_bad_flag_and_its_value(shards_dir, tmp_path, cap
     assert not run.exists()
 
 
+def test_more_loader_workers_than_four_per_cpu_are_refused(
+    shards_dir, tmp_path, capsys, monkeypatch
+):
+    """Counted against the CPUs the process may use, shared by torchrun's ranks on the machine."""
+    from model import batches
+
+    monkeypatch.setattr(batches, "cpu_count", lambda: 2)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    run = tmp_path / "run"
+    args = ["pretrain", "--shards", shards_dir, "--run", str(run), "--steps", "1", "--workers"]
+    assert main([*args, "9"]) == 2
+    assert _one_line(capsys) == (
+        "bert-model pretrain: error: --workers 9: this machine gives training 2 CPU(s), and each "
+        "DataLoader worker is a process with its own memory; give at most 8 per rank (4 per "
+        "CPU), or 0 to load in the training process"
+    )
+    batches.refuse_too_many_workers(8)  # 4 per CPU: allowed
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert main([*args, "5"]) == 2
+    assert "at most 4 per rank (4 per CPU, shared by the 2 ranks on this machine)" in _one_line(
+        capsys
+    )
+    assert not run.exists()
+
+
 def test_an_empty_run_is_refused_not_replaced_by_the_default(
     shards_dir, tmp_path, capsys, monkeypatch
 ):
@@ -134,6 +159,19 @@ def test_a_url_where_a_local_path_is_read_or_written_is_refused(
         "it after)"
     )
     assert os.listdir(tmp_path) == []  # no folder `gs:`, no run
+
+
+@pytest.mark.parametrize("flag", ["--doc-stride", "--max-query-length", "--max-answer-length"])
+def test_squads_flags_beside_another_task_are_refused(tmp_path, capsys, flag):
+    """They shape SQuAD's windows, questions and answers; another task would ignore them."""
+    run = tmp_path / "run"
+    args = ["finetune", "--task", "sst2", "--data", str(tmp_path), "--ckpt", str(tmp_path / "c")]
+    assert main([*args, "--run", str(run), flag, "64"]) == 2
+    assert _one_line(capsys) == (
+        f"bert-model finetune: error: {flag} shapes SQuAD's windows, questions or answers, and "
+        "--task sst2 has none: drop it, or pass --task squad"
+    )
+    assert not run.exists()
 
 
 def test_span_features_refuse_a_window_that_never_moves(tmp_path):
