@@ -130,6 +130,11 @@ class TrainConfig:
             )
         if self.mask_prob and not self.remask:
             raise ValueError("--mask-prob is the rate of --remask's masks: pass --remask too")
+        if self.peak_tflops and not self.device.startswith("cuda"):
+            raise ValueError(
+                f"--peak-tflops is a GPU's peak for the mfu figure, which a --device {self.device} "
+                "run does not compute: drop it, or train with --device cuda"
+            )
 
 
 class Rule(NamedTuple):

@@ -21,7 +21,7 @@ from safetensors.torch import save_file
 from tokenizers import BertWordPieceTokenizer
 
 from model.config import BertConfig, flag_hint
-from model.folders import MODEL_DIRECTORY, check_own_kind
+from model.folders import MODEL_DIRECTORY, PRETRAINING_RUN, check_own_kind, folder_kind
 from model.run_dir import check_output_dir, checked_vocab, load_checkpoint
 from schemas.manifest import atomic_write_text, new_file_mode
 from schemas.vocab import Vocab, bert_normalizer, tokenizer_config_files
@@ -125,6 +125,7 @@ OUT_HINT = flag_hint("--out", "DIR")
 def export(ckpt_path: str, out_dir: str, overwrite: bool = False) -> str:
     """Write the Hugging Face directory for a checkpoint; returns `out_dir`. Everything is
     checked before the first file is written."""
+    check_ckpt(ckpt_path)
     check_output_dir(out_dir, "--out")
     check_out(out_dir, ckpt_path, overwrite)
     ckpt = load_checkpoint(ckpt_path)
@@ -151,6 +152,28 @@ def tokenizer_files(vocab: Vocab, lowercase: bool, max_length: int) -> dict[str,
         "tokenizer.json": wordpiece.to_str() + "\n",
         **tokenizer_config_files(lowercase, max_length),
     }
+
+
+def check_ckpt(path: str) -> None:
+    """A --ckpt that is no file, said for what it is: missing (a fresh clone, not "damaged"), a
+    run folder (its checkpoint named), or a folder of another kind."""
+    if os.path.isfile(path):
+        return
+    found = folder_kind(path)
+    if found and found[0] == PRETRAINING_RUN:
+        raise FileNotFoundError(
+            f"--ckpt {path} is a pre-training run folder; pass its checkpoint, "
+            f"{flag_hint('--ckpt', os.path.join(path, 'last.pt'))}"
+        )
+    if os.path.isdir(path):
+        what = f"holds {found[0]} ({found[1]})" if found else "is a folder"
+        raise FileNotFoundError(
+            f"--ckpt {path} {what}; export takes a pre-training checkpoint, "
+            f"{flag_hint('--ckpt', 'RUN/last.pt')}"
+        )
+    raise FileNotFoundError(
+        f"no checkpoint at {path}; `make pretrain` writes one (or pass CKPT=...)"
+    )
 
 
 def check_out(out_dir: str, ckpt_path: str, overwrite: bool) -> None:

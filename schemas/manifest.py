@@ -27,6 +27,20 @@ MANIFEST_FORMAT = 1
 UNRECORDED_CONFIG_VERSION = 1
 SHARDS_DIR = "shards"  # the folder of a set that holds its shards
 SHARD_NAME_PATTERN = re.compile(r"train-\d{5}-of-\d{5}\.arrow")  # the names `shard_name` gives
+LOCK_NAME = ".bert-shards.lock"  # in a set's folder while a build writes it
+# Every name a build (and `bert-shards vocab` or `punkt`) writes at the top of its OUT besides
+# SHARDS_DIR; `punkt.json` is `bert-shards punkt`'s, which a build into the same OUT may read.
+OUT_FILES = frozenset(
+    {
+        MANIFEST_NAME,
+        "vocab.txt",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "punkt.json",
+        LOCK_NAME,
+    }
+)
 
 # What a manifest may be. A real one is a few KB per hundred shards and four levels deep; these
 # bounds keep a hostile or damaged one from exhausting memory, the stack or the validator's time.
@@ -229,14 +243,29 @@ def read_manifest(directory: str) -> Manifest:
     return Manifest.from_json(text, where=path)
 
 
+def missing_manifest(directory: str, path: str, names: list[str]) -> str:
+    """Why a folder without a manifest is no set, and what to do: build into it when it is
+    empty or a build's (unfinished), else give a finished build's folder, since a build refuses
+    an OUT that holds other files (a run folder's `last.pt`, say)."""
+    others = sorted(set(names) - OUT_FILES - {SHARDS_DIR})
+    if not others:
+        return (
+            f"{path} does not exist: {directory} is not a finished shard set (the manifest is "
+            f"written last); run `make shards OUT={shlex.quote(directory)}` first"
+        )
+    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return (
+        f"{path} does not exist, and {directory} holds files no build writes ({shown}): it is "
+        "no shard set; give the folder a finished build wrote (its --out)"
+    )
+
+
 def read_manifest_text(directory: str) -> tuple[str, str]:
     """The text of a local set's manifest and its path, with `read_manifest`'s refusals."""
     path = os.path.join(directory, MANIFEST_NAME)
     if not os.path.exists(path):
-        raise FileNotFoundError(
-            f"{path} does not exist: {directory} is not a finished shard set (the manifest is "
-            f"written last); run `make shards OUT={shlex.quote(directory)}` first"
-        )
+        names = os.listdir(directory) if os.path.isdir(directory) else []
+        raise FileNotFoundError(missing_manifest(directory, path, names))
     size = os.path.getsize(path)
     if size > MAX_MANIFEST_BYTES:
         raise ValueError(

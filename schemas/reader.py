@@ -21,6 +21,7 @@ from schemas.manifest import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
     Manifest,
+    missing_manifest,
     read_manifest_text,
     shard_path,
 )
@@ -46,10 +47,8 @@ def load_manifest_text(directory: str) -> tuple[str, str]:
     try:
         size = storage.size(path)
     except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{path} does not exist: {directory} is not a finished shard set (the manifest is "
-            f"written last); run `make shards OUT={shlex.quote(directory)}` first"
-        ) from None
+        # an object store's prefix is not listed: a set's parent may hold many objects
+        raise FileNotFoundError(missing_manifest(directory, path, [])) from None
     if size > MAX_MANIFEST_BYTES:
         raise ValueError(
             f"{path}: {size:,} bytes, more than a manifest may hold ({MAX_MANIFEST_BYTES:,}); "

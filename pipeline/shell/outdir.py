@@ -27,19 +27,10 @@ import time
 from pipeline.files import fsio
 from pipeline.files.fsio import BUILDING_DIR
 from schemas import storage
-from schemas.manifest import MANIFEST_NAME, SHARD_NAME_PATTERN, SHARDS_DIR
+from schemas.manifest import LOCK_NAME, MANIFEST_NAME, SHARD_NAME_PATTERN, SHARDS_DIR
+from schemas.manifest import OUT_FILES as OUR_FILES
 from schemas.shard import SCHEMA_NAME
 
-LOCK_NAME = ".bert-shards.lock"
-OUR_FILES = {
-    MANIFEST_NAME,
-    "vocab.txt",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "punkt.json",  # `bert-shards punkt`'s, which a build into the same OUT may read (--punkt)
-    LOCK_NAME,
-}
 # Ours only beside a mark of ours: a Hugging Face tokenizer folder holds the first four names.
 COMMAND_FILES = OUR_FILES - {MANIFEST_NAME, LOCK_NAME}
 

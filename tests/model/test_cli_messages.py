@@ -21,9 +21,30 @@ def test_export_without_a_checkpoint_says_missing_and_how_to_make_one(tmp_path, 
     assert not out.exists()
 
 
-def test_export_with_a_directory_for_a_checkpoint_says_no_checkpoint(tmp_path, capsys):
-    assert main(["export", "--ckpt", str(tmp_path), "--out", str(tmp_path / "e")]) == 2
-    assert "no checkpoint at" in capsys.readouterr().err
+def test_export_with_a_folder_for_a_checkpoint_says_what_the_folder_is(tmp_path, capsys):
+    def said(ckpt) -> str:
+        assert main(["export", "--ckpt", str(ckpt), "--out", str(tmp_path / "e")]) == 2
+        return capsys.readouterr().err.strip().removeprefix("bert-model export: error: ")
+
+    assert said(tmp_path) == (
+        f"--ckpt {tmp_path} is a folder; export takes a pre-training checkpoint, "
+        "--ckpt RUN/last.pt (make: CKPT=RUN/last.pt)"
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train_config.json").write_text("{}")
+    assert said(run) == (
+        f"--ckpt {run} is a pre-training run folder; pass its checkpoint, --ckpt "
+        f"{run}/last.pt (make: CKPT={run}/last.pt)"
+    )
+    exported = tmp_path / "exported"
+    exported.mkdir()
+    (exported / "model.safetensors").write_bytes(b"")
+    assert said(exported).startswith(
+        f"--ckpt {exported} holds a Hugging Face model directory (model.safetensors); export "
+        "takes a pre-training checkpoint"
+    )
+    assert not (tmp_path / "e").exists()
 
 
 def test_refusals_that_name_a_flag_also_give_its_make_spelling(shards_dir, tmp_path, capsys):

@@ -40,6 +40,11 @@ def _one_line(capsys) -> str:
             ["--peak-tflops", "-3"],
             "--peak-tflops must be 0 (looked up by the GPU's name) or more (got -3.0)",
         ),
+        (
+            ["--peak-tflops", "989"],  # the mfu figure it sets is computed on CUDA only
+            "--peak-tflops is a GPU's peak for the mfu figure, which a --device cpu run does not "
+            "compute: drop it, or train with --device cuda",
+        ),
         (["--steps", "0"], "--steps must be at least 1 (got 0)"),
         (["--accum", "0"], "--accum must be at least 1 (got 0)"),
         (["--workers", "-1"], "--workers must be 0 or more (got -1)"),

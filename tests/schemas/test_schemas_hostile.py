@@ -184,3 +184,23 @@ def test_an_empty_set_fails(synthetic_shards, tmp_path):
     report = validate(work)
     assert not report.ok
     assert any("lists no shards" in f for f in report.check("files").failures)
+
+
+def test_a_folder_no_build_wrote_is_not_offered_a_build_into_it(tmp_path):
+    """A build refuses an OUT holding other files, so a run folder given as a set is told to
+    give a finished build's folder; an unfinished build's folder is told to build."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("last.pt", "eval.json", "vocab.txt"):  # vocab.txt: a build writes one too
+        (run / name).write_text("x")
+    with pytest.raises(FileNotFoundError) as e:
+        ShardSet.open(str(run))
+    assert str(e.value) == (
+        f"{run}/manifest.json does not exist, and {run} holds files no build writes (eval.json, "
+        "last.pt): it is no shard set; give the folder a finished build wrote (its --out)"
+    )
+    unfinished = tmp_path / "unfinished"
+    (unfinished / "shards").mkdir(parents=True)
+    (unfinished / "vocab.txt").write_text("x")
+    with pytest.raises(FileNotFoundError, match=r"is not a finished shard set .*make shards OUT="):
+        ShardSet.open(str(unfinished))
