@@ -75,11 +75,19 @@ def test_shards_on_dask_equal_the_local_runners(sample_shards, cluster, tmp_path
     assert file_digests(out) == file_digests(sample_shards)
 
 
-def test_dedup_on_dask_equals_the_local_runners(cluster, tmp_path):
-    copy = tmp_path / "copy"
+def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, tmp_path):
+    """--dedup's counts, and Wikipedia's multistream path (its index read beside the dump, the
+    dump read by span) on Dask's workers."""
+    from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, multistream
+
+    copy, dumps = tmp_path / "copy", tmp_path / "dumps"
     copy.mkdir()
+    dumps.mkdir()
     shutil.copy(f"{SAMPLE}/text/wiki-style.txt", copy / "again.txt")
-    inputs = f"text:{SAMPLE}/text,text:{copy}"
+    dump, index = multistream(gensim_xml(TABLE_MARKUP), pages_per_stream=2)
+    (dumps / "enwiki-20240101-pages-articles-multistream.xml.bz2").write_bytes(dump)
+    (dumps / "enwiki-20240101-pages-articles-multistream-index.txt.bz2").write_bytes(index)
+    inputs = f"text:{SAMPLE}/text,text:{copy},wikipedia:{dumps}"
     local, on_dask = str(tmp_path / "local"), str(tmp_path / "dask")
     args = ["--num-shards", "4", "--dedup", "--progress-seconds", "0"]
     assert build_shards(local, *args, inputs=inputs) == 0
@@ -89,6 +97,7 @@ def test_dedup_on_dask_equals_the_local_runners(cluster, tmp_path):
     counts = [json.load(open(f"{o}/manifest.json"))["counts"] for o in (local, on_dask)]
     assert counts[0] == counts[1]
     assert counts[0]["total"]["documents_dropped.duplicate"] > 0
+    assert counts[0]["total"]["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>")
 
 
 # The module's cluster, in this process, already holds the scheduler's default HTTP port.

@@ -1,7 +1,8 @@
 """gs:// builds against the local GCS emulator (tests/gcs_emulator.py): the same bytes as a
-local build (1 and 2 workers, --dedup, a resume after SIGKILL, a rebuild with another seed into
-an OUT that held a build), nothing left in the build area, one build at a time, inputs named
-as on a local disk, and what a build costs the store."""
+local build (1 and 2 workers, --dedup, a multistream Wikipedia dump read in spans, a resume
+after SIGKILL, a rebuild with another seed into an OUT that held a build), nothing left in
+the build area, one build at a time, inputs named as on a local disk, and what a build costs
+the store."""
 
 from __future__ import annotations
 
@@ -94,6 +95,39 @@ def test_dedup_on_gcs_is_the_local_dedup(gcs_emulator, gcs_input, tmp_path):
     assert build_shards(local, "--num-shards", "4", "--dedup") == 0
     assert build_shards("gs://dedup/out", "--num-shards", "4", "--dedup", inputs=gcs_input) == 0
     assert shard_set("gs://dedup/out") == shard_set(local)
+
+
+def test_a_multistream_wikipedia_dump_on_gcs_builds_the_local_bytes(
+    gcs_emulator, tmp_path, monkeypatch
+):
+    """BERT's Wikipedia as a Dataflow build reads it: a `-multistream` dump in a bucket, its
+    index found beside it, and the dump read in spans (a span per bz2 stream here), each from
+    its own offset."""
+    import pipeline.sources.wikipedia.spans as wiki_spans
+    from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, multistream
+
+    dump, index = multistream(gensim_xml(TABLE_MARKUP), pages_per_stream=1)
+    local = tmp_path / "dumps"
+    local.mkdir()
+    name = "enwiki-20240101-pages-articles-multistream"
+    (local / f"{name}.xml.bz2").write_bytes(dump)
+    (local / f"{name}-index.txt.bz2").write_bytes(index)
+    gcs_emulator.create_bucket("wiki")
+    upload_tree(str(local), "gs://wiki/dumps")
+    monkeypatch.setattr(wiki_spans, "SPAN_BYTES", 1)
+    args = ("--vocab-size", "500", "--num-shards", "2")
+    assert build_shards(str(tmp_path / "out"), *args, inputs=f"wikipedia:{local}") == 0
+    gcs_emulator.reset_stats()
+    assert build_shards("gs://wiki/out", *args, inputs="wikipedia:gs://wiki/dumps") == 0
+    assert shard_set("gs://wiki/out") == shard_set(str(tmp_path / "out"))
+    counts = json.loads(read("gs://wiki/out/manifest.json"))["counts"]["total"]
+    assert counts["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>") > 1
+    ranges = [
+        path
+        for method, path, status in gcs_emulator.request_log()
+        if path.startswith("/download/") and status == 206 and f"{name}.xml.bz2" in path
+    ]
+    assert len(ranges) == counts["wiki_pages"]  # a ranged read of the dump per span
 
 
 def start_build(out: str, inputs: str, gcs, tmp: str) -> subprocess.Popen:
