@@ -122,6 +122,12 @@ EXPORT_FILES = (
 OUT_HINT = flag_hint("--out", "DIR")
 
 
+def own_temporary(name: str) -> bool:
+    """A file an export writes before renaming it onto one of EXPORT_FILES (`NAME.tmp`, or
+    `atomic_write`'s `NAME.tmp-XXXX`), left only by an export killed while writing it."""
+    return any(name == f"{f}.tmp" or name.startswith(f"{f}.tmp-") for f in EXPORT_FILES)
+
+
 def export(ckpt_path: str, out_dir: str, overwrite: bool = False) -> str:
     """Write the Hugging Face directory for a checkpoint; returns `out_dir`. Everything is
     checked before the first file is written."""
@@ -133,10 +139,18 @@ def export(ckpt_path: str, out_dir: str, overwrite: bool = False) -> str:
     vocab = checked_vocab(ckpt_path, ckpt, os.path.join(os.path.dirname(ckpt_path), "vocab.txt"))
     lowercase = bool(ckpt["shard_config"].get("lowercase", True))
     os.makedirs(out_dir, exist_ok=True)
+    for name in os.listdir(out_dir):  # an earlier export's, killed before it could remove it
+        if own_temporary(name):
+            os.unlink(os.path.join(out_dir, name))
     weights = os.path.join(out_dir, "model.safetensors")
-    save_file(hf_state_dict(ckpt["model"], cfg), weights + ".tmp", metadata={"format": "pt"})
-    os.chmod(weights + ".tmp", new_file_mode())  # safetensors writes 0600
-    os.replace(weights + ".tmp", weights)
+    try:
+        save_file(hf_state_dict(ckpt["model"], cfg), weights + ".tmp", metadata={"format": "pt"})
+        os.chmod(weights + ".tmp", new_file_mode())  # safetensors writes 0600
+        os.replace(weights + ".tmp", weights)
+    except BaseException:  # an interrupt too: "run the same command again" must then work
+        if os.path.exists(weights + ".tmp"):
+            os.unlink(weights + ".tmp")
+        raise
     for name, text in tokenizer_files(vocab, lowercase, cfg.max_position).items():
         atomic_write_text(os.path.join(out_dir, name), text)
     atomic_write_text(os.path.join(out_dir, "config.json"), _json(hf_config(cfg)))
@@ -188,7 +202,8 @@ def check_out(out_dir: str, ckpt_path: str, overwrite: bool) -> None:
             f"its own: choose another {OUT_HINT}"
         )
     check_own_kind(out_dir, "--out", MODEL_DIRECTORY, OUT_HINT)
-    foreign = sorted(n for n in os.listdir(out_dir) if n not in EXPORT_FILES)
+    names = os.listdir(out_dir)
+    foreign = sorted(n for n in names if n not in EXPORT_FILES and not own_temporary(n))
     if foreign and not overwrite:
         shown = ", ".join(foreign[:5]) + (
             f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""

@@ -1,8 +1,8 @@
 """Helpers shared by several test files: the sample corpus, a build of it, the digests that
 say two shard sets hold the same bytes, the rows an export must hold, Google's vocab layout,
 a process's children and whether one is alive (from /proc), a folder on a read-only
-filesystem, and the order the test files are handed out in. Fixtures live in conftest.py;
-test files import from here, never from each other."""
+filesystem, a signal sent after a given call, and the order the test files are handed out in.
+Fixtures live in conftest.py; test files import from here, never from each other."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -245,3 +246,16 @@ def refusal(capsys, *argv: str, command: str = "build") -> str:
     message = str(e.value.code) if isinstance(e.value.code, str) else capsys.readouterr().err
     assert message.count("\n") <= 1, message  # one line: no usage block
     return message.strip()
+
+
+def signal_after(monkeypatch, owner, name: str, sig: int) -> None:
+    """`owner.name` runs, then this process gets `sig`, which interrupts the wait after it."""
+    real = getattr(owner, name)
+
+    def then_signal(*args, **kwargs):
+        real(*args, **kwargs)
+        os.kill(os.getpid(), sig)
+        time.sleep(10)  # the handler raises in here
+        raise AssertionError(f"{sig} did not interrupt")
+
+    monkeypatch.setattr(owner, name, then_signal)

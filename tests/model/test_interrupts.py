@@ -1,6 +1,7 @@
 """Pre-training stopped by Ctrl-C or SIGTERM, with DataLoader workers: one line that says how to go
 on (from the run's checkpoint), the shell's exit code, no traceback, no worker left, the run's
-lock free; and a signal that lands while the workers are forked stops it too."""
+lock free; and a signal that lands while the workers are forked stops it too. An interrupted
+export or fine-tuning says to run the same command again, and that command works."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
+from model.cli import main
 from model.run_lock import RunLock
-from tests.helpers import alive, children, signal_at_fork
-from tests.model.helpers import REPO, cli_env, metrics
+from tests.helpers import alive, children, signal_after, signal_at_fork
+from tests.model.helpers import REPO, cli_env, finetune_args, metrics, results, write_sst2
 
 # Each test pre-trains in a fresh process and interrupts it.
 pytestmark = pytest.mark.slow
@@ -74,3 +77,37 @@ def test_a_signal_that_lands_in_a_loader_fork_still_stops_training(shards_dir, t
     line = "interrupted before the run's first checkpoint; run the same command again\n"
     assert (r.returncode, r.stderr) == (143, line)
     assert not os.path.exists(os.path.join(run, "last.pt"))
+
+
+AGAIN = "interrupted; run the same command again\n"
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_export_can_be_run_again(pretrained_run, tmp_path, capsys, sig, code):
+    """Stopped once its weights are written to their temporary name: nothing of them is left,
+    so the same command, as the line says, exports into the same --out."""
+    import model.export
+
+    out = str(tmp_path / "export")
+    args = ["export", "--ckpt", os.path.join(pretrained_run, "last.pt"), "--out", out]
+    with pytest.MonkeyPatch.context() as patch:
+        signal_after(patch, model.export, "save_file", sig)
+        assert main(args) == code
+    assert capsys.readouterr().err == AGAIN
+    assert os.listdir(out) == []
+    open(os.path.join(out, "model.safetensors.tmp"), "w").close()  # as a SIGKILL leaves it
+    assert main(args) == 0
+    assert sorted(os.listdir(out)) == sorted(model.export.EXPORT_FILES)
+
+
+def test_an_interrupted_fine_tuning_can_be_run_again(pretrained_run, tmp_path, capsys):
+    import model.finetune.loop
+
+    data = write_sst2(str(tmp_path / "sst2"), np.random.default_rng(0))
+    args = finetune_args("sst2", data, pretrained_run, str(tmp_path / "run"), "--epochs", "1")
+    with pytest.MonkeyPatch.context() as patch:  # after the first evaluation kept a best.pt
+        signal_after(patch, model.finetune.loop, "_keep_best", signal.SIGTERM)
+        assert main(args) == 143
+    assert capsys.readouterr().err == AGAIN
+    assert main(args) == 0
+    assert "accuracy" in results(str(tmp_path / "run"))

@@ -21,7 +21,7 @@ import schemas.validate.run
 from schemas.cli import main
 from schemas.export.dest import Dest
 from schemas.interrupts import Interrupted, interrupts_unwind, signals_held
-from tests.helpers import ROOT
+from tests.helpers import ROOT, signal_after
 
 
 def test_a_signal_inside_a_finalizer_is_not_lost():
@@ -85,19 +85,6 @@ def test_a_signal_while_held_is_raised_as_the_block_ends_whichever_thread_took_i
         stop.set()
         other.join()
     assert reached and caught.value.signum == signal.SIGTERM
-
-
-def signal_after(monkeypatch, owner, name: str, sig: int) -> None:
-    """`owner.name` runs, then this process gets `sig`, which interrupts the wait after it."""
-    real = getattr(owner, name)
-
-    def then_signal(*args, **kwargs):
-        real(*args, **kwargs)
-        os.kill(os.getpid(), sig)
-        time.sleep(10)  # the handler raises in here
-        raise AssertionError(f"{sig} did not interrupt")
-
-    monkeypatch.setattr(owner, name, then_signal)
 
 
 @pytest.mark.parametrize(
