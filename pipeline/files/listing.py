@@ -24,6 +24,7 @@ from pipeline.files import fsio
 from pipeline.sources.documents import BadInputError
 from pipeline.sources.readers import READERS
 from pipeline.sources.wikipedia.spans import is_index
+from schemas.manifest import MANIFEST_NAME, SHARDS_DIR
 
 GLOB_CHARS = fsio.GLOB_CHARS
 
@@ -220,6 +221,19 @@ def refuse_unusable_inputs(specs) -> None:
             listed(spec)
         except BadInputError as e:
             raise SystemExit(f"error: {e}") from None
+
+
+def shard_set_inside(spec: InputSpec) -> str | None:
+    """The manifest of a shard set the input would read (a build's OUT given as, or under, an
+    input): its shards, vocab and JSON would be read as text, the shards failing as binary
+    once OUT is claimed, or, with --skip-bad-input, skipped while the rest trains the vocab."""
+    rels = {rel: path for _, path, rel, _ in listed(spec)}
+    for rel, path in rels.items():
+        folder, _, name = rel.rpartition("/")
+        shards = f"{folder}/{SHARDS_DIR}/" if folder else f"{SHARDS_DIR}/"
+        if name == MANIFEST_NAME and any(r.startswith(shards) for r in rels):
+            return path
+    return None
 
 
 IDS_OF_NAMES = ("text", "books")  # formats whose document ids are a file's name in its input

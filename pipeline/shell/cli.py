@@ -40,13 +40,20 @@ from schemas.interrupts import exit_code, interrupts_unwind
 def check_inputs(cfg):
     """The config with its chunk size set from the input's size; no match is refused, nor an
     OUT that an input would read."""
-    from pipeline.files.listing import input_bytes, refuse_unusable_inputs
+    from pipeline.files.listing import input_bytes, refuse_unusable_inputs, shard_set_inside
     from pipeline.stages.read import chunk_bytes_for
 
     refuse_unusable_inputs(cfg.inputs)
     for spec in cfg.inputs:
         if not expand_pattern(spec):
             raise SystemExit(f"error: no input files match {spec.pattern!r} (format {spec.format})")
+        manifest = shard_set_inside(spec)
+        if manifest:
+            raise SystemExit(
+                f"error: the input {spec.pattern} holds a shard set ({manifest}), a build's "
+                f"output whose files would be read as {spec.format} input; give the corpus folder, "
+                "or a glob that leaves the set out"
+            )
         if reads_out(spec, cfg.out):
             raise SystemExit(
                 f"error: --out {cfg.out} lies inside the input {spec.pattern}, so this build "

@@ -1,7 +1,8 @@
 """Inputs that cannot make a build are refused when they are listed, before any work starts and
 before OUT is made, in one line naming the files and what to do: two files whose documents
 would take the same ids (text and books ids are a file's name within its input), a named pipe
-or device among the files, a dangling symbolic link, and a FORMAT: prefix that is no format.
+or device among the files, a dangling symbolic link, a FORMAT: prefix that is no format, and a
+shard set among the files.
 Ids are not changed to avoid a clash: they decide the shards' bytes. A clash only found when
 the ids meet (JSONL ids, Wikipedia pages) says --dedup only where the copies could be equal."""
 
@@ -21,6 +22,7 @@ from pipeline.files.listing import (
     one_listing,
     refuse_shared_names,
     refuse_unusable_inputs,
+    shard_set_inside,
     shared_name,
 )
 from pipeline.shell.cli import main
@@ -53,6 +55,28 @@ def two_inputs(tmp_path):
 
 def specs(*patterns: str, fmt: str = "text") -> list[InputSpec]:
     return [InputSpec(fmt, p) for p in patterns]
+
+
+# -- a shard set as input -----------------------------------------------------------------
+
+
+def test_a_shard_set_in_the_input_is_refused_naming_its_manifest(sample_shards, tmp_path):
+    """A build's OUT, given as the input or inside it: its shards are binary and its vocab and
+    JSON would be read as text (with --skip-bad-input, silently)."""
+    shutil.copytree(sample_shards, tmp_path / "parent" / "set")
+    manifest = str(tmp_path / "parent" / "set" / "manifest.json")
+    for inputs in (str(tmp_path / "parent" / "set"), f"books:{tmp_path}/parent/"):
+        pattern = inputs.split(":")[-1]
+        assert build_refusal(tmp_path, "--input", inputs, "--skip-bad-input") == (
+            f"error: the input {pattern} holds a shard set ({manifest}), a build's output whose "
+            f"files would be read as {'books' if 'books:' in inputs else 'text'} input; give the "
+            "corpus folder, or a glob that leaves the set out"
+        )
+    corpus = tmp_path / "corpus"  # a manifest.json of someone's own, no shards/ beside it
+    corpus.mkdir()
+    (corpus / "manifest.json").write_text('{"pages": 1}\n')
+    (corpus / "book.txt").write_text("A sentence of a book. Another one follows it.\n")
+    assert shard_set_inside(InputSpec("text", str(corpus))) is None
 
 
 # -- one name within two inputs ------------------------------------------------------------
