@@ -228,7 +228,9 @@ def test_every_task_is_read_as_its_kind():
     assert Spans.max_seq_length == 384 and Classify.max_seq_length == Tag.max_seq_length == 128
 
 
-def test_cola_reads_its_headerless_files_and_reports_matthews(pretrained_run, tmp_path):
+def test_cola_reads_its_headerless_files_reports_matthews_and_labels_its_test(
+    pretrained_run, tmp_path
+):
     sst2 = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(8))
     cola = tmp_path / "CoLA"
     cola.mkdir()
@@ -237,10 +239,21 @@ def test_cola_reads_its_headerless_files_and_reports_matthews(pretrained_run, tm
             rows = [line.rsplit("\t", 1) for line in f.read().splitlines()[1:]]
         text = "".join(f"gj04\t{y}\t\t{x}\n" for x, y in rows)
         (cola / name).write_text(text)
+    # CoLA's test file has a header, unlike its train and dev: the dev sentences, ids 0, 1, ...
+    (cola / "test.tsv").write_text(
+        "index\tsentence\n" + "".join(f"{i}\t{x}\n" for i, (x, _) in enumerate(rows))
+    )
     run = str(tmp_path / "cola")
-    assert main(finetune_args("cola", str(cola), pretrained_run, run, "--epochs", "6")) == 0
+    args = finetune_args("cola", str(cola), pretrained_run, run, "--epochs", "6", "--predict")
+    assert main(args) == 0
     scores = results(run)
     assert scores["accuracy"] >= 0.9 and scores["mcc"] >= 0.75
+    labelled = read_tsv_rows(os.path.join(run, "CoLA.tsv"))
+    assert labelled[0] == ["index", "prediction"]
+    assert [r[0] for r in labelled[1:]] == [str(i) for i in range(len(rows))]
+    right = np.mean([r[1] == y for r, (_, y) in zip(labelled[1:], rows, strict=True)])
+    with open(os.path.join(run, "best.json")) as f:  # the best checkpoint labels the test file
+        assert right == pytest.approx(json.load(f)["scores"]["accuracy"])
 
 
 def test_mnli_scores_matched_and_mismatched(pretrained_run, tmp_path, capsys):
@@ -257,14 +270,33 @@ def test_mnli_scores_matched_and_mismatched(pretrained_run, tmp_path, capsys):
     assert "no dev_mismatched.tsv, so no mm dev scores" in capsys.readouterr().out
 
 
-def test_stsb_regresses_the_score_and_reports_pearson_and_spearman(
+def test_stsb_regresses_the_score_reports_pearson_spearman_and_test_scores(
     pretrained_run, tmp_path, capsys
 ):
     data = write_stsb(str(tmp_path / "STS-B"), np.random.default_rng(10))
+    dev = read_tsv_rows(os.path.join(data, "dev.tsv"))[1:]  # test.tsv: dev's pairs, no score
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
+    with open(os.path.join(data, "test.tsv"), "w") as f:
+        f.write(header + "\n" + "".join("\t".join(r[:-1]) + "\n" for r in dev))
     run = str(tmp_path / "stsb")
-    assert main(finetune_args("stsb", data, pretrained_run, run, "--epochs", "20")) == 0
+    args = finetune_args("stsb", data, pretrained_run, run, "--epochs", "20", "--predict")
+    assert main(args) == 0
     scores = results(run)
     assert set(scores) == {"pearson", "spearman"} and scores["pearson"] > 0.8
+    labelled = read_tsv_rows(os.path.join(run, "STS-B.tsv"))  # scores with three decimals
+    assert labelled[0] == ["index", "prediction"] and [r[0] for r in labelled[1:]] == [
+        r[0] for r in dev
+    ]
+    assert all(len(r[1].split(".")[1]) == 3 for r in labelled[1:])
+    said = [float(r[1]) for r in labelled[1:]]
+    with open(os.path.join(run, "best.json")) as f:  # the best checkpoint's dev Pearson
+        best = json.load(f)["scores"]["pearson"]
+    assert np.corrcoef(said, [float(r[-1]) for r in dev])[0, 1] == pytest.approx(best, abs=2e-3)
     bad = write_stsb(str(tmp_path / "bad"), np.random.default_rng(10), bad="high")
     assert main(finetune_args("stsb", bad, pretrained_run, str(tmp_path / "r"))) == 2
     assert "train.tsv:4: score 'high' is not a finite number" in capsys.readouterr().err
+
+
+def read_tsv_rows(path: str) -> list[list[str]]:
+    with open(path) as f:
+        return [line.rstrip("\n").split("\t") for line in f]
