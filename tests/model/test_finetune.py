@@ -70,6 +70,17 @@ def test_token_classification_learns_entities(pretrained_run, tmp_path):
     assert len(sentences) == 12 and all(len(line.split()) == 3 for s in sentences for line in s)
 
 
+def test_conll_dev_may_be_named_valid_txt(pretrained_run, tmp_path):
+    """CoNLL-2003's own name for its dev split, as `dev.txt` is absent."""
+    data = write_conll(str(tmp_path / "conll"), np.random.default_rng(1))
+    os.rename(os.path.join(data, "dev.txt"), os.path.join(data, "valid.txt"))
+    run = str(tmp_path / "ner")
+    assert main(finetune_args("ner", data, pretrained_run, run, "--epochs", "1")) == 0
+    with open(os.path.join(run, "dev_predictions.txt")) as f:
+        assert len([b for b in f.read().split("\n\n") if b.strip()]) == 12
+    assert set(results(run)) >= {"f1", "precision", "recall"}
+
+
 def test_span_extraction_runs_squad_and_scores(pretrained_run, tmp_path):
     data = write_squad(str(tmp_path / "squad"), np.random.default_rng(2))
     run = str(tmp_path / "squad-run")
