@@ -35,10 +35,11 @@ import torch
 from model import packing
 from model.config import flag_hint
 from model.shard_cache import open_set
+from model.shard_checks import check_offsets, check_shard, check_shard_bytes
 from schemas.manifest import MANIFEST_NAME
 from schemas.masking import MaskingRule, mask_padded
 from schemas.reader import ShardSet
-from schemas.shard import ShardColumns, schema_metadata, schema_problem, segment_gather
+from schemas.shard import ShardColumns, segment_gather
 
 # Distinct random streams drawn from (seed, epoch, purpose, ...).
 _SHARD_ORDER, _WINDOW_ROWS, _MASKING, _PACKING = 0, 1, 2, 3
@@ -110,32 +111,6 @@ def max_seq_length(shards: ShardSet) -> int:
     return shards.shard_config.max_seq_length
 
 
-def check_shard(shards: ShardSet, index: int, table) -> None:
-    """Refuse a shard whose schema, vocab or row count disagrees with what this code reads."""
-    path, entry = shards.paths[index], shards.manifest.shards[index]
-    md = schema_metadata(table.schema)
-    problem = schema_problem(md["schema_name"], md["schema_version"])
-    if problem:
-        raise ValueError(f"{path}: shard {problem}; rebuild the shards with this version")
-    size = shards.manifest.vocab_size
-    id_type = table.schema.field("input_ids").type.value_type
-    if md["vocab_size"] != size or size > 2**id_type.bit_width:
-        raise ValueError(
-            f"{path}: schema metadata says {md['vocab_size']} pieces in {id_type} ids, the "
-            f"manifest {size}; the ids cannot address this vocab, rebuild the set"
-        )
-    if md["vocab_sha256"] != shards.manifest.vocab_sha256:
-        raise ValueError(
-            f"{path}: built with vocab {md['vocab_sha256']}, the manifest names "
-            f"{shards.manifest.vocab_sha256}; the shard set mixes vocabularies, rebuild it"
-        )
-    if table.num_rows != entry.rows:
-        raise ValueError(
-            f"{path}: {table.num_rows} rows, the manifest says {entry.rows}; the shard set is "
-            "inconsistent (run `make validate`), rebuild it"
-        )
-
-
 # (shard index in the manifest, first row, end row): a run of rows of one shard.
 Part = tuple[int, int, int]
 
@@ -161,6 +136,7 @@ class PretrainingData:
         self.global_batch = cfg.batch_size * cfg.world_size
         self.total_rows = int(self.rows.sum())
         for i in sorted(set(self.indices)):
+            check_shard_bytes(shards, i)
             check_shard(shards, i, shards.table(i))
         # What an epoch is cut into: rows, or with `pack` each part's packed sequences.
         self.plans = [self._plan(s) for s in range(len(self.indices))] if cfg.pack else None
@@ -326,7 +302,7 @@ class PretrainingData:
             self._columns.move_to_end(local)
         else:
             cols = ShardColumns.from_table(self.shards.table(self.indices[local]))
-            _check_offsets(self.shards.paths[self.indices[local]], cols)
+            check_offsets(self.shards.paths[self.indices[local]], cols)
             self._columns[local] = cols
             _trim(self._columns, 2 * self.cfg.shuffle_window)
         return self._columns[local]
@@ -382,21 +358,6 @@ def _starts(lens: np.ndarray) -> np.ndarray:
     masked by the caller)."""
     starts = np.cumsum(lens) - lens
     return np.minimum(starts, max(int(lens.sum()) - 1, 0))
-
-
-def _check_offsets(path: str, cols: ShardColumns) -> None:
-    """Offsets that start at 0, never decrease and end at their column's length."""
-    for name, off, values in (
-        ("input_ids", cols.input_offsets, cols.input_ids),
-        ("masked_positions", cols.masked_offsets, cols.masked_positions),
-    ):
-        if off[-1] != len(values) or (len(off) > 1 and np.any(np.diff(off) < 0)):
-            raise ValueError(
-                f"{path}: the {name} offsets overrun or run backwards; the shard is damaged: run "
-                "`make validate` and rebuild it"
-            )
-    if len(cols.masked_labels) != len(cols.masked_positions):
-        raise ValueError(f"{path}: masked_labels and masked_positions differ in length; rebuild it")
 
 
 def _take(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -3,6 +3,7 @@ positions, dynamic re-masking, refusals."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -357,3 +358,34 @@ def test_refuses_a_shard_whose_offsets_overrun_naming_it(
     data = loader(directory, (0,), batch_size=96, shuffle=False)
     with pytest.raises(ValueError, match=rf"train-00000-of-00001\.arrow: the {column} offsets"):
         data.batch(0)
+
+
+def test_refuses_a_shard_whose_bytes_changed_after_the_build_and_hashes_once(
+    tmp_path, make_shards, monkeypatch
+):
+    """A flipped byte that leaves every id in range trained silently before; a shard is hashed
+    once per process, however many loaders read it."""
+    import model.shard_checks
+
+    directory = make_shards(str(tmp_path / "a"), num_shards=2)
+    hashed = []
+    real = model.shard_checks.sha256_file
+    monkeypatch.setattr(model.shard_checks, "sha256_file", lambda p: hashed.append(p) or real(p))
+    loader(directory, (0, 1), batch_size=4)
+    loader(directory, (0, 1), batch_size=8)
+    assert sorted(hashed) == sorted(ShardSet.open(directory).paths)
+    path = ShardSet.open(directory).paths[1]
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0x01
+    open(path, "wb").write(bytes(data))  # same size, new mtime: hashed again, and refused
+    with pytest.raises(ValueError) as e:
+        loader(directory, (0, 1), batch_size=4)
+    listed = ShardSet.open(directory).manifest.shards[1].sha256
+    assert str(e.value) == (
+        f"{path}: sha256 {hashlib.sha256(data).hexdigest()[:12]}... differs from the manifest's "
+        f"{listed[:12]}...; the file changed after it was written: run `make validate` and "
+        "rebuild the set"
+    )
+    open(path, "ab").write(b"\0")
+    with pytest.raises(ValueError, match=r"bytes, the manifest says .*; the file changed after"):
+        loader(directory, (0, 1), batch_size=4)
