@@ -32,7 +32,6 @@ from pipeline.shell.arguments import (
     flag_said,
 )
 from pipeline.shell.configs import build_config, path_problem, punkt_config, vocab_config
-from schemas import storage
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
@@ -67,6 +66,7 @@ def reads_out(spec, out: str) -> bool:
     """Whether the input `spec` takes in files under OUT: it names a folder holding OUT (or OUT
     itself), or a `**` pattern from such a folder. A `*` pattern stays in its own folder."""
     from pipeline.files.listing import GLOB_CHARS, glob_root
+    from pipeline.shell.outdir import within
 
     pattern = spec.pattern.rstrip("/")
     if any(c in pattern for c in GLOB_CHARS) and not read_as_written(spec):
@@ -88,14 +88,6 @@ def read_as_written(spec) -> bool:
         return False
     listed = expand_pattern(spec)
     return bool(listed) and all(path.startswith(folder + "/") for _, path, _ in listed)
-
-
-def within(path: str, folder: str) -> bool:
-    """`path` is `folder` or lies under it (local paths compared as resolved, links followed)."""
-    if "://" not in path and "://" not in folder:
-        path, folder = os.path.realpath(path), os.path.realpath(folder or ".")
-    path, folder = path.rstrip("/"), folder.rstrip("/")
-    return path == folder or path.startswith(folder + "/")
 
 
 def command_config(args):
@@ -131,6 +123,7 @@ def run_build(args, beam_args: list[str]) -> int:
         OutputLock,
         check_free_space,
         check_output,
+        out_trouble_said,
         text_bytes,
     )
     from schemas.manifest import Manifest
@@ -160,7 +153,7 @@ def run_build(args, beam_args: list[str]) -> int:
             started = time.time()
             options = pipeline_options(beam_args, args.runner, args.workers)
             watch = progress_line(cfg, args.progress_seconds)
-            with disk_full_said(cfg.out):
+            with out_trouble_said(cfg.out):
                 run_pipeline(lambda p: build(p, cfg), options, args.verbose, watch)
     except OutputError as e:
         raise SystemExit(f"error: {e}") from None
@@ -313,43 +306,6 @@ def read_text_file(path: str) -> str:
             return f.read().decode("utf-8")
     except OSError as e:
         raise SystemExit(f"error: cannot read {path}: {e}") from None
-
-
-NO_SPACE = "No space left on device"
-
-
-@contextlib.contextmanager
-def disk_full_said(out: str):
-    """A build that ran out of disk says so in one line naming OUT and its filesystem, and that
-    `--resume` continues once space is freed: what was finished stays in OUT/shards/.building."""
-    try:
-        yield
-    except SystemExit as e:
-        if not isinstance(e.code, str) or NO_SPACE not in e.code:
-            raise
-        raise SystemExit(f"error: {disk_full_line(out)}") from None
-
-
-def disk_full_line(out: str) -> str:
-    from pipeline.shell.outdir import disk_figure, is_local
-
-    if not is_local(out):
-        return (
-            f"the build ran out of space writing to {out} ({NO_SPACE}); free space there, then "
-            "run the same command with --resume to continue"
-        )
-    probe = storage.nearest_existing(out)
-    mount = probe
-    while not os.path.ismount(mount):
-        mount = os.path.dirname(mount)
-    import shutil
-
-    free = shutil.disk_usage(probe).free
-    return (
-        f"the build ran out of disk: the filesystem at {mount}, which holds --out {out}, has "
-        f"{disk_figure(free)} free ({NO_SPACE}); free space, then run the same command with "
-        "--resume to continue from what is finished"
-    )
 
 
 def interrupted_line(command: str) -> str:

@@ -16,6 +16,7 @@ process is gone) is taken over, one from another machine is named with what to d
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -376,3 +377,68 @@ def disk_figure(size: float) -> str:
         if size >= scale:
             return f"{size / scale:,.1f} {unit}"
     return f"{int(size)} bytes"
+
+
+NO_SPACE = "No space left on device"
+READ_ONLY = "Read-only file system"
+READ_ONLY_PATH = re.compile(rf"{READ_ONLY}: '([^']+)'")
+
+
+@contextlib.contextmanager
+def out_trouble_said(out: str):
+    """A build whose disk filled or turned read-only says so in one line naming the
+    filesystem, and that `--resume` continues once that is mended: what was finished stays in
+    OUT/shards/.building."""
+    try:
+        yield
+    except SystemExit as e:
+        said = e.code if isinstance(e.code, str) else ""
+        if NO_SPACE in said:
+            raise SystemExit(f"error: {disk_full_line(out)}") from None
+        if READ_ONLY in said:
+            raise SystemExit(f"error: {read_only_line(out, said)}") from None
+        raise
+
+
+def mount_of(path: str) -> str:
+    mount = storage.nearest_existing(path)
+    while not os.path.ismount(mount):
+        mount = os.path.dirname(mount)
+    return mount
+
+
+def disk_full_line(out: str) -> str:
+    if not is_local(out):
+        return (
+            f"the build ran out of space writing to {out} ({NO_SPACE}); free space there, then "
+            "run the same command with --resume to continue"
+        )
+    free = shutil.disk_usage(storage.nearest_existing(out)).free
+    return (
+        f"the build ran out of disk: the filesystem at {mount_of(out)}, which holds --out {out}, "
+        f"has {disk_figure(free)} free ({NO_SPACE}); free space, then run the same command with "
+        "--resume to continue from what is finished"
+    )
+
+
+def read_only_line(out: str, said: str) -> str:
+    """The filesystem that turned read-only during the build (the command checked it was
+    writable before it began): the one holding the path the error names, else OUT's. A
+    filesystem the kernel remounted read-only after an error needs checking before use."""
+    found = READ_ONLY_PATH.search(said)
+    path = found.group(1) if found else out
+    holds = f"--out {out}" if within(path, out) else path
+    return (
+        f"the build could not write: the filesystem at {mount_of(path)}, which holds {holds}, "
+        f"is read-only ({READ_ONLY}); make it writable again (check it first if the system "
+        "turned it read-only after an error), then run the same command with --resume to "
+        "continue from what is finished"
+    )
+
+
+def within(path: str, folder: str) -> bool:
+    """`path` is `folder` or lies under it (local paths compared as resolved, links followed)."""
+    if "://" not in path and "://" not in folder:
+        path, folder = os.path.realpath(path), os.path.realpath(folder or ".")
+    path, folder = path.rstrip("/"), folder.rstrip("/")
+    return path == folder or path.startswith(folder + "/")

@@ -13,8 +13,15 @@ import time
 
 import pytest
 
-from pipeline.shell.cli import NO_SPACE, disk_full_said
-from pipeline.shell.outdir import OutputError, OutputLock, check_free_space, disk_figure
+from pipeline.shell.outdir import (
+    NO_SPACE,
+    OutputError,
+    OutputLock,
+    check_free_space,
+    disk_figure,
+    out_trouble_said,
+    read_only_line,
+)
 from schemas.manifest import read_manifest
 from schemas.validate.run import validate
 from tests.helpers import ROOT, SAMPLE_INPUT, alive, children, ctrl_c_at_fork, signal_at_fork, tmpfs
@@ -136,14 +143,53 @@ def test_disk_full_line(tmp_path):
         "'SplitSentences/Split'] (run again with --verbose for the traceback)"
     )
     out = str(tmp_path / "out")
-    with pytest.raises(SystemExit) as caught, disk_full_said(out):
+    with pytest.raises(SystemExit) as caught, out_trouble_said(out):
         raise SystemExit(wrapped)
     line = caught.value.code
     assert line.startswith("error: the build ran out of disk: the filesystem at ")
     assert f"which holds --out {out}, has " in line and "run the same command with --resume" in line
     assert "RuntimeError" not in line and "\n" not in line
-    with pytest.raises(SystemExit, match="^error: something else$"), disk_full_said(out):
+    with pytest.raises(SystemExit, match="^error: something else$"), out_trouble_said(out):
         raise SystemExit("error: something else")
+
+
+def test_a_filesystem_that_turns_read_only_during_a_build_is_one_line(tmp_path, monkeypatch):
+    """The build's writes fail with EROFS after its start (a filesystem the kernel remounted
+    read-only after an error): the line names the filesystem and OUT, and that --resume goes
+    on once it is writable; the work finished so far is kept."""
+    import errno
+
+    import pipeline.stages.shards
+    from pipeline.shell.cli import main
+
+    out = str(tmp_path / "out")
+    real, calls = pipeline.stages.shards.write_text, []
+
+    def turns_read_only(path, text):
+        calls.append(path)
+        if len(calls) > 1:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+        real(path, text)
+
+    monkeypatch.setattr(pipeline.stages.shards, "write_text", turns_read_only)
+    with pytest.raises(SystemExit) as caught:
+        main(["build", "--input", SAMPLE_INPUT, "--out", out, "--workers", "1"])
+    mount = tmp_path
+    while not os.path.ismount(mount):
+        mount = os.path.dirname(mount)
+    assert caught.value.code == (
+        f"error: the build could not write: the filesystem at {mount}, which holds --out {out}, "
+        "is read-only (Read-only file system); make it writable again (check it first if the "
+        "system turned it read-only after an error), then run the same command with --resume "
+        "to continue from what is finished"
+    )
+    monkeypatch.setattr(pipeline.stages.shards, "write_text", real)
+    assert main(["build", "--input", SAMPLE_INPUT, "--out", out, "--workers", "1", "--resume"]) == 0
+    assert validate(out).ok
+    # a path outside OUT (a temporary folder, say) is named with its own filesystem
+    said = read_only_line(out, "OSError: [Errno 30] Read-only file system: '/proc/self/x'")
+    assert said.startswith("the build could not write: the filesystem at /proc, which holds ")
+    assert "holds /proc/self/x, is read-only" in said
 
 
 @pytest.mark.parametrize(
