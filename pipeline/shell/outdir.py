@@ -381,7 +381,6 @@ def disk_figure(size: float) -> str:
 
 NO_SPACE = "No space left on device"
 READ_ONLY = "Read-only file system"
-READ_ONLY_PATH = re.compile(rf"{READ_ONLY}: '([^']+)'")
 
 
 @contextlib.contextmanager
@@ -394,10 +393,18 @@ def out_trouble_said(out: str):
     except SystemExit as e:
         said = e.code if isinstance(e.code, str) else ""
         if NO_SPACE in said:
-            raise SystemExit(f"error: {disk_full_line(out)}") from None
+            raise SystemExit(f"error: {disk_full_line(out, said)}") from None
         if READ_ONLY in said:
             raise SystemExit(f"error: {read_only_line(out, said)}") from None
         raise
+
+
+def troubled(out: str, said: str, error: str) -> tuple[str, str]:
+    """The path an OS error names (else OUT), and the line's words for it: `--out OUT` when it
+    lies in OUT, else the path itself (the temporary folder, say)."""
+    found = re.search(rf"{error}: '([^']+)'", said)
+    path = found.group(1) if found else out
+    return path, f"--out {out}" if within(path, out) else path
 
 
 def mount_of(path: str) -> str:
@@ -407,15 +414,16 @@ def mount_of(path: str) -> str:
     return mount
 
 
-def disk_full_line(out: str) -> str:
-    if not is_local(out):
+def disk_full_line(out: str, said: str = "") -> str:
+    path, holds = troubled(out, said, NO_SPACE)
+    if not is_local(path):
         return (
             f"the build ran out of space writing to {out} ({NO_SPACE}); free space there, then "
             "run the same command with --resume to continue"
         )
-    free = shutil.disk_usage(storage.nearest_existing(out)).free
+    free = shutil.disk_usage(storage.nearest_existing(path)).free
     return (
-        f"the build ran out of disk: the filesystem at {mount_of(out)}, which holds --out {out}, "
+        f"the build ran out of disk: the filesystem at {mount_of(path)}, which holds {holds}, "
         f"has {disk_figure(free)} free ({NO_SPACE}); free space, then run the same command with "
         "--resume to continue from what is finished"
     )
@@ -423,11 +431,9 @@ def disk_full_line(out: str) -> str:
 
 def read_only_line(out: str, said: str) -> str:
     """The filesystem that turned read-only during the build (the command checked it was
-    writable before it began): the one holding the path the error names, else OUT's. A
-    filesystem the kernel remounted read-only after an error needs checking before use."""
-    found = READ_ONLY_PATH.search(said)
-    path = found.group(1) if found else out
-    holds = f"--out {out}" if within(path, out) else path
+    writable before it began). One the kernel remounted read-only after an error needs
+    checking before use."""
+    path, holds = troubled(out, said, READ_ONLY)
     return (
         f"the build could not write: the filesystem at {mount_of(path)}, which holds {holds}, "
         f"is read-only ({READ_ONLY}); make it writable again (check it first if the system "

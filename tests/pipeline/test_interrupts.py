@@ -19,6 +19,7 @@ from pipeline.shell.outdir import (
     OutputLock,
     check_free_space,
     disk_figure,
+    disk_full_line,
     out_trouble_said,
     read_only_line,
 )
@@ -151,6 +152,10 @@ def test_disk_full_line(tmp_path):
     assert "RuntimeError" not in line and "\n" not in line
     with pytest.raises(SystemExit, match="^error: something else$"), out_trouble_said(out):
         raise SystemExit("error: something else")
+    # a path the error names outside OUT (a temporary folder, say) is named with its own
+    elsewhere = disk_full_line(out, f"OSError: [Errno 28] {NO_SPACE}: '/proc/self/x'")
+    assert elsewhere.startswith("the build ran out of disk: the filesystem at /proc, which ")
+    assert "which holds /proc/self/x, has " in elsewhere
 
 
 def test_a_filesystem_that_turns_read_only_during_a_build_is_one_line(tmp_path, monkeypatch):
