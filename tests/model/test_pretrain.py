@@ -173,3 +173,26 @@ def test_device_names_are_checked():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="torch sees no CUDA device"):
             training.resolve_device("cuda")
+
+
+def test_a_vocab_beyond_uint16_ids_trains_and_exports(wide_shards, tmp_path):
+    """A set of 70,000 pieces, whose shards hold uint32 ids, ids past 65,535 among them:
+    pre-trained, and exported with every piece."""
+    from safetensors.torch import load_file
+
+    from model.export import export
+    from schemas.reader import ShardSet
+    from schemas.shard import ShardColumns
+
+    shards = ShardSet.open(wide_shards)
+    assert shards.table(0).schema.field("input_ids").type.value_type.bit_width == 32
+    assert ShardColumns.from_table(shards.table(0)).input_ids.max() > 65_535
+    run = str(tmp_path / "run")
+    result = pretrain(config(wide_shards, run, steps=1, warmup=1, ckpt_every=1, eval_batches=1))
+    assert result["eval"]["sequences"] > 0
+    out = export(os.path.join(run, "last.pt"), str(tmp_path / "export"))
+    with open(os.path.join(out, "config.json")) as f:
+        assert json.load(f)["vocab_size"] == 70_000
+    weights = load_file(os.path.join(out, "model.safetensors"))
+    assert weights["bert.embeddings.word_embeddings.weight"].shape[0] == 70_000
+    assert len(Vocab.load(os.path.join(out, "vocab.txt"))) == 70_000
