@@ -15,6 +15,7 @@ from pipeline.core.instances import num_to_predict
 from schemas.config import INSTANCE_KEYS
 from schemas.reader import ShardSet
 from schemas.shard import ShardColumns
+from schemas.vocab import SPECIAL_TOKENS, Vocab
 from tests.helpers import (
     SAMPLE,
     SAMPLE_INPUT,
@@ -130,20 +131,33 @@ def nltk_unimportable(monkeypatch):
             getattr(cached, "cache_clear", lambda: None)()
 
 
-@pytest.mark.parametrize("layout", ["trained", "google"])
+def wide_layout(vocab: Vocab) -> Vocab:
+    """70,000 pieces: the specials, [unusedN] fillers, then the pieces, all past id 65,535, so
+    the shards hold uint32 ids."""
+    rest = [p for p in vocab.pieces if p not in SPECIAL_TOKENS]
+    filler = [f"[unused{i}]" for i in range(70_000 - len(SPECIAL_TOKENS) - len(rest))]
+    return Vocab((*SPECIAL_TOKENS, *filler, *rest))
+
+
+@pytest.mark.parametrize("layout", ["trained", "google", "wide"])
 def test_shard_ids_equal_a_standard_bert_tokenizer(
     sample_shards, tmp_path, layout, nltk_unimportable
 ):
-    """The text format's sentences are the input's lines, so its build never loads NLTK."""
+    """The text format's sentences are the input's lines, so its build never loads NLTK. With
+    the wide layout, the ids are uint32."""
     vocab = ShardSet.open(sample_shards).vocab
     if layout == "google":
         vocab = google_layout(vocab)
+    elif layout == "wide":
+        vocab = wide_layout(vocab)
     path = tmp_path / "vocab.txt"
     path.write_text(vocab.to_text(), encoding="utf-8")
     out = str(tmp_path / "out")
     inputs = f"text:{SAMPLE}/text"
     assert build_shards(out, "--vocab", str(path), "--dupe-factor", "1", inputs=inputs) == 0
     assert ShardSet.open(out).vocab == vocab
+    kind = np.dtype(np.uint32 if layout == "wide" else np.uint16)
+    assert str(ShardSet.open(out).table(0).schema.field("input_ids").type.value_type) == kind.name
     reference = BertWordPieceTokenizer(str(path), lowercase=True)
     text = open(f"{SAMPLE}/text/wiki-style.txt", encoding="utf-8").read()
     streams = []
@@ -154,12 +168,12 @@ def test_shard_ids_equal_a_standard_bert_tokenizer(
             if s.strip()
             for t in reference.encode(s.strip(), add_special_tokens=False).ids
         ]
-        streams.append(np.array(ids, dtype=np.uint16).tobytes())
+        streams.append(np.array(ids, dtype=kind).tobytes())
     checked = 0
     for a, b in unmasked_pairs(out):
         for segment in (a, b):
-            needle = segment.astype(np.uint16).tobytes()
-            assert any(needle in s and s.find(needle) % 2 == 0 for s in streams)
+            needle = segment.astype(kind).tobytes()
+            assert any(needle in s and s.find(needle) % kind.itemsize == 0 for s in streams)
             checked += 1
     assert checked > 50
 
