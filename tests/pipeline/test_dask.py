@@ -125,6 +125,21 @@ def test_without_an_address_the_vocab_is_built_on_a_local_cluster(
         assert built.read() == local.read()
 
 
+def test_punkt_on_dask_learns_the_local_runners_parameters(cluster, tmp_path):
+    """`bert-shards punkt`, the third command, on the module's cluster: the same punkt.json."""
+    from pipeline.shell.cli import main
+
+    books = f"books:{SAMPLE}/books"
+    local, on_dask = str(tmp_path / "local"), str(tmp_path / "dask")
+    assert main(["punkt", "--input", books, "--out", local, "--workers", "1"]) == 0
+    dask_args = ["--runner", "DaskRunner", "--dask-address", cluster]
+    assert main(["punkt", "--input", books, "--out", on_dask, *dask_args]) == 0
+    with open(f"{local}/punkt.json") as a, open(f"{on_dask}/punkt.json") as b:
+        learned = a.read()
+        assert learned == b.read()
+    assert json.loads(learned)["abbrev_types"] and json.loads(learned)["ortho_context"]
+
+
 class EvenOdd(beam.DoFn):
     """Main and tagged outputs, and an output from finish_bundle."""
 
