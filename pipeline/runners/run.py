@@ -63,17 +63,14 @@ class BuildOptions(PipelineOptions):
 
 def pipeline_options(beam_args: list[str], runner: str, workers: int) -> PipelineOptions:
     options = BuildOptions(beam_args)
-    if runner.lower() in DASK_RUNNERS:
-        runner = DASK_RUNNER
-        # workers of the local cluster started when no --dask-address is given
-        options.view_as(DirectOptions).direct_num_workers = workers or usable_cpus()
+    runner = DASK_RUNNER if runner.lower() in DASK_RUNNERS else runner
     options.view_as(StandardOptions).runner = runner
-    if runner.lower() in LOCAL_RUNNERS:
-        direct = options.view_as(DirectOptions)
+    direct = options.view_as(DirectOptions)
+    if runner.lower() in LOCAL_RUNNERS | DASK_RUNNERS:  # Dask's: its local cluster's, if started
         direct.direct_num_workers = workers or usable_cpus()
-        direct.direct_running_mode = (
-            "multi_processing" if direct.direct_num_workers > 1 else "in_memory"
-        )
+    if runner.lower() in LOCAL_RUNNERS:
+        mode = "multi_processing" if direct.direct_num_workers > 1 else "in_memory"
+        direct.direct_running_mode = mode
     return options
 
 
