@@ -21,7 +21,7 @@ from safetensors.torch import save_file
 from tokenizers import BertWordPieceTokenizer
 
 from model.config import BertConfig, flag_hint
-from model.folders import MODEL_DIRECTORY, PRETRAINING_RUN, check_own_kind, folder_kind
+from model.folders import MODEL_DIRECTORY, check_own_kind, folder_kind, run_folder_line
 from model.run_dir import check_output_dir, checked_vocab, load_checkpoint
 from schemas.manifest import atomic_write_text, new_file_mode
 from schemas.vocab import Vocab, bert_normalizer, tokenizer_config_files
@@ -174,11 +174,8 @@ def check_ckpt(path: str) -> None:
     if os.path.isfile(path):
         return
     found = folder_kind(path)
-    if found and found[0] == PRETRAINING_RUN:
-        raise FileNotFoundError(
-            f"--ckpt {path} is a pre-training run folder; pass its checkpoint, "
-            f"{flag_hint('--ckpt', os.path.join(path, 'last.pt'))}"
-        )
+    if line := run_folder_line(path, found):
+        raise FileNotFoundError(line)
     if os.path.isdir(path):
         what = f"holds {found[0]} ({found[1]})" if found else "is a folder"
         raise FileNotFoundError(

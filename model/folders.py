@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+from model.config import flag_hint
 from schemas.manifest import MANIFEST_NAME
 
 SHARD_SET = "a shard set"
@@ -40,6 +41,17 @@ def folder_kind(path: str) -> tuple[str, str] | None:
         for name in names:
             if os.path.lexists(os.path.join(path, name)):
                 return kind, name
+    return None
+
+
+def run_folder_line(path: str, found: tuple[str, str] | None) -> str | None:
+    """For a --ckpt that is a pre-training run folder (`found`, its `folder_kind`), the line
+    that names the checkpoint to pass instead; else None."""
+    if found and found[0] == PRETRAINING_RUN:
+        return (
+            f"--ckpt {path} is a pre-training run folder; pass its checkpoint, "
+            f"{flag_hint('--ckpt', os.path.join(path, 'last.pt'))}"
+        )
     return None
 
 

@@ -21,7 +21,8 @@ def check_shard_bytes(shards: ShardSet, index: int) -> None:
     """A local shard's size and sha256 against its manifest entry, before it is read: a bit
     flipped after the build (a disk, a copy) would otherwise train silently wherever the
     per-batch checks let it through. A set in GCS is checked by the shard cache as it fetches
-    each shard. About 1.5 GB/s on one core, once per process for the shards a rank reads."""
+    each shard. Once per process, for the shards a rank reads; the cost is sha256's rate, in
+    docs/benchmarks.md ("validate")."""
     path, entry = shards.paths[index], shards.manifest.shards[index]
     if is_remote(path):
         return

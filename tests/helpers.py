@@ -1,7 +1,8 @@
 """Helpers shared by several test files: the sample corpus, a build of it, the digests that
 say two shard sets hold the same bytes, the rows an export must hold, Google's vocab layout,
 a process's children and whether one is alive (from /proc), a folder on a read-only
-filesystem, a signal sent after a given call, and the order the test files are handed out in.
+filesystem, a signal sent after a given call, the imports a source file makes, and the order
+the test files are handed out in.
 Fixtures live in conftest.py; test files import from here, never from each other."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from schemas.vocab import SPECIAL_TOKENS, Vocab
 
@@ -259,3 +261,31 @@ def signal_after(monkeypatch, owner, name: str, sig: int) -> None:
         raise AssertionError(f"{sig} did not interrupt")
 
     monkeypatch.setattr(owner, name, then_signal)
+
+
+def module_name(path, root: str = ROOT) -> str:
+    """The dotted module name of a source file of this project (a package's `__init__.py`
+    names the package)."""
+    parts = list(Path(path).relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path, name: str, names: bool = False) -> Iterator[tuple[str, int]]:
+    """(module, line) of every import in a source file, at any depth (inside functions too),
+    relative ones made absolute from `name`, the file's module. With `names`, `from A import B`
+    also gives A.B, since B may be a module rather than a name in A."""
+    import ast
+
+    path = Path(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            if names:
+                yield from ((f"{base}.{a.name}", node.lineno) for a in node.names)
+            yield base, node.lineno

@@ -5,39 +5,16 @@ an edge too), so a circle that only some command would walk into is found as wel
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, imported, module_name
 
 PACKAGES = ("schemas", "pipeline", "model", "bench", "tests")
 # What `schemas` may import besides the standard library and itself: pyarrow and numpy; Google's
 # storage client for gs:// paths (the `gcs` extra) and crc32c for TFRecord frames; h5py for the
 # HDF5 export (the `export` extra); matplotlib for `inspect --plot`, optional.
 SCHEMAS_LIBRARIES = {"pyarrow", "numpy", "google", "google_crc32c", "h5py", "matplotlib"}
-
-
-def module_name(path: Path, root: Path = Path(ROOT)) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imported(path: Path, name: str):
-    """(module named, line) of every import in the file, relative ones made absolute; for
-    `from A import B` both A.B and A, since B may be a module or a name in A."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            yield from ((a.name, node.lineno) for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
-            for a in node.names:
-                yield f"{base}.{a.name}", node.lineno
-            yield base, node.lineno
 
 
 def import_graph(packages=PACKAGES, root: Path = Path(ROOT)) -> dict[str, dict[str, int]]:
@@ -47,7 +24,7 @@ def import_graph(packages=PACKAGES, root: Path = Path(ROOT)) -> dict[str, dict[s
     graph: dict[str, dict[str, int]] = {}
     for name, path in files.items():
         edges = graph.setdefault(name, {})
-        for target, line in imported(path, name):
+        for target, line in imported(path, name, names=True):
             if target in files and target != name:
                 edges.setdefault(target, line)
     return graph

@@ -14,7 +14,7 @@ from model.bert import BertModel, init_weights
 from model.config import BertConfig, flag_hint
 from model.finetune.config import FinetuneConfig
 from model.finetune.features import load_tokenizer
-from model.folders import FINETUNING_RUN, PRETRAINING_RUN, folder_kind
+from model.folders import FINETUNING_RUN, folder_kind, run_folder_line
 from model.hf_import import CONFIG, LAYOUT, TOKENIZER, is_hf_directory, load_pretrained
 from model.run_dir import checked_vocab, load_checkpoint
 from schemas.vocab import Vocab
@@ -101,11 +101,8 @@ def _read_weights(cfg: FinetuneConfig) -> tuple[dict, str | Vocab]:
 def _not_a_checkpoint_folder(path: str) -> str:
     """What a --ckpt folder without config.json is, and what to pass instead."""
     found = folder_kind(path)
-    if found and found[0] == PRETRAINING_RUN:
-        return (
-            f"--ckpt {path} is a pre-training run folder; pass its checkpoint, "
-            f"{flag_hint('--ckpt', os.path.join(path, 'last.pt'))}"
-        )
+    if line := run_folder_line(path, found):
+        return line
     if found and found[0] == FINETUNING_RUN:
         return (
             f"--ckpt {path} is a fine-tuning run folder ({found[1]}); pass the pre-training "

@@ -93,9 +93,11 @@ def refuse_too_many_workers(args) -> None:
     local = args.runner.lower() in LOCAL_RUNNERS or (
         args.runner.lower() in DASK_RUNNERS and not args.dask_address
     )
+    if not local:
+        return
     cpus = usable_cpus()
     most = WORKERS_PER_CPU * cpus
-    if local and args.workers > most:
+    if args.workers > most:
         raise ValueError(
             f"--workers {args.workers}: this machine gives the build {cpus} CPU(s), and its "
             f"workers are CPU-bound processes, each with its own memory; give at most {most} "

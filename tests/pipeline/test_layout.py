@@ -4,10 +4,9 @@ logic and the readers use neither Beam nor the build's files (docs/structure.md)
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, imported, module_name
 
 PIPELINE = Path(ROOT) / "pipeline"
 # folder -> the folders of `pipeline` it may import from (itself always)
@@ -26,11 +25,7 @@ NO_BEAM = ("core", "sources")
 
 def imports(path: Path):
     """(imported module, line) of every import in the file, at any depth."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module, node.lineno
-        elif isinstance(node, ast.Import):
-            yield from ((a.name, node.lineno) for a in node.names)
+    return imported(path, module_name(path))
 
 
 def folder(path: Path) -> str:
