@@ -4,10 +4,15 @@ defects that `pipeline.runners.dask_runner` works around stay worked around."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from multiprocessing import resource_tracker
 
 import pytest
@@ -25,7 +30,14 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
 
 from pipeline.runners.dask_runner import DaskRunner  # noqa: E402
 from pipeline.runners.run import DASK_RUNNER, make_pipeline, pipeline_options  # noqa: E402
-from tests.helpers import SAMPLE, SAMPLE_INPUT, build_shards, children, file_digests  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    ROOT,
+    SAMPLE,
+    SAMPLE_INPUT,
+    build_shards,
+    children,
+    file_digests,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -98,6 +110,43 @@ def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, t
     assert counts[0] == counts[1]
     assert counts[0]["total"]["documents_dropped.duplicate"] > 0
     assert counts[0]["total"]["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>")
+
+
+def test_a_build_killed_on_dask_resumes_on_dask_to_the_same_bytes(sample_shards, cluster, tmp_path):
+    """`--resume` on Dask: a build whose driver is killed (SIGKILL, its workers' tasks left to
+    the cluster) once a bucket's shard is finished, started again with --resume on the same
+    cluster, takes that shard as it is (the same file, by its modification time) and ends with
+    the local runner's bytes."""
+    out = str(tmp_path / "out")
+    building = f"{out}/shards/.building"
+    dask_args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
+    cmd = [sys.executable, "-m", "pipeline", "build", "--input", SAMPLE_INPUT, "--out", out]
+    os.makedirs(tmp_path / "tmp")  # Beam's temporary folder, which a killed build leaves
+    driver = subprocess.Popen(
+        [*cmd, *dask_args, "--progress-seconds", "0"],
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not glob.glob(f"{building}/bucket-*.json"):
+        assert driver.poll() is None, driver.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "no bucket finished in 120 s"
+        time.sleep(0.02)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.communicate()
+    assert not os.path.exists(f"{out}/manifest.json")
+    kept = {
+        os.stat(p[: -len(".json")] + ".arrow").st_mtime_ns
+        for p in glob.glob(f"{building}/bucket-*.json")
+    }
+    assert build_shards(out, *dask_args, "--resume", "--progress-seconds", "0") == 0
+    assert file_digests(out) == file_digests(sample_shards)
+    assert not os.path.exists(building)
+    shards = {os.stat(p).st_mtime_ns for p in glob.glob(f"{out}/shards/*.arrow")}
+    assert kept and kept <= shards  # the finished shards were moved into place, not rebuilt
 
 
 # The module's cluster, in this process, already holds the scheduler's default HTTP port.
