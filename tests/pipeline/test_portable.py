@@ -1,7 +1,8 @@
 """The build through Beam's portable job API, as Flink, Spark and Dataflow Runner v2 run Python:
 a job service (`local_job_service_main`) and an external worker pool (`worker_pool_main`) as
 separate processes on loopback ports, the SDK harness in processes the pool starts. The shards
-are the local runner's bytes, from a local disk and from gs:// (the emulator) alike."""
+are the local runner's bytes, from a local disk and from gs:// (the emulator) alike, for every
+input format."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import tempfile
 import pytest
 
 from tests.gcs_emulator import _wait_for, free_port, upload_tree
-from tests.helpers import SAMPLE, SAMPLE_INPUT, shard_set
+from tests.helpers import SAMPLE, SAMPLE_INPUT, build_shards, shard_set
 
 pytest.importorskip("gcp_storage_emulator")
 
@@ -88,3 +89,32 @@ def test_portable_build_from_and_into_gcs(portable, sample_shards, gcs_emulator)
     assert shard_set("gs://portable/out") == shard_set(sample_shards)
     names = gcs_emulator.list_objects("portable", "out/")
     assert names and not [n for n in names if "/.building/" in n or n.endswith(".lock")]
+
+
+@pytest.mark.slow
+def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
+    """The formats the sample lacks: a `-multistream` Wikipedia dump, its index beside it (the
+    dump read by span in the pool's workers), and JSONL."""
+    import json
+
+    from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, multistream
+
+    dumps, lines = tmp_path / "dumps", tmp_path / "jsonl"
+    dumps.mkdir()
+    lines.mkdir()
+    dump, index = multistream(gensim_xml(TABLE_MARKUP), pages_per_stream=2)
+    (dumps / "enwiki-20240101-pages-articles-multistream.xml.bz2").write_bytes(dump)
+    (dumps / "enwiki-20240101-pages-articles-multistream-index.txt.bz2").write_bytes(index)
+    with open(f"{SAMPLE}/text/wiki-style.txt") as f:
+        documents = f.read().split("\n\n")
+    records = [{"id": f"doc-{i}", "text": d} for i, d in enumerate(documents) if d.strip()]
+    (lines / "part-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    inputs = f"wikipedia:{dumps},jsonl:{lines}"
+    local, portable_out = str(tmp_path / "local"), str(tmp_path / "portable")
+    assert build_shards(local, "--num-shards", "4", "--progress-seconds", "0", inputs=inputs) == 0
+    assert build(inputs, portable_out, portable) == 0
+    assert shard_set(portable_out) == shard_set(local)
+    with open(f"{local}/manifest.json") as f:
+        total = json.load(f)["counts"]["total"]
+    assert total["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>") > 1
+    assert total["files_read"] == 2  # the dump and the JSONL file
