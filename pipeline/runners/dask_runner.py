@@ -16,8 +16,13 @@ this version (each checked with a three-step pipeline on two worker processes):
 the rest: a ParDo makes its output list per bundle and routes tagged outputs by tag; a side
 input is computed once, before its readers, with every bag made so far, and all of them are
 kept in the cluster (so no step runs twice; with `--dedup` that holds the documents in the
-workers' memory, as the local runner does); `Reshuffle` spreads the bag over two partitions
-per worker thread; every leaf of the graph is computed.
+workers' memory, as the local runner does), and a step's inputs are taken from those kept
+bags, not from the graphs that made them (`Translate.visit_transform`); `Reshuffle` places its
+elements' pieces on the workers in turn; every leaf of the graph is computed.
+
+Each ParDo's tasks are named after its step (`step_<label>`), not all `run_bundle`: Dask
+estimates a task's duration from those of earlier tasks of the same name prefix, for where it
+places tasks and which it moves to an idle worker, and its dashboard shows the steps by name.
 
 Without `--dask_client_address` (the build's `--dask-address`), a local cluster of
 `--workers` single-threaded processes is started and closed around the run.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 
 from apache_beam import DoFn, ParDo, TaggedOutput
 from apache_beam.options.pipeline_options import DirectOptions
@@ -56,7 +62,10 @@ from pipeline.runners.cpus import usable_cpus
 beam_internals.require("run_pipeline")  # overridden below
 
 BEAM_PATH = "apache_beam.runners.dask.dask_runner.DaskRunner"
-PARTITIONS_PER_THREAD = 2
+# A reshuffled bag's pieces per worker thread: enough that a worker that finishes early has
+# another piece to take (Dask moves queued tasks to idle workers), few, because every piece is
+# a task in each later step and in each shuffle of the counts after it.
+PARTITIONS_PER_THREAD = 4
 
 
 def run_bundle(items, fn, args, kwargs, window_fn, label, side_inputs, tagged: bool) -> list:
@@ -95,6 +104,12 @@ def run_bundle(items, fn, args, kwargs, window_fn, label, side_inputs, tagged: b
     return out if tagged else [value for _, value in out]
 
 
+def task_prefix(label: str) -> str:
+    """A step's task name prefix: its label in letters, digits and underscores (Dask reads a
+    name's prefix up to the first hyphen followed by the hash)."""
+    return "step_" + re.sub(r"[^0-9A-Za-z]+", "_", label).strip("_")
+
+
 def has_tag(tag, pair) -> bool:
     return pair[0] == tag
 
@@ -127,16 +142,25 @@ class Translate(PipelineVisitor):
         self.persisted: set = set()  # PCollections whose bags are kept in the cluster
         self.consumed: set = set()
         self.sinks: list = []  # bags of transforms without outputs
+        self.scattered: list = []  # futures of the reshuffled partitions
 
     def visit_transform(self, node) -> None:
+        transform = node.transform
+        # Side inputs and Reshuffle compute bags now, after keeping every bag made so far in
+        # the cluster: the inputs are read after that, so that this step's graph starts from the
+        # kept results. Read before, they were the graphs that made those results, submitted
+        # again at the end, fused otherwise, under other names: every step before a side input's
+        # reader ran twice, and two runs of one step could race on the files it writes.
+        side = [self.side_input(si) for si in node.side_inputs]
+        if isinstance(transform, Reshuffle):
+            self.persist_all()
         inputs = [self.bags[pc] for pc in node.inputs if not isinstance(pc, PBegin)]
         self.consumed.update(pc for pc in node.inputs if not isinstance(pc, PBegin))
-        side = [self.side_input(si) for si in node.side_inputs]
-        transform = node.transform
         if type(transform) is ParDo:
             out = self.par_do(node, inputs[0], side)
         elif isinstance(transform, Reshuffle):
-            out = inputs[0].repartition(npartitions=max(self.spread, inputs[0].npartitions))
+            out = self.reshuffle(inputs[0])
+            self.persisted.update(node.outputs.values())  # already in the workers' memory
         else:
             op = TRANSLATIONS.get(type(transform), NoOp)(node, bag_kwargs=self.bag_kwargs)
             many = len(inputs) != 1 or isinstance(op, Flatten)
@@ -162,7 +186,24 @@ class Translate(PipelineVisitor):
             side_inputs=side or None,
             tagged=tagged,
         )
-        return bag.map_partitions(run)
+        return bag.map_partitions(run, token=task_prefix(node.full_label))
+
+    def reshuffle(self, bag):
+        """The bag's elements (kept in the cluster: `visit_transform`), computed, cut into
+        `spread` pieces (`PARTITIONS_PER_THREAD` per worker thread, or `--dask_npartitions`)
+        and scattered, one worker after the other: the next step's tasks start where their
+        piece is, on every worker at once. The elements this build reshuffles are small: file
+        groups, chunk files' names, bucket numbers. (Dask's `repartition` of the bag cut pieces
+        that all depended on one task, and ran them on the worker that held it while the
+        others idled: `tests/pipeline/test_dask.py`.)"""
+        import dask.bag
+
+        values = self.client.compute(bag).result()
+        size = -(-len(values) // max(1, min(self.spread, len(values))))
+        parts = [values[i : i + size] for i in range(0, len(values), size)] or [[]]
+        futures = self.client.scatter(parts)
+        self.scattered.extend(futures)  # held until the run ends, or the cluster drops them
+        return dask.bag.from_delayed(futures)
 
     @staticmethod
     def by_tag(node, pc, out):

@@ -80,11 +80,22 @@ def test_the_short_name_means_beams_dask_runner(tmp_path, monkeypatch):
         assert type(make_pipeline(pipeline_options([], name, 2)).runner) is DaskRunner
 
 
+def executed(address: str) -> dict[str, int]:
+    """How many tasks each worker of the cluster has run so far, by its address."""
+    from distributed import Client
+
+    with Client(address) as client:
+        return client.run(lambda dask_worker: dask_worker.state.executed_count)
+
+
 def test_shards_on_dask_equal_the_local_runners(sample_shards, cluster, tmp_path):
     out = str(tmp_path / "dask")
     args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
+    before = executed(cluster)
     assert build_shards(out, *args, "--progress-seconds", "0") == 0
     assert file_digests(out) == file_digests(sample_shards)
+    after = executed(cluster)
+    assert len(after) == 2 and all(after[w] > before[w] for w in after)  # both workers ran it
 
 
 def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, tmp_path):
@@ -224,7 +235,9 @@ def test_tagged_outputs_and_side_inputs_read_twice_are_carried(cluster, tmp_path
 
 
 class Bundles(beam.DoFn):
-    """Writes one file per bundle, naming its elements: how the runner cut a collection."""
+    """Writes one file per bundle, naming its elements and the process that ran it: how the
+    runner cut a collection, and where the pieces went. Each element takes a tenth of a second,
+    so that a worker left idle while the other works would show."""
 
     def __init__(self, folder: str):
         self.folder = folder
@@ -233,13 +246,14 @@ class Bundles(beam.DoFn):
         self.seen = []
 
     def process(self, x):
+        time.sleep(0.1)
         self.seen.append(x)
 
     def finish_bundle(self):
         import uuid
 
         with open(os.path.join(self.folder, uuid.uuid4().hex), "w") as f:
-            json.dump(sorted(self.seen), f)
+            json.dump({"pid": os.getpid(), "seen": sorted(self.seen)}, f)
 
 
 def _written(folder) -> list:
@@ -249,9 +263,18 @@ def _written(folder) -> list:
 def test_a_side_input_runs_once_reshuffle_spreads_and_every_branch_runs(cluster, tmp_path):
     # Beam's own Dask runner computes a side input's producer again inside every task that
     # reads it, drops Reshuffle (one partition) and computes only the last transform's branch.
-    calls, bundles, leaves = (tmp_path / name for name in ("calls", "bundles", "leaves"))
-    for folder in (calls, bundles, leaves):
+    # A step before one with a side input runs once over its elements, and a Reshuffle's
+    # pieces run on both workers.
+    folders = ("calls", "bundles", "leaves", "marks")
+    calls, bundles, leaves, marks = (tmp_path / name for name in folders)
+    for folder in (calls, bundles, leaves, marks):
         folder.mkdir()
+
+    def mark(x):  # one file per call: a step run twice over its elements would show
+        import uuid
+
+        (marks / uuid.uuid4().hex).write_text(str(x))
+        return x
 
     def produce(x):
         (calls / str(x)).write_text("")  # a second call for x would find the file there
@@ -271,6 +294,14 @@ def test_a_side_input_runs_once_reshuffle_spreads_and_every_branch_runs(cluster,
             | beam.ParDo(Bundles(str(bundles)))
         )
         _ = read | "Leaf" >> beam.Map(lambda x: (leaves / f"read-{x}").write_text(""))
+        one = p | "One" >> beam.Create([0])
+        _ = (  # a step whose output is read by one with a side input, computed first
+            p
+            | "Once" >> beam.Create(range(8))
+            | "S1" >> beam.Reshuffle()
+            | "Mark" >> beam.Map(mark)
+            | "Last" >> beam.Map(lambda x, s: x + s, beam.pvalue.AsSingleton(one))
+        )
         _ = (
             p
             | "Other" >> beam.Create(["x"])
@@ -278,5 +309,7 @@ def test_a_side_input_runs_once_reshuffle_spreads_and_every_branch_runs(cluster,
         )
     assert sorted(int(c.name) for c in calls.iterdir()) == [0, 1, 2, 3]  # each once
     cut = _written(bundles)
-    assert sorted(x for part in cut for x in part) == list(range(16)) and len(cut) > 1, cut
+    assert sorted(x for part in cut for x in part["seen"]) == list(range(16)), cut
+    assert len({part["pid"] for part in cut}) == 2, cut  # both workers ran bundles of it
     assert sorted(c.name for c in leaves.iterdir()) == ["branch", "read-6", "read-7", "read-8"]
+    assert sorted(int(m.read_text()) for m in marks.iterdir()) == list(range(8))  # each once
