@@ -1,5 +1,6 @@
 """Helpers shared by several test files: the sample corpus, a build of it, the digests that
-say two shard sets hold the same bytes, the rows an export must hold, Google's vocab layout,
+say two shard sets hold the same bytes, a build in a process of its own killed at a given file
+and the shards it had finished, the rows an export must hold, Google's vocab layout,
 a process's children and whether one is alive (from /proc), a folder on a read-only
 filesystem, a signal sent after a given call, the imports a source file makes, and the order
 the test files are handed out in.
@@ -12,6 +13,7 @@ import glob
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -65,6 +67,49 @@ def build_in_a_process(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> Non
     cmd += ["--workers", "2", "--progress-seconds", "0", *extra]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def build_process(out: str, *args: str, inputs: str = SAMPLE_INPUT) -> subprocess.Popen:
+    """`bert-shards build` of `inputs` into `out` with `args`, started in a process group of its
+    own, so that a kill takes Beam's workers too. Its temporary folder is next to `out`: a build
+    killed with SIGKILL leaves Beam's (empty) folder behind, and the suite leaves none in /tmp."""
+    cmd = [sys.executable, "-m", "pipeline", "build", "--input", inputs, "--out", out, *args]
+    tmp = os.path.join(os.path.dirname(out), "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": tmp},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def kill_when(proc: subprocess.Popen, pattern: str, timeout: float = 120) -> bool:
+    """SIGKILL the build's whole process group once `pattern` matches a file; False when the
+    build ended first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if glob.glob(pattern):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.05)
+    proc.communicate()
+    return False
+
+
+def finished_bucket_times(out: str) -> set[int]:
+    """The modification times of the shards a killed build finished (each has its record), so
+    that a resume can be seen to take them as they are (`shard_times`)."""
+    records = glob.glob(f"{out}/shards/.building/bucket-*.json")
+    return {os.stat(p[: -len("json")] + "arrow").st_mtime_ns for p in records}
+
+
+def shard_times(out: str) -> set[int]:
+    """The modification times of a finished set's shards."""
+    return {os.stat(p).st_mtime_ns for p in glob.glob(f"{out}/shards/*.arrow")}
 
 
 def built_once(tmp_path_factory, name: str, make: Callable[[str], object]) -> str:

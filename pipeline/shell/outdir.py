@@ -28,12 +28,11 @@ import time
 from pipeline.files import fsio
 from pipeline.files.fsio import BUILDING_DIR
 from schemas import storage
-from schemas.manifest import LOCK_NAME, MANIFEST_NAME, SHARD_NAME_PATTERN, SHARDS_DIR
-from schemas.manifest import OUT_FILES as OUR_FILES
+from schemas.manifest import LOCK_NAME, MANIFEST_NAME, OUT_FILES, SHARD_NAME_PATTERN, SHARDS_DIR
 from schemas.shard import SCHEMA_NAME
 
 # Ours only beside a mark of ours: a Hugging Face tokenizer folder holds the first four names.
-COMMAND_FILES = OUR_FILES - {MANIFEST_NAME, LOCK_NAME}
+COMMAND_FILES = OUT_FILES - {MANIFEST_NAME, LOCK_NAME}
 
 
 class OutputError(ValueError):
@@ -54,7 +53,7 @@ def foreign_entries(out: str) -> list[str]:
     shard_names = (
         sorted(os.listdir(shards)) if os.path.isdir(shards) and not os.path.islink(shards) else []
     )
-    ours = OUR_FILES if marked_ours(out, names, shard_names) else OUR_FILES - COMMAND_FILES
+    ours = OUT_FILES if marked_ours(out, names, shard_names) else OUT_FILES - COMMAND_FILES
     for name in names:
         path = os.path.join(out, name)
         if name == SHARDS_DIR and os.path.isdir(path) and not os.path.islink(path):
@@ -93,9 +92,9 @@ def foreign_objects(out: str) -> list[str]:
         gcs_entries(out, SHARDS_DIR)[:2] if SHARDS_DIR in folders else ([], [])
     )
     ours = (
-        OUR_FILES
+        OUT_FILES
         if marked_ours(out, files, shard_files + shard_folders)
-        else (OUR_FILES - COMMAND_FILES) | (COMMAND_FILES & written)
+        else (OUT_FILES - COMMAND_FILES) | (COMMAND_FILES & written)
     )
     foreign = [n for n in files if n not in ours]
     for folder in folders:

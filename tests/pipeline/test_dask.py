@@ -4,13 +4,9 @@ defects that `pipeline.runners.dask_runner` works around stay worked around."""
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from multiprocessing import resource_tracker
@@ -31,12 +27,15 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
 from pipeline.runners.dask_runner import DaskRunner  # noqa: E402
 from pipeline.runners.run import DASK_RUNNER, make_pipeline, pipeline_options  # noqa: E402
 from tests.helpers import (  # noqa: E402
-    ROOT,
     SAMPLE,
     SAMPLE_INPUT,
+    build_process,
     build_shards,
     children,
     file_digests,
+    finished_bucket_times,
+    kill_when,
+    shard_times,
 )
 
 pytestmark = pytest.mark.slow
@@ -101,15 +100,12 @@ def test_shards_on_dask_equal_the_local_runners(sample_shards, cluster, tmp_path
 def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, tmp_path):
     """--dedup's counts, and Wikipedia's multistream path (its index read beside the dump, the
     dump read by span) on Dask's workers."""
-    from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, multistream
+    from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, write_multistream
 
     copy, dumps = tmp_path / "copy", tmp_path / "dumps"
     copy.mkdir()
-    dumps.mkdir()
     shutil.copy(f"{SAMPLE}/text/wiki-style.txt", copy / "again.txt")
-    dump, index = multistream(gensim_xml(TABLE_MARKUP), pages_per_stream=2)
-    (dumps / "enwiki-20240101-pages-articles-multistream.xml.bz2").write_bytes(dump)
-    (dumps / "enwiki-20240101-pages-articles-multistream-index.txt.bz2").write_bytes(index)
+    write_multistream(dumps, pages_per_stream=2)
     inputs = f"text:{SAMPLE}/text,text:{copy},wikipedia:{dumps}"
     local, on_dask = str(tmp_path / "local"), str(tmp_path / "dask")
     args = ["--num-shards", "4", "--dedup", "--progress-seconds", "0"]
@@ -129,35 +125,15 @@ def test_a_build_killed_on_dask_resumes_on_dask_to_the_same_bytes(sample_shards,
     cluster, takes that shard as it is (the same file, by its modification time) and ends with
     the local runner's bytes."""
     out = str(tmp_path / "out")
-    building = f"{out}/shards/.building"
     dask_args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
-    cmd = [sys.executable, "-m", "pipeline", "build", "--input", SAMPLE_INPUT, "--out", out]
-    os.makedirs(tmp_path / "tmp")  # Beam's temporary folder, which a killed build leaves
-    driver = subprocess.Popen(
-        [*cmd, *dask_args, "--progress-seconds", "0"],
-        cwd=ROOT,
-        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    while not glob.glob(f"{building}/bucket-*.json"):
-        assert driver.poll() is None, driver.communicate()[1][-2000:]
-        assert time.monotonic() < deadline, "no bucket finished in 120 s"
-        time.sleep(0.02)
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.communicate()
+    driver = build_process(out, *dask_args, "--progress-seconds", "0")
+    assert kill_when(driver, f"{out}/shards/.building/bucket-*.json"), "no bucket was killed"
     assert not os.path.exists(f"{out}/manifest.json")
-    kept = {
-        os.stat(p[: -len(".json")] + ".arrow").st_mtime_ns
-        for p in glob.glob(f"{building}/bucket-*.json")
-    }
+    kept = finished_bucket_times(out)
     assert build_shards(out, *dask_args, "--resume", "--progress-seconds", "0") == 0
     assert file_digests(out) == file_digests(sample_shards)
-    assert not os.path.exists(building)
-    shards = {os.stat(p).st_mtime_ns for p in glob.glob(f"{out}/shards/*.arrow")}
-    assert kept and kept <= shards  # the finished shards were moved into place, not rebuilt
+    assert not os.path.exists(f"{out}/shards/.building")
+    assert kept and kept <= shard_times(out)  # the finished shards moved into place, not rebuilt
 
 
 # The module's cluster, in this process, already holds the scheduler's default HTTP port.

@@ -104,14 +104,11 @@ def test_a_multistream_wikipedia_dump_on_gcs_builds_the_local_bytes(
     index found beside it, and the dump read in spans (a span per bz2 stream here), each from
     its own offset."""
     import pipeline.sources.wikipedia.spans as wiki_spans
-    from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, multistream
+    from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, write_multistream
 
-    dump, index = multistream(gensim_xml(TABLE_MARKUP), pages_per_stream=1)
     local = tmp_path / "dumps"
-    local.mkdir()
+    write_multistream(local, pages_per_stream=1)
     name = "enwiki-20240101-pages-articles-multistream"
-    (local / f"{name}.xml.bz2").write_bytes(dump)
-    (local / f"{name}-index.txt.bz2").write_bytes(index)
     gcs_emulator.create_bucket("wiki")
     upload_tree(str(local), "gs://wiki/dumps")
     monkeypatch.setattr(wiki_spans, "SPAN_BYTES", 1)

@@ -97,14 +97,11 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     dump read by span in the pool's workers), and JSONL."""
     import json
 
-    from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, multistream
+    from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, write_multistream
 
     dumps, lines = tmp_path / "dumps", tmp_path / "jsonl"
-    dumps.mkdir()
     lines.mkdir()
-    dump, index = multistream(gensim_xml(TABLE_MARKUP), pages_per_stream=2)
-    (dumps / "enwiki-20240101-pages-articles-multistream.xml.bz2").write_bytes(dump)
-    (dumps / "enwiki-20240101-pages-articles-multistream-index.txt.bz2").write_bytes(index)
+    write_multistream(dumps, pages_per_stream=2)
     with open(f"{SAMPLE}/text/wiki-style.txt") as f:
         documents = f.read().split("\n\n")
     records = [{"id": f"doc-{i}", "text": d} for i, d in enumerate(documents) if d.strip()]

@@ -9,6 +9,7 @@ are skipped, saying why, only when none of these works (no network and nothing f
 from __future__ import annotations
 
 import bz2
+import os
 import re
 import subprocess
 import sys
@@ -86,6 +87,18 @@ def multistream(xml: bytes, pages_per_stream: int) -> tuple[bytes, bytes]:
         offset += len(dump[-1])
     dump.append(bz2.compress(xml[last:]))
     return b"".join(dump), bz2.compress("".join(index).encode())
+
+
+def write_multistream(folder, pages_per_stream: int) -> None:
+    """gensim's table-markup export as an English `-multistream` dump and its index, written
+    into `folder` (made), under the names Wikimedia gives them."""
+    dump, index = multistream(gensim_xml(TABLE_MARKUP), pages_per_stream)
+    os.makedirs(folder, exist_ok=True)
+    name = os.path.join(folder, "enwiki-20240101-pages-articles-multistream")
+    with open(f"{name}.xml.bz2", "wb") as f:
+        f.write(dump)
+    with open(f"{name}-index.txt.bz2", "wb") as f:
+        f.write(index)
 
 
 def page_xml(page_id: int, title: str, text: str, ns: int = 0, redirect: bool = False) -> str:
