@@ -2,16 +2,17 @@
 
     python -m bench.dask_bench --workers 2 --vocab /tmp/m/vocab/vocab.txt
 
-The cluster is a `dask scheduler` and `--workers` `dask worker` processes (one thread each)
-on localhost, talking over TCP, as on a real cluster but on one machine. Both runs are measured
-the same way, by one poll (`bench.procmem.run_measured`) of every process that works for the
-build: the local runner's build tree (its driver and the workers it forks); for Dask, the
-build's tree plus, polled at the same instants, the scheduler's and each worker's tree (nanny
-included), which were started before and stay up after, as a standing cluster's. Per run: wall
-seconds; CPU seconds of all those processes from the build's start to its end (the cluster's
-own start-up before the build is not counted); MB (10^6 bytes) of text per CPU-second; the peak
-memory of all those processes together and of the largest single one, in PSS (else RSS, and
-the row says so). The two shard sets are compared byte for byte.
+The cluster is a `dask scheduler` and `--workers` `dask worker` processes (one thread each) on
+localhost, talking over TCP, as on a real cluster but on one machine; the workers start with the
+config file docs/runners.md gives for a standing cluster's (glibc's own trim threshold). Both
+runs are measured the same way, by one poll (`bench.procmem.run_measured`) of every process that
+works for the build: the local runner's build tree (its driver and the workers it forks); for
+Dask, the build's tree plus, polled at the same instants, the scheduler's and each worker's tree
+(nanny included), which were started before and stay up after, as a standing cluster's. Per run:
+wall seconds; CPU seconds of all those processes from the build's start to its end (the
+cluster's own start-up before the build is not counted); MB (10^6 bytes) of text per CPU-second;
+the peak memory of all those processes together and of the largest single one, in PSS (else RSS,
+and the row says so). The two shard sets are compared byte for byte.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from bench.procmem import Measured, dir_bytes, run_measured
 from bench.rows import row as bench_row
+from pipeline.runners.dask_runner import worker_config
 
 MB = 1e6  # decimal, as the other areas; memory in GiB = 2**30
 GIB = 1 << 30
@@ -53,7 +57,12 @@ def dask_cluster(workers: int, scratch: str):
     # the workers import this checkout's code (and the tests' DoFns), as the driver does
     root = str(Path(__file__).resolve().parents[1])
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
+    # and start as docs/runners.md tells a standing cluster's workers to: a config file
+    # that unsets the nanny's glibc trim threshold (`worker_config`)
+    config = Path(scratch) / "dask-config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "bert-shards.yaml").write_text(yaml.safe_dump(worker_config()))
+    env = {**os.environ, "PYTHONPATH": path, "DASK_CONFIG": str(config)}
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
     procs = [
         subprocess.Popen(

@@ -25,7 +25,8 @@ estimates a task's duration from those of earlier tasks of the same name prefix,
 places tasks and which it moves to an idle worker, and its dashboard shows the steps by name.
 
 Without `--dask_client_address` (the build's `--dask-address`), a local cluster of
-`--workers` single-threaded processes is started and closed around the run.
+`--workers` single-threaded processes is started and closed around the run, its workers with
+glibc's own memory settings (`GLIBC_TRIM`), as the local runner's.
 """
 
 from __future__ import annotations
@@ -66,6 +67,26 @@ BEAM_PATH = "apache_beam.runners.dask.dask_runner.DaskRunner"
 # another piece to take (Dask moves queued tasks to idle workers), few, because every piece is
 # a task in each later step and in each shuffle of the counts after it.
 PARTITIONS_PER_THREAD = 4
+# Dask's nanny starts each worker with MALLOC_TRIM_THRESHOLD_=65536, so that a long-lived
+# worker hands freed memory back to the system. Set, it also stops glibc from raising its
+# thresholds for large blocks: every array of a bucket's columns is then mapped afresh and
+# faulted in page by page, and the bucket step took markedly more CPU than in the local
+# runner's workers (docs/benchmarks.md, "glibc's trim threshold on Dask"). The local
+# cluster's workers run without it (a MALLOC_TRIM_THRESHOLD_ in the build's environment is
+# still inherited); docs/runners.md gives the same setting for a standing cluster's workers.
+GLIBC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+
+
+def worker_config() -> dict:
+    """The Dask configuration, as a config file nests it, under which a nanny starts its
+    workers without the trim threshold (docs/runners.md, for `dask worker` on a cluster)."""
+    config: dict = {}
+    *path, last = GLIBC_TRIM.split(".")
+    node = config
+    for key in path:
+        node = node.setdefault(key, {})
+    node[last] = None
+    return config
 
 
 def run_bundle(items, fn, args, kwargs, window_fn, label, side_inputs, tagged: bool) -> list:
@@ -258,9 +279,10 @@ class DaskRunner(BeamDaskRunner):
         cluster = None
         if not kwargs.get("address") and not kwargs.get("scheduler_file"):
             workers = options.view_as(DirectOptions).direct_num_workers or usable_cpus()
-            cluster = distributed.LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
-            )
+            with dask.config.set({GLIBC_TRIM: None}):
+                cluster = distributed.LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+                )
             kwargs["address"] = cluster
         client = distributed.Client(**kwargs)
         try:

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import time
 from multiprocessing import resource_tracker
+from pathlib import Path
 
 import pytest
 
@@ -24,9 +25,10 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
     StandardOptions,
 )
 
-from pipeline.runners.dask_runner import DaskRunner  # noqa: E402
+from pipeline.runners.dask_runner import GLIBC_TRIM, DaskRunner, worker_config  # noqa: E402
 from pipeline.runners.run import DASK_RUNNER, make_pipeline, pipeline_options  # noqa: E402
 from tests.helpers import (  # noqa: E402
+    ROOT,
     SAMPLE,
     SAMPLE_INPUT,
     build_process,
@@ -51,9 +53,10 @@ def cluster(tmp_path_factory) -> str:
     from distributed import LocalCluster
 
     scratch = str(tmp_path_factory.mktemp("dask"))
-    # Dask's own scratch folder (its locks) goes there too, not into the machine's /tmp.
+    # Dask's own scratch folder (its locks) goes there too, not into the machine's /tmp; the
+    # workers start as docs/runners.md tells a standing cluster's to (`GLIBC_TRIM`).
     with (
-        dask.config.set({"temporary-directory": scratch}),
+        dask.config.set({"temporary-directory": scratch, GLIBC_TRIM: None}),
         LocalCluster(
             n_workers=2,
             threads_per_worker=1,
@@ -144,9 +147,20 @@ def test_without_an_address_the_vocab_is_built_on_a_local_cluster(
     # `make shards RUNNER=DaskRunner WORKERS=2`: the runner starts two worker processes of its
     # own and stops them after; Dask's scratch folder goes under tmp_path here.
     import dask
+    import distributed
 
     from pipeline.shell.cli import main
 
+    trims = {}  # each worker process's MALLOC_TRIM_THRESHOLD_, asked while the cluster runs
+
+    class Asked(distributed.LocalCluster):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            with distributed.Client(self) as client:
+                trims.update(client.run(trim_threshold))
+
+    monkeypatch.setattr(distributed, "LocalCluster", Asked)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     out = str(tmp_path / "vocab")
     args = ["vocab", "--input", SAMPLE_INPUT, "--out", out, "--runner", "DaskRunner"]
     # Dask starts its processes through multiprocessing, whose resource tracker, once started,
@@ -157,8 +171,30 @@ def test_without_an_address_the_vocab_is_built_on_a_local_cluster(
     with dask.config.set({"temporary-directory": str(tmp_path / "scratch")}):
         assert main([*args, "--workers", "2"]) == 0
     assert set(children(os.getpid())) == before  # its processes ended with it
+    # Its workers run with glibc's own trim threshold, as the local runner's (not Dask's
+    # 65536), and Dask's setting did not leak into this process's environment either.
+    assert list(trims.values()) == [None, None], trims
+    assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
     with open(f"{out}/vocab.txt") as built, open(f"{sample_shards}/vocab.txt") as local:
         assert built.read() == local.read()
+
+
+def test_the_workers_config_file_in_the_docs_is_the_runners():
+    # The YAML docs/runners.md gives for a standing cluster's `dask worker` processes unsets
+    # the nanny's trim threshold, as the runner does for the local cluster it starts.
+    import yaml
+
+    text = (Path(ROOT) / "docs" / "runners.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(block) == worker_config()
+    assert worker_config() == {
+        "distributed": {"nanny": {"pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": None}}}
+    }
+
+
+def trim_threshold() -> str | None:
+    """Run in a Dask worker: its glibc trim threshold, if its environment sets one."""
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
 
 
 def test_punkt_on_dask_learns_the_local_runners_parameters(cluster, tmp_path):
