@@ -26,7 +26,7 @@ places tasks and which it moves to an idle worker, and its dashboard shows the s
 
 Without `--dask_client_address` (the build's `--dask-address`), a local cluster of
 `--workers` single-threaded processes is started and closed around the run, its workers with
-glibc's own memory settings (`GLIBC_TRIM`), as the local runner's.
+glibc's own memory settings, not the ones Dask's nanny sets (`GLIBC_TRIM`).
 """
 
 from __future__ import annotations
