@@ -54,6 +54,13 @@ class InstanceConfig:
         return asdict(self)
 
 
+# The largest --vocab-size. WordPiece's trainer (tokenizers) reserves memory for every piece
+# asked for before it reads a word: a size of 10^11 could not be allocated and ended the
+# worker that trained it, mid-build. 2^24 is far above any BERT vocab (an embedding table of
+# 2^24 rows at BERT-base's width of 768 is 48 GiB of float32) and reserves under a gigabyte.
+MAX_VOCAB_SIZE = 1 << 24
+
+
 @dataclass(frozen=True)
 class VocabConfig:
     vocab_size: int = 30000  # pieces, specials and alphabet included
@@ -66,5 +73,11 @@ class VocabConfig:
     def __post_init__(self):
         if self.vocab_size < 10:
             raise ValueError(f"vocab_size must be >= 10 (got {self.vocab_size})")
+        if self.vocab_size > MAX_VOCAB_SIZE:
+            raise ValueError(
+                f"vocab_size must be <= {MAX_VOCAB_SIZE:,} (got {self.vocab_size:,}): the "
+                "trainer reserves memory for every piece asked for before it starts, and "
+                "BERT's own vocabs hold 30,522 (English) and 119,547 (multilingual) pieces"
+            )
         if self.sample_sentences < 1:
             raise ValueError("sample_sentences must be >= 1")

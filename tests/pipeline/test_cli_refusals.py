@@ -143,6 +143,12 @@ def test_nonsensical_values_are_refused(tmp_path, capsys, argv, named):
         ("build", ["--max-seq-length", "4"], "--max-seq-length: max_seq_length must be >= 5"),
         ("build", ["--random-next-prob", "-0.1"], "--random-next-prob: random_next_prob must be"),
         ("vocab", ["--vocab-size", "5"], "--vocab-size: vocab_size must be >= 10 (got 5)"),
+        # the trainer would reserve memory for them all first, and fail mid-build
+        (
+            "build",
+            ["--vocab-size", "99999999999"],
+            "--vocab-size: vocab_size must be <= 16,777,216 (got 99,999,999,999): the trainer",
+        ),
     ],
 )
 def test_values_a_config_refuses_are_one_line_naming_the_flag(tmp_path, command, argv, said):
