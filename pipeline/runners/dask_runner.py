@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
+import sys
 
 from apache_beam import DoFn, ParDo, TaggedOutput
 from apache_beam.options.pipeline_options import DirectOptions
@@ -75,6 +77,27 @@ PARTITIONS_PER_THREAD = 4
 # cluster's workers run without it (a MALLOC_TRIM_THRESHOLD_ in the build's environment is
 # still inherited); docs/runners.md gives the same setting for a standing cluster's workers.
 GLIBC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+
+
+def trim_threshold() -> str | None:
+    """Run in a Dask worker: the glibc trim threshold its environment sets, if any."""
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+def note_trimming_workers(client) -> None:
+    """One line on stderr when a standing cluster's workers run with a glibc trim threshold
+    (Dask's nanny sets one unless told otherwise): the build runs, at a cost it can avoid."""
+    settings = client.run(trim_threshold)
+    values = sorted({value for value in settings.values() if value is not None})
+    if values:
+        print(
+            f"note: {sum(v is not None for v in settings.values())} of the cluster's "
+            f"{len(settings)} Dask workers run with MALLOC_TRIM_THRESHOLD_={', '.join(values)}, "
+            "as Dask's nanny starts them by default: glibc then maps each large array afresh "
+            "and the build takes more CPU; docs/runners.md ('The workers' memory settings') "
+            "gives the config file to start them with",
+            file=sys.stderr,
+        )
 
 
 def worker_config() -> dict:
@@ -220,7 +243,7 @@ class Translate(PipelineVisitor):
         import dask.bag
 
         values = self.client.compute(bag).result()
-        size = -(-len(values) // max(1, min(self.spread, len(values))))
+        size = max(1, -(-len(values) // max(1, min(self.spread, len(values)))))
         parts = [values[i : i + size] for i in range(0, len(values), size)] or [[]]
         futures = self.client.scatter(parts)
         self.scattered.extend(futures)  # held until the run ends, or the cluster drops them
@@ -286,6 +309,8 @@ class DaskRunner(BeamDaskRunner):
             kwargs["address"] = cluster
         client = distributed.Client(**kwargs)
         try:
+            if cluster is None:
+                note_trimming_workers(client)
             threads = sum(client.nthreads().values()) or 1
             spread = bag_kwargs.get("npartitions") or PARTITIONS_PER_THREAD * threads
             pipeline.replace_all(dask_overrides())

@@ -142,11 +142,20 @@ def given_inputs(args) -> list[tuple[str, str]]:
 def read_fields(args) -> dict:
     """The `ReadConfig` fields every command's flags give."""
     refuse_unused_dask_address(args)
-    return {
-        "inputs": parse_inputs(args.input, args.format),
-        "out": args.out.rstrip("/"),
-        "skip_bad_input": args.skip_bad_input,
-    }
+    inputs, out = parse_inputs(args.input, args.format), args.out.rstrip("/")
+    if args.runner.lower() not in LOCAL_RUNNERS:
+        inputs = tuple(InputSpec(s.format, for_workers(s.pattern)) for s in inputs)
+        out = for_workers(out)
+    return {"inputs": inputs, "out": out, "skip_bad_input": args.skip_bad_input}
+
+
+def for_workers(path: str) -> str:
+    """A local path as another runner's workers must be given it: absolute. Their processes
+    run in folders of their own (a Dask worker where `dask worker` was started, a worker pool
+    where it was), so a relative --input read nothing there and the build ended with no
+    instances, and a relative OUT would have had its files written under their folders.
+    Documents' ids are paths below the pattern's own folder, so they do not change."""
+    return os.path.abspath(path) if is_local(path) else path
 
 
 def refuse_unused_dask_address(args) -> None:

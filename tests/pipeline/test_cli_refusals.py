@@ -302,7 +302,8 @@ def test_a_dask_address_with_the_dask_runner_passes(runner):
     from pipeline.shell.cli import command_config, parsers
 
     argv = ["vocab", "--input", TEXT, "--out", "o", "--runner", runner, "--dask-address", "x"]
-    assert command_config(parsers()[0].parse_args(argv)).out == "o"
+    # its workers are given OUT absolute: they run in a folder of their own
+    assert command_config(parsers()[0].parse_args(argv)).out == os.path.abspath("o")
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,12 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
     StandardOptions,
 )
 
-from pipeline.runners.dask_runner import GLIBC_TRIM, DaskRunner, worker_config  # noqa: E402
+from pipeline.runners.dask_runner import (  # noqa: E402
+    GLIBC_TRIM,
+    DaskRunner,
+    trim_threshold,
+    worker_config,
+)
 from pipeline.runners.run import DASK_RUNNER, make_pipeline, pipeline_options  # noqa: E402
 from tests.helpers import (  # noqa: E402
     ROOT,
@@ -90,12 +95,16 @@ def executed(address: str) -> dict[str, int]:
         return client.run(lambda dask_worker: dask_worker.state.executed_count)
 
 
-def test_shards_on_dask_equal_the_local_runners(sample_shards, cluster, tmp_path):
-    out = str(tmp_path / "dask")
+def test_shards_on_dask_equal_the_local_runners(sample_shards, cluster, tmp_path, monkeypatch):
+    # INPUT and OUT given relative to a folder that is not the workers' own: the workers are
+    # given them absolute (before, they read nothing, and the build ended with no instances).
+    shutil.copytree(SAMPLE, tmp_path / "corpus", ignore=shutil.ignore_patterns("finetune"))
+    monkeypatch.chdir(tmp_path)
+    inputs = "books:corpus/books,text:corpus/text"
     args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
     before = executed(cluster)
-    assert build_shards(out, *args, "--progress-seconds", "0") == 0
-    assert file_digests(out) == file_digests(sample_shards)
+    assert build_shards("dask", *args, "--progress-seconds", "0", inputs=inputs) == 0
+    assert file_digests(str(tmp_path / "dask")) == file_digests(sample_shards)
     after = executed(cluster)
     assert len(after) == 2 and all(after[w] > before[w] for w in after)  # both workers ran it
 
@@ -192,9 +201,35 @@ def test_the_workers_config_file_in_the_docs_is_the_runners():
     }
 
 
-def trim_threshold() -> str | None:
-    """Run in a Dask worker: its glibc trim threshold, if its environment sets one."""
-    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+def set_trim_threshold(value: str | None) -> None:
+    """Run in a Dask worker: what its environment says of glibc's trim threshold."""
+    if value is None:
+        os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+    else:
+        os.environ["MALLOC_TRIM_THRESHOLD_"] = value
+
+
+def test_workers_started_with_dasks_trim_threshold_are_noted(cluster, capsys):
+    # A standing cluster whose nannies set Dask's default: the build says so in one line and
+    # runs; the suite's cluster is started without it, and there the build says nothing.
+    def run() -> str:
+        options = PipelineOptions([f"--dask_client_address={cluster}"])
+        with beam.Pipeline(runner=DaskRunner(), options=options) as p:
+            _ = p | beam.Create([1, 2]) | beam.Map(lambda x: x)
+        return capsys.readouterr().err
+
+    from distributed import Client
+
+    assert "MALLOC_TRIM_THRESHOLD_" not in run()
+    with Client(cluster) as client:
+        client.run(set_trim_threshold, "65536")
+        try:
+            said = run()
+        finally:
+            client.run(set_trim_threshold, None)
+    assert said.startswith("note: 2 of the cluster's 2 Dask workers run with "), said
+    assert "MALLOC_TRIM_THRESHOLD_=65536" in said and said.count("\n") == 1, said
+    assert "docs/runners.md ('The workers' memory settings')" in said
 
 
 def test_punkt_on_dask_learns_the_local_runners_parameters(cluster, tmp_path):
@@ -318,6 +353,12 @@ def test_a_side_input_runs_once_reshuffle_spreads_and_every_branch_runs(cluster,
             p
             | "Other" >> beam.Create(["x"])
             | "Branch" >> beam.Map(lambda x: (leaves / "branch").write_text(""))
+        )
+        _ = (  # nothing to reshuffle (an input format with no files): nothing runs after it
+            p
+            | "Nothing" >> beam.Create([])
+            | "S2" >> beam.Reshuffle()
+            | "Never" >> beam.Map(lambda x: (leaves / "never").write_text(""))
         )
     assert sorted(int(c.name) for c in calls.iterdir()) == [0, 1, 2, 3]  # each once
     cut = _written(bundles)
