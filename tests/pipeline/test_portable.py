@@ -7,6 +7,7 @@ input format."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -14,7 +15,7 @@ import tempfile
 import pytest
 
 from tests.gcs_emulator import _wait_for, free_port, upload_tree
-from tests.helpers import SAMPLE, SAMPLE_INPUT, build_shards, shard_set
+from tests.helpers import SAMPLE, build_shards, shard_set
 
 pytest.importorskip("gcp_storage_emulator")
 
@@ -71,12 +72,15 @@ def build(inputs: str, out: str, runner_args: list[str]) -> int:
 
 
 def test_portable_build_is_the_local_build(portable, sample_shards, tmp_path, monkeypatch):
-    out = str(tmp_path / "out")
+    # INPUT and OUT given relative to a folder that is not the worker pool's: its workers are
+    # given them absolute (else they would read nothing there).
+    shutil.copytree(SAMPLE, tmp_path / "corpus", ignore=shutil.ignore_patterns("finetune"))
+    monkeypatch.chdir(tmp_path)
     temporary = tmp_path / "tmp"  # Python's temporary folder for the run: what is left in it?
     temporary.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temporary))
-    assert build(SAMPLE_INPUT, out, portable) == 0
-    assert shard_set(out) == shard_set(sample_shards)
+    assert build("books:corpus/books,text:corpus/text", "out", portable) == 0
+    assert shard_set(str(tmp_path / "out")) == shard_set(sample_shards)
     assert os.listdir(temporary) == []  # the staged sdist, package list and session are gone
 
 
