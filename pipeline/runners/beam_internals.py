@@ -48,6 +48,7 @@ INTERNALS: dict[str, tuple[str, str]] = {
     "Reshuffle": ("apache_beam.runners.dask.overrides", "_Reshuffle"),
     "TRANSLATIONS": ("apache_beam.runners.dask.transform_evaluator", "TRANSLATIONS"),
     "Flatten": ("apache_beam.runners.dask.transform_evaluator", "Flatten"),
+    "GroupByKey": ("apache_beam.runners.dask.transform_evaluator", "GroupByKey"),
     "NoOp": ("apache_beam.runners.dask.transform_evaluator", "NoOp"),
     "OneReceiver": ("apache_beam.runners.dask.transform_evaluator", "OneReceiver"),
     "get_windowed_value": ("apache_beam.runners.dask.transform_evaluator", "get_windowed_value"),

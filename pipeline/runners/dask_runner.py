@@ -12,13 +12,14 @@ this version (each checked with a three-step pipeline on two worker processes):
 4. `Reshuffle` is dropped, so everything after a `Create` of a few items stays in one
    partition and runs on one worker;
 5. only the last transform's bag is computed: a branch that does not lead to it never runs.
-`DaskRunner` here keeps Beam's translations of Create, GroupByKey and Flatten and replaces
-the rest: a ParDo makes its output list per bundle and routes tagged outputs by tag; a side
-input is computed once, before its readers, with every bag made so far, and all of them are
-kept in the cluster (so no step runs twice; with `--dedup` that holds the documents in the
-workers' memory, as the local runner does), and a step's inputs are taken from those kept
-bags, not from the graphs that made them (`Translate.visit_transform`); `Reshuffle` places its
-elements' pieces on the workers in turn; every leaf of the graph is computed.
+`DaskRunner` here keeps Beam's translations of Create, GroupByKey (its input first merged into
+fewer partitions: `Translate.coalesced`) and Flatten, and replaces the rest: a ParDo makes its
+output list per bundle and routes tagged outputs by tag; a side input is computed once, before
+its readers, with every bag made so far, and all of them are kept in the cluster (so no step
+runs twice; with `--dedup` that holds the documents in the workers' memory, as the local runner
+does), and a step's inputs are taken from those kept bags, not from the graphs that made them
+(`Translate.visit_transform`); `Reshuffle` places its elements' pieces on the workers in turn;
+every leaf of the graph is computed.
 
 Each ParDo's tasks are named after its step (`step_<label>`), not all `run_bundle`: Dask
 estimates a task's duration from those of earlier tasks of the same name prefix, for where it
@@ -50,6 +51,7 @@ from pipeline.runners.beam_internals import (
     DoFnContext,
     DoFnSignature,
     Flatten,
+    GroupByKey,
     NoOp,
     OneReceiver,
     OutputHandler,
@@ -208,6 +210,8 @@ class Translate(PipelineVisitor):
         else:
             op = TRANSLATIONS.get(type(transform), NoOp)(node, bag_kwargs=self.bag_kwargs)
             many = len(inputs) != 1 or isinstance(op, Flatten)
+            if isinstance(op, GroupByKey):
+                inputs = [self.coalesced(inputs[0])]
             out = op.apply(input_bag=(inputs if many else inputs[0]) if inputs else None)
         if not node.outputs:
             self.sinks.append(out)
@@ -248,6 +252,14 @@ class Translate(PipelineVisitor):
         futures = self.client.scatter(parts)
         self.scattered.extend(futures)  # held until the run ends, or the cluster drops them
         return dask.bag.from_delayed(futures)
+
+    def coalesced(self, bag):
+        """A GroupByKey's input in at most `spread` partitions, neighbours merged. Dask's task
+        shuffle makes a task for every pair of input and output partitions, and a Flatten of
+        several steps' outputs adds their partitions up: the build's counts, a few small
+        records, were shuffled in hundreds of tiny tasks, each a cost to the scheduler and the
+        workers (docs/benchmarks.md, "fewer shuffle tasks on Dask")."""
+        return bag.repartition(npartitions=self.spread) if bag.npartitions > self.spread else bag
 
     @staticmethod
     def by_tag(node, pc, out):

@@ -281,6 +281,32 @@ def test_tagged_outputs_and_side_inputs_read_twice_are_carried(cluster, tmp_path
     assert json.loads(seen.read_text()) == [[0, 2, 4], [0, 2, 4], [1, 3, 5, 101]]
 
 
+def test_a_group_by_key_after_a_flatten_shuffles_in_few_tasks(cluster, tmp_path):
+    # Dask's task shuffle makes a task for each pair of input and output partitions, and a
+    # Flatten adds its inputs' partitions up, as the build's counts do: this graph, four
+    # reshuffled collections of 8 pieces each, grouped, ran over 500 tasks. The input is now
+    # merged into 8 partitions first (4 per worker thread), and the groups are the same.
+    options = PipelineOptions([f"--dask_client_address={cluster}"])
+    before = sum(executed(cluster).values())
+    with beam.Pipeline(runner=DaskRunner(), options=options) as p:
+        parts = [
+            p
+            | f"Create{i}" >> beam.Create([(k % 3, k) for k in range(10 * i, 10 * i + 10)])
+            | f"Spread{i}" >> beam.Reshuffle()
+            for i in range(4)
+        ]
+        _ = (
+            parts
+            | beam.Flatten()
+            | beam.GroupByKey()
+            | beam.MapTuple(lambda k, vs: (tmp_path / str(k)).write_text(json.dumps(sorted(vs))))
+        )
+    ran = sum(executed(cluster).values()) - before
+    groups = {int(f.name): json.loads(f.read_text()) for f in tmp_path.iterdir()}
+    assert groups == {k: [v for v in range(40) if v % 3 == k] for k in range(3)}
+    assert ran < 300, ran
+
+
 class Bundles(beam.DoFn):
     """Writes one file per bundle, naming its elements and the process that ran it: how the
     runner cut a collection, and where the pieces went. Each element takes a tenth of a second,
