@@ -56,7 +56,8 @@ def heavy_files_first(items: list) -> list:
 def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:
     from pipeline.shell.cli import main
 
-    return main(["build", "--input", inputs, "--out", out, "--workers", "1", *extra])
+    workers = [] if "--dask-address" in extra else ["--workers", "1"]  # a cluster has its own
+    return main(["build", "--input", inputs, "--out", out, *workers, *extra])
 
 
 def build_in_a_process(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> None:

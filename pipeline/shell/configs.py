@@ -86,14 +86,37 @@ def path_problem(args) -> str | None:
 WORKERS_PER_CPU = 4  # the most local worker processes per CPU that --workers may ask for
 
 
+def workers_are_local(args) -> bool:
+    """Whether --workers counts the build's worker processes: on the local runner, or on the
+    local cluster the Dask runner starts without --dask-address. Elsewhere the cluster or the
+    service has workers of its own."""
+    return args.runner.lower() in LOCAL_RUNNERS or (
+        args.runner.lower() in DASK_RUNNERS and not args.dask_address
+    )
+
+
+def refuse_unused_workers(args) -> None:
+    """--workers where the runner's workers are not this machine's processes: it would be
+    ignored without a word, and the build would run on however many workers are there."""
+    if args.workers and not workers_are_local(args):
+        beside = "--dask-address" if args.dask_address else f"--runner {args.runner}"
+        there = (
+            "the build uses every worker the cluster's scheduler has (start them with dask "
+            "worker --nworkers N)"
+            if args.dask_address
+            else "that runner's service decides its workers (Dataflow: --num_workers, "
+            "--max_num_workers)"
+        )
+        raise ValueError(
+            f"--workers {args.workers} is ignored with {beside}: {there}; leave out --workers"
+        )
+
+
 def refuse_too_many_workers(args) -> None:
     """--workers beyond a few per CPU, where they are processes of this machine (the local
     runner, or Dask's local cluster): the build is CPU-bound, so they would only share the CPUs,
     each holding its own memory, and start-up grows with their number."""
-    local = args.runner.lower() in LOCAL_RUNNERS or (
-        args.runner.lower() in DASK_RUNNERS and not args.dask_address
-    )
-    if not local:
+    if not workers_are_local(args):
         return
     cpus = usable_cpus()
     most = WORKERS_PER_CPU * cpus
@@ -142,6 +165,7 @@ def given_inputs(args) -> list[tuple[str, str]]:
 def read_fields(args) -> dict:
     """The `ReadConfig` fields every command's flags give."""
     refuse_unused_dask_address(args)
+    refuse_unused_workers(args)
     inputs, out = parse_inputs(args.input, args.format), args.out.rstrip("/")
     if args.runner.lower() not in LOCAL_RUNNERS:
         inputs = tuple(InputSpec(s.format, for_workers(s.pattern)) for s in inputs)

@@ -307,6 +307,31 @@ def test_a_dask_address_with_the_dask_runner_passes(runner):
 
 
 @pytest.mark.parametrize(
+    "runner, said",
+    [
+        (
+            ["--runner", "DaskRunner", "--dask-address", "x"],
+            "--workers 3 is ignored with --dask-address: the build uses every worker the "
+            "cluster's scheduler has",
+        ),
+        (
+            ["--runner", "PortableRunner"],
+            "--workers 3 is ignored with --runner PortableRunner: that runner's service decides",
+        ),
+    ],
+)
+def test_workers_where_the_runner_has_its_own_are_refused(runner, said):
+    from pipeline.shell.cli import command_config, parsers
+
+    argv = ["build", "--input", TEXT, "--out", "o", *runner, "--workers", "3"]
+    with pytest.raises(SystemExit) as e:
+        command_config(parsers()[0].parse_args(argv))
+    message = str(e.value.code)
+    assert message.startswith(f"error: {said}") and "\n" not in message, message
+    assert message.endswith("; leave out --workers"), message
+
+
+@pytest.mark.parametrize(
     "command, argv, said",
     [
         (
