@@ -99,9 +99,11 @@ def digests(out: Path) -> dict[str, str]:
     return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
-def build_cmd(inputs: str, out: Path, workers: int, vocab: str | None) -> list[str]:
+def build_cmd(inputs: str, out: Path, workers: int | None, vocab: str | None) -> list[str]:
+    """The build's command; `workers` for the local runner (a cluster has its own: None)."""
     cmd = [sys.executable, "-m", "pipeline", "build", "--input", inputs, "--out", str(out)]
-    cmd += ["--workers", str(workers), "--overwrite", "--progress-seconds", "0"]
+    cmd += ["--workers", str(workers)] if workers is not None else []
+    cmd += ["--overwrite", "--progress-seconds", "0"]
     return cmd + (["--vocab", vocab] if vocab else [])
 
 
@@ -136,7 +138,7 @@ def run_local(inputs: str, out: Path, workers: int, vocab, text_bytes: int) -> d
 def run_dask(inputs: str, out: Path, workers: int, vocab, text_bytes: int, scratch: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     with dask_cluster(workers, scratch) as (address, pids):
-        cmd = build_cmd(inputs, out, workers, vocab)
+        cmd = build_cmd(inputs, out, None, vocab)
         cmd += ["--runner", "DaskRunner", "--dask-address", address]
         return record("dask", text_bytes, measure(cmd, beside=pids))
 
