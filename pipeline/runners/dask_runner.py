@@ -247,7 +247,7 @@ class Translate(PipelineVisitor):
         import dask.bag
 
         values = self.client.compute(bag).result()
-        size = max(1, -(-len(values) // max(1, min(self.spread, len(values)))))
+        size = max(1, -(-len(values) // self.spread))  # at most `spread` pieces, none empty
         parts = [values[i : i + size] for i in range(0, len(values), size)] or [[]]
         futures = self.client.scatter(parts)
         self.scattered.extend(futures)  # held until the run ends, or the cluster drops them
