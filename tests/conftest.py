@@ -16,6 +16,11 @@ from tests.helpers import build_shards, built_once, expected_rows, heavy_files_f
 # the kernels would read; the C++ it generates is the same, and g++ takes less per kernel
 # (docs/benchmarks.md, "The test suite").
 os.environ.setdefault("AOT_INDUCTOR_ENABLE_LINE_TABLES", "0")
+# and it takes the vector instructions this CPU's flags name (/proc/cpuinfo) as usable instead
+# of compiling and running a probe program for each: it picks the same instruction set and
+# generates the same kernels, and g++ runs a few times less (docs/benchmarks.md, "The test
+# suite"). Where the flags claim more than the compiler can build, a test that compiles fails.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 
 
 def pytest_collection_modifyitems(config, items):
