@@ -220,13 +220,18 @@ def test_dask_worker_started_as_the_docs_say_runs_without_the_trim_threshold(tmp
     env = {k: v for k, v in os.environ.items() if k != "DASK_CONFIG"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
     with LocalCluster(
-        n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
+        n_workers=0,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
     ) as local:
         workers = []
         try:
             for name, config in (("docs", {"DASK_CONFIG": str(folder)}), ("default", {})):
                 cmd = [dask, "worker", local.scheduler_address, "--name", name]
-                cmd += ["--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
+                cmd += ["--host", "127.0.0.1", "--nworkers", "1", "--nthreads", "1"]
+                cmd += ["--no-dashboard"]
                 cmd += ["--local-directory", str(tmp_path)]
                 quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
                 workers.append(subprocess.Popen(cmd, env={**env, **config}, **quiet))
