@@ -318,6 +318,11 @@ def test_a_dask_address_with_the_dask_runner_passes(runner):
             ["--runner", "PortableRunner"],
             "--workers 3 is ignored with --runner PortableRunner: that runner's service decides",
         ),
+        (
+            ["--runner", "DataflowRunner"],
+            "--workers 3 is ignored with --runner DataflowRunner: that runner's service decides "
+            "its workers (Dataflow: --num_workers, --max_num_workers)",
+        ),
     ],
 )
 def test_workers_where_the_runner_has_its_own_are_refused(runner, said):
