@@ -7,12 +7,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from multiprocessing import resource_tracker
-from pathlib import Path
 
 import pytest
 
@@ -31,11 +28,9 @@ from pipeline.runners.dask_runner import (  # noqa: E402
     GLIBC_TRIM,
     DaskRunner,
     trim_threshold,
-    worker_config,
 )
 from pipeline.runners.run import DASK_RUNNER, make_pipeline, pipeline_options  # noqa: E402
 from tests.helpers import (  # noqa: E402
-    ROOT,
     SAMPLE,
     SAMPLE_INPUT,
     build_process,
@@ -188,63 +183,6 @@ def test_without_an_address_the_vocab_is_built_on_a_local_cluster(
     assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
     with open(f"{out}/vocab.txt") as built, open(f"{sample_shards}/vocab.txt") as local:
         assert built.read() == local.read()
-
-
-def docs_worker_config() -> str:
-    """The YAML block docs/runners.md gives for a standing cluster's `dask worker` processes."""
-    text = (Path(ROOT) / "docs" / "runners.md").read_text()
-    return text.split("```yaml\n", 1)[1].split("```", 1)[0]
-
-
-def test_the_workers_config_file_in_the_docs_is_the_runners():
-    # The docs' YAML unsets the nanny's trim threshold, as the runner does for the local
-    # cluster it starts.
-    import yaml
-
-    assert yaml.safe_load(docs_worker_config()) == worker_config()
-    assert worker_config() == {
-        "distributed": {"nanny": {"pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": None}}}
-    }
-
-
-def test_dask_worker_started_as_the_docs_say_runs_without_the_trim_threshold(tmp_path):
-    # The docs' recipe run as written: `dask worker ADDRESS --nworkers 1 --nthreads 1` with
-    # DASK_CONFIG naming a folder that holds the YAML block. Beside it, a worker started
-    # without the folder has Dask's default, so the test tells the two apart.
-    from distributed import Client, LocalCluster
-
-    folder = tmp_path / "dask-config"
-    folder.mkdir()
-    (folder / "workers.yaml").write_text(docs_worker_config())
-    dask = str(Path(sys.executable).with_name("dask"))
-    env = {k: v for k, v in os.environ.items() if k != "DASK_CONFIG"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
-    with LocalCluster(
-        n_workers=0,
-        processes=False,
-        protocol="tcp",
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-    ) as local:
-        workers = []
-        try:
-            for name, config in (("docs", {"DASK_CONFIG": str(folder)}), ("default", {})):
-                cmd = [dask, "worker", local.scheduler_address, "--name", name]
-                cmd += ["--host", "127.0.0.1", "--nworkers", "1", "--nthreads", "1"]
-                cmd += ["--no-dashboard"]
-                cmd += ["--local-directory", str(tmp_path)]
-                quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-                workers.append(subprocess.Popen(cmd, env={**env, **config}, **quiet))
-            with Client(local.scheduler_address) as client:
-                client.wait_for_workers(2, timeout=120)
-                names = {a: w["name"] for a, w in client.scheduler_info()["workers"].items()}
-                by_name = {names[a]: v for a, v in client.run(trim_threshold).items()}
-        finally:
-            for worker in workers:
-                worker.terminate()
-            for worker in workers:
-                worker.wait(timeout=60)
-    assert by_name == {"docs": None, "default": "65536"}, by_name
 
 
 def set_trim_threshold(value: str | None) -> None:

@@ -1,0 +1,113 @@
+"""A standing Dask cluster's workers started as docs/runners.md tells users to start them:
+`dask worker` processes given the docs' config file, and a worker of two threads (what plain
+`dask worker` starts), each against a scheduler in the test process, on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip(
+    "distributed", reason="the dask extra is not installed (pip install -e '.[dask]')"
+)
+
+from pipeline.runners.dask_runner import trim_threshold, worker_config  # noqa: E402
+from tests.helpers import ROOT, build_shards, file_digests  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def docs_worker_config() -> str:
+    """The YAML block docs/runners.md gives for a standing cluster's `dask worker` processes."""
+    text = (Path(ROOT) / "docs" / "runners.md").read_text()
+    return text.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_workers_config_file_in_the_docs_is_the_runners():
+    # The docs' YAML unsets the nanny's trim threshold, as the runner does for the local
+    # cluster it starts.
+    import yaml
+
+    assert yaml.safe_load(docs_worker_config()) == worker_config()
+    assert worker_config() == {
+        "distributed": {"nanny": {"pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": None}}}
+    }
+
+
+def docs_config_folder(tmp_path) -> str:
+    """A folder holding the docs' YAML block, as DASK_CONFIG names it in docs/runners.md."""
+    folder = tmp_path / "dask-config"
+    folder.mkdir(exist_ok=True)
+    (folder / "workers.yaml").write_text(docs_worker_config())
+    return str(folder)
+
+
+@contextlib.contextmanager
+def standing_cluster(tmp_path, *workers: tuple[str, int, str | None]):
+    """A scheduler in this process and, for each (name, threads, DASK_CONFIG folder or None),
+    one `dask worker` process started as a standing cluster's are, on loopback and with this
+    checkout on its path; yields the scheduler's address once every worker has joined."""
+    from distributed import Client, LocalCluster
+
+    dask = str(Path(sys.executable).with_name("dask"))
+    env = {k: v for k, v in os.environ.items() if k != "DASK_CONFIG"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    with LocalCluster(
+        n_workers=0,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+    ) as local:
+        started = []
+        try:
+            for name, threads, config in workers:
+                cmd = [dask, "worker", local.scheduler_address, "--name", name]
+                cmd += ["--host", "127.0.0.1", "--nworkers", "1", "--nthreads", str(threads)]
+                cmd += ["--no-dashboard", "--local-directory", str(tmp_path)]
+                extra = {"DASK_CONFIG": config} if config else {}
+                started.append(subprocess.Popen(cmd, env={**env, **extra}, **quiet))
+            with Client(local.scheduler_address) as client:
+                client.wait_for_workers(len(workers), timeout=120)
+            yield local.scheduler_address
+        finally:
+            for worker in started:
+                worker.terminate()
+            for worker in started:
+                worker.wait(timeout=60)
+
+
+def test_dask_worker_started_as_the_docs_say_runs_without_the_trim_threshold(tmp_path):
+    # The docs' recipe run as written: `dask worker ADDRESS --nworkers 1 --nthreads 1` with
+    # DASK_CONFIG naming a folder that holds the YAML block. Beside it, a worker started
+    # without the folder has Dask's default, so the test tells the two apart.
+    from distributed import Client
+
+    docs = ("docs", 1, docs_config_folder(tmp_path))
+    with standing_cluster(tmp_path, docs, ("default", 1, None)) as address, Client(address) as c:
+        names = {a: w["name"] for a, w in c.scheduler_info()["workers"].items()}
+        by_name = {names[a]: v for a, v in c.run(trim_threshold).items()}
+    assert by_name == {"docs": None, "default": "65536"}, by_name
+
+
+def test_a_worker_of_two_threads_builds_the_local_runners_bytes(sample_shards, tmp_path):
+    # Plain `dask worker` runs a thread per CPU in one process. docs/runners.md advises one
+    # thread per process (the steps are Python), but a worker whose two threads run the
+    # build's tasks at once must write the same bytes.
+    from distributed import Client, get_task_stream
+
+    out = str(tmp_path / "dask")
+    two = ("two", 2, docs_config_folder(tmp_path))
+    with standing_cluster(tmp_path, two) as address, Client(address) as client:
+        assert list(client.nthreads().values()) == [2]
+        with get_task_stream(client) as stream:
+            args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", address]
+            assert build_shards(out, *args, "--progress-seconds", "0") == 0
+    assert len({task["thread"] for task in stream.data}) == 2  # both threads ran its tasks
+    assert file_digests(out) == file_digests(sample_shards)
