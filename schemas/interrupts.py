@@ -3,10 +3,16 @@ signal raises `Interrupted` in the main thread, so the command unwinds as after 
 `finally` blocks run, its child processes end, a lock is released) and its CLI prints one line
 and exits 130 or 143. A second signal ends the process at once.
 
-Two places where Python would lose the exception, and what is done about each:
+Three places where Python would lose the exception, and what is done about each:
 - a finalizer (`__del__`): Python ignores what one raises, and gRPC's channels and DataLoader's
   iterators run code in theirs. A signal that arrives there is raised again once the finalizer
   has returned (`interrupts_unwind`).
+- a finalizer written in C that runs Python code: a file object's, which calls its `closed` and
+  `close` as the garbage collector frees it (urllib3's responses, which the storage client
+  leaves to it), drops what they raise without a word, and no frame says it is a finalizer. A
+  signal lands there readily: the handler runs at the first Python code after a collection,
+  which is that finalizer's. So each interrupt raised is looked for `CHECK_SECONDS` later: if
+  no exception being handled then is or comes from it, it was lost, and it is raised again.
 - a fork's at-fork hooks (logging's lock release among them): CPython drops what a hook raises.
   Code that forks holds both signals back around the fork (`signals_held`), and the interrupt
   is raised once the block ends, in the code that forked.
@@ -16,12 +22,15 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 
 HELD = (signal.SIGINT, signal.SIGTERM)
 DEFER_SECONDS = 0.01  # how soon a signal that arrived in a finalizer is raised again
+CHECK_SECONDS = 0.05  # how soon an interrupt raised is looked for, to raise it again if lost
 
 _DEFERRED: list[int] = []  # a signal that arrived inside a finalizer, raised once it returned
+_RAISED: list[int] = []  # the signal of the interrupt raised last, until it is seen unwinding
 _HOLDING = 0  # how many `signals_held` blocks this process is inside
 _HELD: list[int] = []  # signals that arrived inside one, raised as the outermost ends
 
@@ -49,12 +58,32 @@ def _raise_interrupted(signum, frame) -> None:
         return
     for sig in HELD:  # a second signal ends the process at once
         signal.signal(sig, signal.SIG_DFL)
+    _RAISED[:] = [signum]
+    signal.setitimer(signal.ITIMER_REAL, CHECK_SECONDS)
     raise Interrupted(signum)
 
 
-def _raise_deferred(signum, frame) -> None:
+def _on_alarm(signum, frame) -> None:
+    """The timer: raise a deferred signal, or again an interrupt that nothing is unwinding."""
     if _DEFERRED:
         _raise_interrupted(_DEFERRED.pop(), frame)
+    elif _RAISED:
+        if _unwinding(sys.exc_info()[1]):
+            _RAISED.clear()
+        else:
+            _raise_interrupted(_RAISED.pop(), frame)
+
+
+def _unwinding(e: BaseException | None) -> bool:
+    """Whether `e`, the exception being handled, is an interrupt or was raised while one was
+    (a runner's error that wraps it, a `finally` block's)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, Interrupted):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _in_finalizer(frame) -> bool:
@@ -79,13 +108,14 @@ def interrupts_unwind():
         yield
         return
     handlers = {signal.SIGINT: _raise_interrupted, signal.SIGTERM: _raise_interrupted}
-    handlers[signal.SIGALRM] = _raise_deferred
+    handlers[signal.SIGALRM] = _on_alarm
     before = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         _DEFERRED.clear()
+        _RAISED.clear()
         for sig, handler in before.items():
             signal.signal(sig, handler)
 
@@ -127,4 +157,5 @@ def release_in_child(mask, sigint, sigterm) -> None:
     signal.signal(signal.SIGTERM, sigterm)
     _HOLDING = 0
     _HELD.clear()
+    _RAISED.clear()
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)

@@ -1,5 +1,6 @@
 """`schemas.interrupts`, which every CLI of the three packages runs its command inside: a
-signal that lands in a finalizer is raised once it has returned, the handlers before are
+signal that lands in a finalizer is raised once it has returned (in a C finalizer, which no
+frame shows, once it is found lost), one being unwound is left alone, the handlers before are
 restored, and a thread other than the main one keeps its own; and `bert-schemas` stopped by a
 signal: one line, 130 or 143, and for an export the way to export again (`--overwrite`). The
 other commands, stopped by real signals in fresh processes: tests/pipeline/test_interrupts.py
@@ -7,6 +8,7 @@ and tests/model/test_interrupts.py."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -46,6 +48,49 @@ def test_a_signal_inside_a_finalizer_is_not_lost():
     assert caught.value.signum == signal.SIGTERM
     assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_signal_that_a_file_objects_finalizer_drops_is_raised_again():
+    """A file object freed by the garbage collector is closed by a finalizer written in C, which
+    drops what its `closed` raises without a word (urllib3's responses: a gs:// build stopped by
+    SIGTERM once ran on to the end and exited 0); the interrupt is raised again."""
+
+    class Response(io.RawIOBase):
+        @property
+        def closed(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(100_000):  # the handler runs in here
+                pass
+            return False
+
+    with pytest.raises(Interrupted) as caught:
+        with interrupts_unwind():
+            obj = Response()
+            del obj
+            time.sleep(2)  # the interrupt is raised again within it
+    assert caught.value.signum == signal.SIGTERM
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_an_interrupt_being_unwound_is_not_raised_again():
+    """The check finds the interrupt unwinding, wrapped as a runner wraps it: the `finally` that
+    cleans up runs to its end."""
+    cleaned = []
+    try:
+        with interrupts_unwind():
+            try:
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(2)
+                except Interrupted as e:
+                    raise RuntimeError(f"{e} while running") from e
+            finally:
+                time.sleep(0.3)  # the check comes within it
+                cleaned.append(True)
+    except BaseException as e:  # an interrupt raised again would be a KeyboardInterrupt
+        caught = e
+    assert type(caught) is RuntimeError and str(caught) == "SIGTERM while running"
+    assert cleaned
 
 
 def test_the_handlers_are_restored_and_threads_keep_theirs():
