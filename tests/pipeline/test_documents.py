@@ -23,6 +23,21 @@ def test_text_format_blocks_are_documents():
     assert all(d.presplit for d in docs)
 
 
+def test_text_lines_end_at_lf_or_crlf_and_a_lone_cr_ends_none():
+    r"""A `\r\n` file reads as its `\n` twin; lone `\r` ends (classic Mac) end no line, so the
+    file is one sentence of one document, as the reference's `tf.gfile` reading takes it."""
+    lf = b"One here.\nTwo here.\n\nThree.\n"
+    read = [
+        list(read_text(io.BytesIO(d), "a.txt", Tally())) for d in (lf, lf.replace(b"\n", b"\r\n"))
+    ]
+    assert read[0] == read[1] and [d.paragraphs for d in read[0]] == [
+        ("One here.", "Two here."),
+        ("Three.",),
+    ]
+    [doc] = read_text(io.BytesIO(lf.replace(b"\n", b"\r")), "a.txt", Tally())
+    assert doc.paragraphs == ("One here.\rTwo here.\r\rThree.",)
+
+
 def test_book_paragraphs_split_on_blank_lines_and_join_wrapped_lines():
     data = b"Once upon\na time.\n\n  \nThe end\r\ncame.\n"
     [doc] = read_book(io.BytesIO(data), "x/y.txt", Tally())
