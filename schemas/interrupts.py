@@ -3,7 +3,7 @@ signal raises `Interrupted` in the main thread, so the command unwinds as after 
 `finally` blocks run, its child processes end, a lock is released) and its CLI prints one line
 and exits 130 or 143. A second signal ends the process at once.
 
-Three places where Python would lose the exception, and what is done about each:
+Four places where the exception would be lost, and what is done about each:
 - a finalizer (`__del__`): Python ignores what one raises, and gRPC's channels and DataLoader's
   iterators run code in theirs. A signal that arrives there is raised again once the finalizer
   has returned (`interrupts_unwind`).
@@ -11,8 +11,13 @@ Three places where Python would lose the exception, and what is done about each:
   `close` as the garbage collector frees it (urllib3's responses, which the storage client
   leaves to it), drops what they raise without a word, and no frame says it is a finalizer. A
   signal lands there readily: the handler runs at the first Python code after a collection,
-  which is that finalizer's. So each interrupt raised is looked for `CHECK_SECONDS` later: if
-  no exception being handled then is or comes from it, it was lost, and it is raised again.
+  which is that finalizer's.
+- a library's clean-up: Beam wraps the interrupt in a `RuntimeError`, and its runner's clean-up
+  catches those as `Exception`, logs them and goes on.
+  For both, each interrupt raised is watched through a weak reference every `CHECK_SECONDS`
+  while the command runs: once nothing holds it, neither a handler nor an exception that it
+  caused, it was dropped, and it is raised again. One that is unwinding, or kept to be raised
+  later, is held, so it is never raised twice.
 - a fork's at-fork hooks (logging's lock release among them): CPython drops what a hook raises.
   Code that forks holds both signals back around the fork (`signals_held`), and the interrupt
   is raised once the block ends, in the code that forked.
@@ -21,16 +26,18 @@ Three places where Python would lose the exception, and what is done about each:
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import sys
 import threading
+import weakref
 
 HELD = (signal.SIGINT, signal.SIGTERM)
 DEFER_SECONDS = 0.01  # how soon a signal that arrived in a finalizer is raised again
-CHECK_SECONDS = 0.05  # how soon an interrupt raised is looked for, to raise it again if lost
+CHECK_SECONDS = 0.05  # how often an interrupt raised is looked for, to raise it again if dropped
 
 _DEFERRED: list[int] = []  # a signal that arrived inside a finalizer, raised once it returned
-_RAISED: list[int] = []  # the signal of the interrupt raised last, until it is seen unwinding
+_RAISED: list[tuple[int, weakref.ref]] = []  # the interrupt raised last: signal, weak reference
 _HOLDING = 0  # how many `signals_held` blocks this process is inside
 _HELD: list[int] = []  # signals that arrived inside one, raised as the outermost ends
 
@@ -58,25 +65,32 @@ def _raise_interrupted(signum, frame) -> None:
         return
     for sig in HELD:  # a second signal ends the process at once
         signal.signal(sig, signal.SIG_DFL)
-    _RAISED[:] = [signum]
     signal.setitimer(signal.ITIMER_REAL, CHECK_SECONDS)
-    raise Interrupted(signum)
+    raise _watched(Interrupted(signum))  # no local name: its traceback would hold it
+
+
+def _watched(e: Interrupted) -> Interrupted:
+    _RAISED[:] = [(e.signum, weakref.ref(e))]
+    return e
 
 
 def _on_alarm(signum, frame) -> None:
-    """The timer: raise a deferred signal, or again an interrupt that nothing is unwinding."""
+    """The timer: raise a deferred signal, or again an interrupt that nothing holds."""
     if _DEFERRED:
         _raise_interrupted(_DEFERRED.pop(), frame)
     elif _RAISED:
-        if _unwinding(sys.exc_info()[1]):
-            _RAISED.clear()
+        if _RAISED[0][1]() is not None and not _unwinding(sys.exc_info()[1]):
+            gc.collect(1)  # a dropped one may sit in a cycle with its traceback's frames
+        if _RAISED[0][1]() is None:
+            _raise_interrupted(_RAISED.pop()[0], frame)
         else:
-            _raise_interrupted(_RAISED.pop(), frame)
+            signal.setitimer(signal.ITIMER_REAL, CHECK_SECONDS)
 
 
 def _unwinding(e: BaseException | None) -> bool:
     """Whether `e`, the exception being handled, is an interrupt or was raised while one was
-    (a runner's error that wraps it, a `finally` block's)."""
+    (a runner's error that wraps it, a `finally` block's): then it is held, and no collection
+    is needed to tell."""
     seen = set()
     while e is not None and id(e) not in seen:
         if isinstance(e, Interrupted):

@@ -1,10 +1,10 @@
 """`schemas.interrupts`, which every CLI of the three packages runs its command inside: a
-signal that lands in a finalizer is raised once it has returned (in a C finalizer, which no
-frame shows, once it is found lost), one being unwound is left alone, the handlers before are
-restored, and a thread other than the main one keeps its own; and `bert-schemas` stopped by a
-signal: one line, 130 or 143, and for an export the way to export again (`--overwrite`). The
-other commands, stopped by real signals in fresh processes: tests/pipeline/test_interrupts.py
-and tests/model/test_interrupts.py."""
+signal that lands in a finalizer is raised once it has returned; one that a C finalizer or a
+clean-up dropped is raised again once nothing holds it, one being unwound or kept to be raised
+later is left alone; the handlers before are restored, and a thread other than the main one
+keeps its own; and `bert-schemas` stopped by a signal: one line, 130 or 143, and for an export
+the way to export again (`--overwrite`). The other commands, stopped by real signals in fresh
+processes: tests/pipeline/test_interrupts.py and tests/model/test_interrupts.py."""
 
 from __future__ import annotations
 
@@ -91,6 +91,57 @@ def test_an_interrupt_being_unwound_is_not_raised_again():
         caught = e
     assert type(caught) is RuntimeError and str(caught) == "SIGTERM while running"
     assert cleaned
+
+
+def test_an_interrupt_caught_as_an_exception_once_wrapped_is_raised_again():
+    """Beam wraps an interrupt in a `RuntimeError`, and its runner's clean-up catches those as
+    `Exception`, logs them and goes on; the interrupt, held by nothing then, is raised again."""
+    with pytest.raises(Interrupted):
+        with interrupts_unwind():
+            try:
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(2)
+                except Interrupted as e:
+                    raise RuntimeError(f"{e} while running") from e
+            except Exception:
+                pass
+            time.sleep(2)  # the interrupt is raised again within it
+
+
+def test_an_interrupt_dropped_after_it_was_seen_unwinding_is_raised_again():
+    """A check that finds the interrupt in a `finally` on its way out keeps watching it: a
+    handler further out that drops it is found out too."""
+    with pytest.raises(Interrupted):
+        with interrupts_unwind():
+            try:
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(2)
+                finally:
+                    time.sleep(0.3)  # checks come within it, and find it unwinding
+            except BaseException:
+                pass
+            time.sleep(2)  # the interrupt is raised again within it
+
+
+def test_an_interrupt_kept_to_be_raised_later_is_not_raised_twice():
+    """Code that keeps the interrupt, cleans up and raises it itself: nothing handles it
+    meanwhile, but it is held, so it is left alone."""
+    cleaned = []
+    try:
+        with interrupts_unwind():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(2)
+            except Interrupted as e:
+                kept = e
+            time.sleep(0.3)  # checks come within it
+            cleaned.append(True)
+            raise kept
+    except BaseException as e:
+        caught = e
+    assert caught is kept and cleaned
 
 
 def test_the_handlers_are_restored_and_threads_keep_theirs():
