@@ -72,6 +72,19 @@ def test_a_signal_that_a_file_objects_finalizer_drops_is_raised_again():
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
+def sigterm_here() -> None:
+    """SIGTERM to this process, and a wait in which its handler raises."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(2)
+
+
+def sigterm_wrapped_as_beam_does() -> None:
+    try:
+        sigterm_here()
+    except Interrupted as e:
+        raise RuntimeError(f"{e} while running") from e
+
+
 def test_an_interrupt_being_unwound_is_not_raised_again():
     """The check finds the interrupt unwinding, wrapped as a runner wraps it: the `finally` that
     cleans up runs to its end."""
@@ -79,11 +92,7 @@ def test_an_interrupt_being_unwound_is_not_raised_again():
     try:
         with interrupts_unwind():
             try:
-                try:
-                    os.kill(os.getpid(), signal.SIGTERM)
-                    time.sleep(2)
-                except Interrupted as e:
-                    raise RuntimeError(f"{e} while running") from e
+                sigterm_wrapped_as_beam_does()
             finally:
                 time.sleep(0.3)  # the check comes within it
                 cleaned.append(True)
@@ -99,11 +108,7 @@ def test_an_interrupt_caught_as_an_exception_once_wrapped_is_raised_again():
     with pytest.raises(Interrupted):
         with interrupts_unwind():
             try:
-                try:
-                    os.kill(os.getpid(), signal.SIGTERM)
-                    time.sleep(2)
-                except Interrupted as e:
-                    raise RuntimeError(f"{e} while running") from e
+                sigterm_wrapped_as_beam_does()
             except Exception:
                 pass
             time.sleep(2)  # the interrupt is raised again within it
@@ -116,8 +121,7 @@ def test_an_interrupt_dropped_after_it_was_seen_unwinding_is_raised_again():
         with interrupts_unwind():
             try:
                 try:
-                    os.kill(os.getpid(), signal.SIGTERM)
-                    time.sleep(2)
+                    sigterm_here()
                 finally:
                     time.sleep(0.3)  # checks come within it, and find it unwinding
             except BaseException:
@@ -132,8 +136,7 @@ def test_an_interrupt_kept_to_be_raised_later_is_not_raised_twice():
     try:
         with interrupts_unwind():
             try:
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(2)
+                sigterm_here()
             except Interrupted as e:
                 kept = e
             time.sleep(0.3)  # checks come within it
