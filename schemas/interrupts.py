@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import signal
-import sys
 import threading
 import weakref
 
@@ -79,25 +78,11 @@ def _on_alarm(signum, frame) -> None:
     if _DEFERRED:
         _raise_interrupted(_DEFERRED.pop(), frame)
     elif _RAISED:
-        if _RAISED[0][1]() is not None and not _unwinding(sys.exc_info()[1]):
-            gc.collect(1)  # a dropped one may sit in a cycle with its traceback's frames
-        if _RAISED[0][1]() is None:
+        gc.collect(1)  # a dropped one may sit in a cycle with its traceback's frames
+        if _RAISED[0][1]() is None:  # nothing holds it: dropped
             _raise_interrupted(_RAISED.pop()[0], frame)
         else:
             signal.setitimer(signal.ITIMER_REAL, CHECK_SECONDS)
-
-
-def _unwinding(e: BaseException | None) -> bool:
-    """Whether `e`, the exception being handled, is an interrupt or was raised while one was
-    (a runner's error that wraps it, a `finally` block's): then it is held, and no collection
-    is needed to tell."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, Interrupted):
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
 
 
 def _in_finalizer(frame) -> bool:
