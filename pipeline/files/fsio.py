@@ -167,10 +167,11 @@ def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8")
 
 
-def open_read(path: str):
-    """A seekable binary file as stored (no decompression), for reading a file in pieces."""
+def open_read(path: str, buffer_bytes: int = READ_BUFFER):
+    """A seekable binary file as stored (no decompression), for reading a file in pieces; on
+    gs:// each request asks for at least `buffer_bytes`."""
     if is_gcs(path):
-        return io.BufferedReader(RangedReader(path), buffer_size=READ_BUFFER)
+        return io.BufferedReader(RangedReader(path), buffer_size=buffer_bytes)
     if is_local(path):
         return open(path, "rb")
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)

@@ -36,9 +36,10 @@ from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
 
-def check_inputs(cfg):
+def check_inputs(cfg, verbose: bool = False):
     """The config with its chunk size set from the input's size; no match is refused, nor an
-    OUT that an input would read."""
+    OUT that an input would read, nor a first file not in its format (with `verbose`, as the
+    reader's traceback)."""
     from pipeline.files.listing import input_bytes, refuse_unusable_inputs, shard_set_inside
     from pipeline.stages.read import chunk_bytes_for
 
@@ -46,6 +47,8 @@ def check_inputs(cfg):
     for spec in cfg.inputs:
         if not expand_pattern(spec):
             raise SystemExit(f"error: no input files match {spec.pattern!r} (format {spec.format})")
+        if not cfg.skip_bad_input:
+            check_first_file(spec, verbose)
         manifest = shard_set_inside(spec)
         if manifest:
             raise SystemExit(
@@ -60,6 +63,27 @@ def check_inputs(cfg):
                 "choose an OUT outside the inputs"
             )
     return dataclasses.replace(cfg, chunk_bytes=chunk_bytes_for(input_bytes(cfg.inputs)))
+
+
+def check_first_file(spec, verbose: bool) -> None:
+    """The input's first file (a Wikipedia dump's index aside) read as its format: a wrong
+    --format is refused here, in the reader's words, before OUT is made
+    (`pipeline.sources.head`)."""
+    from pipeline.files import fsio
+    from pipeline.sources.documents import BadInputError
+    from pipeline.sources.head import HEAD_BYTES, check_head
+    from pipeline.sources.wikipedia.spans import is_index
+
+    files = [f for f in expand_pattern(spec) if not (f[0] == "wikipedia" and is_index(f[1]))]
+    if not files:
+        return
+    fmt, path, rel = files[0]
+    try:
+        check_head(fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES))
+    except BadInputError as e:
+        if verbose:
+            raise
+        raise SystemExit(f"error: {e}") from None
 
 
 def reads_out(spec, out: str) -> bool:
@@ -134,7 +158,7 @@ def run_build(args, beam_args: list[str]) -> int:
             load_vocab(cfg.vocab_path)  # refused here, before any work starts
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
-    cfg = check_inputs(cfg)
+    cfg = check_inputs(cfg, args.verbose)
     refuse_shared_names(cfg.inputs, dedup=cfg.dedup is not None)
     try:
         check_output(cfg.out, args.overwrite)
@@ -219,7 +243,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
     from pipeline.stages.split import SplitSentences
     from pipeline.stages.vocab import TrainVocab
 
-    cfg = check_inputs(command_config(args))
+    cfg = check_inputs(command_config(args), args.verbose)
     out, lowercase = cfg.out, cfg.vocab.lowercase
 
     def save(vocab):
@@ -249,7 +273,7 @@ def run_punkt(args, beam_args: list[str]) -> int:
     from pipeline.stages.read import ReadChunks
     from pipeline.stages.vocab import TrainPunkt
 
-    cfg = check_inputs(command_config(args))
+    cfg = check_inputs(command_config(args), args.verbose)
     path = f"{cfg.out}/punkt.json"
 
     def steps(p, tmp: str) -> None:

@@ -175,12 +175,14 @@ def test_a_missing_vocab_is_one_line(tmp_path, capsys):
 
 
 def test_a_wrong_format_is_one_line_saying_what_to_do(tmp_path):
+    out = tmp_path / "o"
     with pytest.raises(SystemExit) as e:
-        main(["build", "--input", TEXT, "--format", "wikipedia", "--out", str(tmp_path / "o")])
+        main(["build", "--input", TEXT, "--format", "wikipedia", "--out", str(out)])
     message = str(e.value.code)
     assert message.startswith("error: ") and "\n" not in message
     assert "not a MediaWiki XML export" in message
     assert "FORMAT=text" in message and "--skip-bad-input" in message
+    assert not out.exists()  # refused before OUT was made
 
 
 def test_num_shards_far_above_the_corpus_is_capped_and_said(tmp_path, capsys):

@@ -124,7 +124,8 @@ def test_a_multistream_wikipedia_dump_on_gcs_builds_the_local_bytes(
         for method, path, status in gcs_emulator.request_log()
         if path.startswith("/download/") and status == 206 and f"{name}.xml.bz2" in path
     ]
-    assert len(ranges) == counts["wiki_pages"]  # a ranged read of the dump per span
+    # a ranged read of the dump per span, and one of its head before the build
+    assert len(ranges) == counts["wiki_pages"] + 1
 
 
 def start_build(out: str, inputs: str, gcs, tmp: str) -> subprocess.Popen:
@@ -343,3 +344,23 @@ def test_a_bucket_that_does_not_exist_is_one_line(gcs_emulator, command, overwri
         f"error: --out {out}: there is no bucket no-such-bucket; create it (gcloud storage "
         "buckets create gs://no-such-bucket) or choose another OUT"
     )
+
+
+def test_a_wrong_format_on_gcs_is_refused_after_one_small_read(gcs_emulator, tmp_path):
+    """The first file's head alone is read (not the 8 MiB of a build's reads), and nothing is
+    written."""
+    from pipeline.shell.cli import main
+    from pipeline.sources.head import HEAD_BYTES
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "prose.txt").write_bytes(read(f"{SAMPLE}/text/wiki-style.txt") * 20)
+    gcs_emulator.create_bucket("wrong-format")
+    upload_tree(str(tmp_path / "corpus"), "gs://wrong-format/corpus")
+    gcs_emulator.reset_stats()
+    args = ["--input", "wikipedia:gs://wrong-format/corpus", "--out", "gs://wrong-format/out"]
+    with pytest.raises(SystemExit) as e:
+        main(["build", *args, "--workers", "1"])
+    assert str(e.value.code).startswith("error: prose.txt: not a MediaWiki XML export")
+    assert gcs_emulator.list_objects("wrong-format") == ["corpus/prose.txt"]
+    assert os.path.getsize(tmp_path / "corpus" / "prose.txt") > 4 * HEAD_BYTES
+    assert gcs_emulator.stats()["bytes_down"] < 2 * HEAD_BYTES  # the head, and the listing

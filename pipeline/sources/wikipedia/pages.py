@@ -149,10 +149,15 @@ def _count_damage(splitter: PageSplitter, label: str, tally: Tally) -> None:
 
 
 def _check_header(header: bytes, rel: str) -> Siteinfo:
+    refuse_non_export(header, rel)
+    return parse_siteinfo(header)
+
+
+def refuse_non_export(header: bytes, rel: str) -> None:
+    """`header`, the bytes before an export's first `<page>`, must open `<mediawiki>`."""
     if b"<mediawiki" not in header[:4096]:
         start = header[:60].decode("utf-8", "replace")
         raise BadInputError(
             f"{rel}: not a MediaWiki XML export (it starts with {start!r}); pass the right "
             "--format (FORMAT=text, books or jsonl), or --skip-bad-input to skip such files"
         )
-    return parse_siteinfo(header)
