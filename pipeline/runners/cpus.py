@@ -6,13 +6,14 @@ CPUs on a 64-CPU host (Docker's `--cpus 2`, a Kubernetes limit: a cgroup CPU quo
 `taskset -c 0,1` (an affinity), it says 64, and 64 CPU-bound workers would share two CPUs, each
 holding its own memory. joblib's `cpu_count` (from loky, already installed with NLTK) takes the
 least of the machine's CPUs, the process's affinity and its cgroup's quota (v1 `cpu.cfs_quota_us`
-or v2 `cpu.max`, rounded up), and `LOKY_MAX_CPU_COUNT` where it is set."""
+or v2 `cpu.max`, rounded up), and `LOKY_MAX_CPU_COUNT` where it is set. It is imported when a
+count is needed (about 0.07 CPU-s): not by a build given a few `--workers`."""
 
 from __future__ import annotations
-
-from joblib import cpu_count
 
 
 def usable_cpus() -> int:
     """The CPUs this process may use (at least 1)."""
+    from joblib import cpu_count
+
     return max(1, cpu_count())

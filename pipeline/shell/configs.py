@@ -116,8 +116,8 @@ def refuse_too_many_workers(args) -> None:
     """--workers beyond a few per CPU, where they are processes of this machine (the local
     runner, or Dask's local cluster): the build is CPU-bound, so they would only share the CPUs,
     each holding its own memory, and start-up grows with their number."""
-    if not workers_are_local(args):
-        return
+    if not workers_are_local(args) or args.workers <= WORKERS_PER_CPU:
+        return  # within what one CPU allows: no count needed
     cpus = usable_cpus()
     most = WORKERS_PER_CPU * cpus
     if args.workers > most:

@@ -43,6 +43,18 @@ def test_workers_elsewhere_are_not_counted_against_this_machine(monkeypatch):
     refuse_too_many_workers(parsers()[0].parse_args([*argv[:-1], "8"]))  # 4 per CPU: allowed
 
 
+def test_a_few_workers_are_allowed_without_counting_the_cpus(monkeypatch):
+    """Up to 4 workers suit any machine (it has a CPU), so the CPUs are not counted."""
+    from pipeline.shell import configs
+    from pipeline.shell.cli import parsers
+    from pipeline.shell.configs import refuse_too_many_workers
+
+    monkeypatch.setattr(configs, "usable_cpus", lambda: pytest.fail("the CPUs were counted"))
+    argv = ["build", "--input", SAMPLE_TEXT, "--out", "o", "--workers"]
+    for workers in ("0", "1", "4"):
+        refuse_too_many_workers(parsers()[0].parse_args([*argv, workers]))
+
+
 @pytest.fixture
 def direct_connections(monkeypatch):
     """No proxy named in the environment, and the connection tries of `check_reachable` not
