@@ -47,8 +47,7 @@ def check_inputs(cfg, verbose: bool = False):
     for spec in cfg.inputs:
         if not expand_pattern(spec):
             raise SystemExit(f"error: no input files match {spec.pattern!r} (format {spec.format})")
-        if not cfg.skip_bad_input:
-            check_first_file(spec, verbose)
+        check_first_file(spec, verbose, strict=not cfg.skip_bad_input)
         manifest = shard_set_inside(spec)
         if manifest:
             raise SystemExit(
@@ -65,10 +64,10 @@ def check_inputs(cfg, verbose: bool = False):
     return dataclasses.replace(cfg, chunk_bytes=chunk_bytes_for(input_bytes(cfg.inputs)))
 
 
-def check_first_file(spec, verbose: bool) -> None:
+def check_first_file(spec, verbose: bool, strict: bool) -> None:
     """The input's first file (a Wikipedia dump's index aside) read as its format: a wrong
-    --format is refused here, in the reader's words, before OUT is made
-    (`pipeline.sources.head`)."""
+    --format is refused here, in the reader's words, before OUT is made; with --skip-bad-input
+    (not `strict`) only another format read as text (`pipeline.sources.head`)."""
     from pipeline.files import fsio
     from pipeline.sources.documents import BadInputError
     from pipeline.sources.head import HEAD_BYTES, check_head
@@ -79,7 +78,7 @@ def check_first_file(spec, verbose: bool) -> None:
         return
     fmt, path, rel = files[0]
     try:
-        check_head(fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES))
+        check_head(fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES), strict)
     except BadInputError as e:
         if verbose:
             raise

@@ -1,17 +1,21 @@
 """The first bytes of an input's first file, read as its format's reader reads them, before any
 work starts: a wrong `--format` (a text file given as Wikipedia, a gzip file named `.txt`, a
 JSON Lines file whose first record is not JSON) is refused in the reader's own words before OUT
-is made or locked, and before Beam starts. Only the head is read (`HEAD_BYTES`, decompressed);
-a bad record further on is still found by the reader, where `--skip-bad-input` skips and
-counts it (with that flag nothing is refused here)."""
+is made or locked, and before Beam starts; and a MediaWiki export or JSON Lines file given as
+`text` or `books` (the default format takes an input without a prefix as text), whose markup
+would otherwise be read as prose. Only the head is read (`HEAD_BYTES`, decompressed); a bad
+record further on is still found by the reader, where `--skip-bad-input` skips and counts it
+(with that flag only another format is refused here)."""
 
 from __future__ import annotations
 
 import io
+import json
+import re
 from typing import BinaryIO
 
 from pipeline.sources.compressed import decompressed
-from pipeline.sources.documents import Tally
+from pipeline.sources.documents import BadInputError, Tally
 from pipeline.sources.jsonl import read_jsonl
 from pipeline.sources.streams import text_stream
 from pipeline.sources.wikipedia.pages import refuse_non_export
@@ -19,27 +23,67 @@ from pipeline.sources.wikipedia.split import PAGE_OPEN, as_utf8
 
 HEAD_BYTES = 1 << 16
 
+# an export's start: optional whitespace and XML declaration, then its root element
+_EXPORT_START = re.compile(rb"\s*(?:<\?xml[^>]*\?>\s*)?<mediawiki[\s>]")
 
-def check_head(fmt: str, path: str, rel: str, open_raw) -> None:
+
+def check_head(fmt: str, path: str, rel: str, open_raw, strict: bool = True) -> None:
     """Raises `BadInputError` when the file at `path` (`rel` within its input) does not start
-    as format `fmt` does; `open_raw(path)` opens it as stored."""
-    with open_raw(path) as raw:
-        head = read_head(decompressed(raw, path))
+    as format `fmt` does; `open_raw(path)` opens it as stored. Not `strict` (--skip-bad-input),
+    only a file of another format read as `text` or `books` is refused: the readers would take
+    its markup as prose, where a bad file is skipped and counted."""
+    try:
+        with open_raw(path) as raw:
+            head = read_head(decompressed(raw, path))
+    except BadInputError:
+        if strict:
+            raise
+        return
     whole = len(head) < HEAD_BYTES
     if fmt == "wikipedia":
         text = read_all(as_utf8(io.BytesIO(head)))
-        if text.strip():  # an empty file is dropped and counted, not refused
+        if strict and text.strip():  # an empty file is dropped and counted, not refused
             refuse_non_export(text.split(PAGE_OPEN, 1)[0], rel)
         return
-    tally = Tally()  # strict: its first bad record raises
+    tally = Tally(skip_bad_input=not strict)  # strict: its first bad record raises
     stream = text_stream(io.BytesIO(head), rel, tally)
-    if fmt != "jsonl" or stream is None:
+    if stream is None:
         return
     text = read_all(stream)
-    if not whole:  # only whole lines: the head may end inside a record
-        text = text[: text.rfind(b"\n") + 1]
-    for _ in read_jsonl(io.BytesIO(text), rel, tally):
-        pass
+    if fmt != "jsonl":
+        refuse_other_format(fmt, text, whole, rel)
+    elif strict:
+        if not whole:  # only whole lines: the head may end inside a record
+            text = text[: text.rfind(b"\n") + 1]
+        for _ in read_jsonl(io.BytesIO(text), rel, tally):
+            pass
+
+
+def refuse_other_format(fmt: str, text: bytes, whole: bool, rel: str) -> None:
+    """A MediaWiki export, or JSON Lines records in every whole line, given as `text` or
+    `books` (as the default --format takes any input without a prefix)."""
+    other = None
+    if _EXPORT_START.match(text):
+        other, kind = "wikipedia", "a MediaWiki XML export"
+    else:
+        lines = [line for line in text.split(b"\n")[: None if whole else -1] if line.strip()]
+        if lines and all(_is_record(line) for line in lines):
+            other, kind = "jsonl", "JSON Lines, a record per line"
+    if other:
+        raise BadInputError(
+            f"{rel}: {kind}, whose markup the {fmt} format would take as prose; pass "
+            f"--format {other} (make: FORMAT={other}) or prefix the input with {other}:"
+        )
+
+
+def _is_record(line: bytes) -> bool:
+    if not line.lstrip().startswith(b"{"):
+        return False
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and isinstance(record.get("text"), str)
 
 
 def read_head(f: BinaryIO) -> bytes:

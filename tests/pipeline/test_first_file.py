@@ -72,6 +72,39 @@ def test_with_skip_bad_input_the_first_file_is_counted_not_refused(tmp_path):
     assert counts["documents_used"] == counts["documents_read"] - 1 > 0
 
 
+@pytest.mark.parametrize("skip", [[], ["--skip-bad-input"]])
+@pytest.mark.parametrize("fmt", ["text", "books"])
+def test_an_export_or_json_lines_read_as_prose_is_refused_with_skip_bad_input_too(
+    tmp_path, fmt, skip
+):
+    """The default format takes an input without a prefix as text, which would read markup
+    as prose: no bad record for --skip-bad-input to count, so refused with it too."""
+    records = "".join(json.dumps({"id": i, "text": f"Record {i}."}) + "\n" for i in range(3))
+    (tmp_path / "r.jsonl").write_text(records)
+    dump = export(page_xml(1, "T", "Some prose."))
+    (tmp_path / "d.xml.bz2").write_bytes(bz2.compress(b'<?xml version="1.0"?>\n' + dump))
+    kinds = {"jsonl": "JSON Lines, a record per line", "wikipedia": "a MediaWiki XML export"}
+    for name, other in (("r.jsonl", "jsonl"), ("d.xml.bz2", "wikipedia")):
+        out = tmp_path / "out"
+        with pytest.raises(SystemExit) as e:
+            main(["build", "--input", f"{fmt}:{tmp_path}/{name}", "--out", str(out), *skip])
+        assert str(e.value.code) == (
+            f"error: {name}: {kinds[other]}, whose markup the {fmt} format would take as "
+            f"prose; pass --format {other} (make: FORMAT={other}) or prefix the input with "
+            f"{other}:"
+        )
+        assert not out.exists()
+
+
+def test_prose_that_holds_some_markup_is_read_as_prose():
+    mixed = b'Prose first.\n{"text": "a record"}\n'
+    starts_late = b"A note on the export format.\n<mediawiki>\n"
+    for data in (mixed, starts_late, b"{not json}\n", b'{"title": "no text"}\n'):
+        assert head_refusal("text", data) is None, data
+    one_long_line = json.dumps({"text": "w" * HEAD_BYTES}).encode()  # no whole line in the head
+    assert head_refusal("books", one_long_line) is None
+
+
 def test_only_whole_lines_of_the_head_are_read():
     long_record = json.dumps({"text": "word " * (HEAD_BYTES // 4)}) + "\n"
     assert head_refusal("jsonl", long_record.encode() + b"not json\n") is None
