@@ -311,6 +311,10 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
             try:
                 with p:
                     add_steps(p)
+            except BaseException as e:
+                if interrupt_inside(e) is not None:
+                    cancel_job(getattr(p, "result", None), stream)
+                raise
             finally:  # Beam removes it only after a run, not when the graph was refused
                 shutil.rmtree(p.local_tempdir, ignore_errors=True)
     except Exception as e:
@@ -356,6 +360,28 @@ def submission_folder(options: PipelineOptions):
     finally:
         tempfile.tempdir = saved
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def cancel_job(result, stream) -> None:
+    """A job that a runner's service runs apart from this process (Beam's portable job API,
+    Dask, Dataflow), cancelled when a signal stops the build: left running, it would go on
+    writing into OUT's build area after OUT's lock was released, under a resumed or new build.
+    `result` is None where the graph ran in this process and its workers (the local runner),
+    which stop with it, or a job that has ended (the signal came after). A cancel that fails is
+    said on `stream`, since the job may still run."""
+    from pipeline.runners.beam_internals import PipelineState
+
+    if result is None:
+        return
+    try:
+        if not PipelineState.is_terminal(result.state):
+            result.cancel()
+    except Exception as e:  # the stop goes on; the job's fate is said
+        print(
+            f"warning: the runner's job was not cancelled ({type(e).__name__}: {e}); it may "
+            "still be running: cancel it with the runner's own tools before --resume",
+            file=stream,
+        )
 
 
 def interrupt_inside(e: BaseException) -> KeyboardInterrupt | None:

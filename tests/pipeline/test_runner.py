@@ -1,15 +1,20 @@
-"""The local runner: offline (no Prism download), every usable CPU, never multi_threading."""
+"""The local runner: offline (no Prism download), every usable CPU, never multi_threading; and
+a job that runs apart from the driver, cancelled when a signal stops the build."""
 
 from __future__ import annotations
+
+import signal
 
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.runners.portability import prism_runner
 from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.runners.runner import PipelineResult, PipelineRunner, PipelineState
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.runners.run import make_pipeline, pipeline_options
+from schemas.interrupts import Interrupted
 
 
 def test_local_runs_use_multi_processing_on_every_usable_cpu(monkeypatch):
@@ -184,3 +189,49 @@ def test_the_forked_workers_bundles_sample_every_20_ms(tmp_path):
     workers = {name.split("-")[0] for name in seen}
     assert done.stdout.strip() not in workers and len(workers) == 2  # the forked workers
     assert set(seen.values()) == {"20"}
+
+
+class JobElsewhere(PipelineRunner):
+    """A runner whose job runs apart from this process (as on Beam's portable job API, Dask or
+    Dataflow): `run` returns at once, and the wait is where a signal lands."""
+
+    cancels: list[str] = []
+    cancel_fails = False
+    state = PipelineState.RUNNING
+
+    def run_pipeline(self, pipeline, options):
+        runner = type(self)
+
+        class Running(PipelineResult):
+            def wait_until_finish(self, duration=None):
+                raise Interrupted(signal.SIGTERM)
+
+            def cancel(self):
+                runner.cancels.append("cancel")
+                if runner.cancel_fails:
+                    raise ConnectionError("the job service is gone")
+
+        return Running(runner.state)
+
+
+@pytest.mark.parametrize("cancel_fails", [False, True])
+def test_a_signal_cancels_a_job_that_runs_apart(monkeypatch, capfd, cancel_fails):
+    from pipeline.runners.run import run_pipeline
+
+    monkeypatch.setattr(JobElsewhere, "cancels", [])
+    monkeypatch.setattr(JobElsewhere, "cancel_fails", cancel_fails)
+    options = pipeline_options([], f"{__name__}.JobElsewhere", 0)
+    with pytest.raises(Interrupted):
+        run_pipeline(lambda p: p | beam.Create([1]), options, verbose=False)
+    assert JobElsewhere.cancels == ["cancel"]
+    # a job that had ended when the signal came is not cancelled, nor said to be running
+    monkeypatch.setattr(JobElsewhere, "state", PipelineState.DONE)
+    with pytest.raises(Interrupted):
+        run_pipeline(lambda p: p | beam.Create([1]), options, verbose=False)
+    assert JobElsewhere.cancels == ["cancel"]
+    said = capfd.readouterr().err
+    warning = (
+        "warning: the runner's job was not cancelled (ConnectionError: the job service is "
+        "gone); it may still be running: cancel it with the runner's own tools before --resume\n"
+    )
+    assert said == (warning if cancel_fails else "")
