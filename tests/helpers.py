@@ -87,13 +87,15 @@ def build_process(out: str, *args: str, inputs: str = SAMPLE_INPUT) -> subproces
     )
 
 
-def kill_when(proc: subprocess.Popen, pattern: str, timeout: float = 120) -> bool:
-    """SIGKILL the build's whole process group once `pattern` matches a file; False when the
-    build ended first."""
+def kill_when(
+    proc: subprocess.Popen, pattern: str, timeout: float = 120, sig: int = signal.SIGKILL
+) -> bool:
+    """Send `sig` (SIGKILL) to the build's whole process group once `pattern` matches a file;
+    False when the build ended first."""
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
         if glob.glob(pattern):
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, sig)
             proc.wait()
             return True
         time.sleep(0.05)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import tempfile
 import time
 from multiprocessing import resource_tracker
@@ -128,15 +129,37 @@ def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, t
     assert counts[0]["total"]["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>")
 
 
-def test_a_build_killed_on_dask_resumes_on_dask_to_the_same_bytes(sample_shards, cluster, tmp_path):
-    """`--resume` on Dask: a build whose driver is killed (SIGKILL, its workers' tasks left to
-    the cluster) once a bucket's shard is finished, started again with --resume on the same
-    cluster, takes that shard as it is (the same file, by its modification time) and ends with
-    the local runner's bytes."""
+RESUME_LINE = "interrupted; run the same command with --resume to continue"
+
+
+def tasks_held(dask_scheduler) -> int:
+    return len(dask_scheduler.tasks)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_build_killed_on_dask_resumes_on_dask_to_the_same_bytes(
+    sample_shards, cluster, tmp_path, sig
+):
+    """`--resume` on Dask: a build whose driver is killed once a bucket's shard is finished
+    (SIGKILL, its workers' tasks left to the cluster; or SIGTERM, which it ends in one line,
+    its job cancelled), started again with --resume on the same cluster, takes that shard as
+    it is (the same file, by its modification time) and ends with the local runner's bytes.
+    Either way the cluster is left holding none of the build's tasks."""
+    from distributed import Client
+
     out = str(tmp_path / "out")
     dask_args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
     driver = build_process(out, *dask_args, "--progress-seconds", "0")
-    assert kill_when(driver, f"{out}/shards/.building/bucket-*.json"), "no bucket was killed"
+    pattern = f"{out}/shards/.building/bucket-*.json"
+    assert kill_when(driver, pattern, sig=sig), "no bucket was killed"
+    if sig == signal.SIGTERM:
+        said = driver.stdout.read().decode().strip().splitlines()
+        assert driver.returncode == 143 and said[-1] == RESUME_LINE, said
+    with Client(cluster) as client:
+        deadline = time.monotonic() + 10
+        while (left := client.run_on_scheduler(tasks_held)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert left == 0
     assert not os.path.exists(f"{out}/manifest.json")
     kept = finished_bucket_times(out)
     assert build_shards(out, *dask_args, "--resume", "--progress-seconds", "0") == 0
