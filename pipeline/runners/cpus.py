@@ -7,7 +7,8 @@ CPUs on a 64-CPU host (Docker's `--cpus 2`, a Kubernetes limit: a cgroup CPU quo
 holding its own memory. joblib's `cpu_count` (from loky, already installed with NLTK) takes the
 least of the machine's CPUs, the process's affinity and its cgroup's quota (v1 `cpu.cfs_quota_us`
 or v2 `cpu.max`, rounded up), and `LOKY_MAX_CPU_COUNT` where it is set. It is imported when a
-count is needed (about 0.07 CPU-s): not by a build given a few `--workers`."""
+count is needed, not by a build given a few `--workers` (its import's cost:
+docs/benchmarks.md, "The process's end")."""
 
 from __future__ import annotations
 
