@@ -173,6 +173,7 @@ def run_build(args, beam_args: list[str]) -> int:
                 prepare_output(cfg.out, resume_record(cfg), args.resume)
             except ValueError as e:
                 raise OutputError(str(e)) from None
+            args.resumable = True  # OUT holds this build's resume record from here on
             started = time.time()
             options = pipeline_options(beam_args, args.runner, args.workers)
             watch = progress_line(cfg, args.progress_seconds)
@@ -331,9 +332,14 @@ def read_text_file(path: str) -> str:
         raise SystemExit(f"error: cannot read {path}: {e}") from None
 
 
-def interrupted_line(command: str) -> str:
-    if command == "build":
+def interrupted_line(args) -> str:
+    """What to do after a signal: a build whose OUT holds its resume record (made by this run,
+    or the one `--resume` continues) goes on with --resume; anything stopped earlier, and
+    `vocab` and `punkt`, run again."""
+    if args.command == "build" and (args.resume or getattr(args, "resumable", False)):
         return "interrupted; run the same command with --resume to continue"
+    if args.command == "build":
+        return "interrupted before any work started; run the same command again"
     return "interrupted; run the same command again"
 
 
@@ -417,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        print(interrupted_line(args.command), file=sys.stderr)
+        print(interrupted_line(args), file=sys.stderr)
         return exit_code(e)
 
 

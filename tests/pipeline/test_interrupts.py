@@ -291,3 +291,31 @@ def test_a_signal_stops_vocab_and_punkt_in_one_line(
     argv = [command, "--input", SAMPLE_INPUT, "--out", str(tmp_path / "o"), "--workers", "1"]
     assert main(argv) == code
     assert capsys.readouterr().err == "interrupted; run the same command again\n"
+
+
+@pytest.mark.parametrize("where", ["check_first_file", "run_pipeline"])
+def test_a_build_stopped_before_its_out_was_made_says_run_it_again(
+    tmp_path, monkeypatch, capsys, where
+):
+    """A signal while the inputs are checked (before OUT is made) has nothing to resume: the
+    line says to run the command again. Once OUT holds the build's resume record, --resume."""
+    import pipeline.runners.run
+    import pipeline.shell.cli
+    from pipeline.shell.cli import main
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(10)  # the handler raises in here
+        raise AssertionError("SIGINT did not interrupt")
+
+    owner = pipeline.shell.cli if where == "check_first_file" else pipeline.runners.run
+    monkeypatch.setattr(owner, where, signalled)
+    out = tmp_path / "o"
+    assert main(["build", "--input", SAMPLE_INPUT, "--out", str(out), "--workers", "1"]) == 130
+    said = capsys.readouterr().err
+    if where == "check_first_file":
+        assert said == "interrupted before any work started; run the same command again\n"
+        assert not out.exists()
+    else:
+        assert said == INTERRUPTED
+        assert (out / "shards" / ".building" / "build.json").exists()
