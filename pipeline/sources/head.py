@@ -72,7 +72,8 @@ def refuse_other_format(fmt: str, text: bytes, whole: bool, rel: str) -> None:
     if other:
         raise BadInputError(
             f"{rel}: {kind}, whose markup the {fmt} format would take as prose; pass "
-            f"--format {other} (make: FORMAT={other}) or prefix the input with {other}:"
+            f"--format {other} (make: FORMAT={other}) or prefix the input with {other}:, "
+            "or leave the file out of the input"
         )
 
 

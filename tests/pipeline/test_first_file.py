@@ -91,7 +91,7 @@ def test_an_export_or_json_lines_read_as_prose_is_refused_with_skip_bad_input_to
         assert str(e.value.code) == (
             f"error: {name}: {kinds[other]}, whose markup the {fmt} format would take as "
             f"prose; pass --format {other} (make: FORMAT={other}) or prefix the input with "
-            f"{other}:"
+            f"{other}:, or leave the file out of the input"
         )
         assert not out.exists()
 
