@@ -1,5 +1,6 @@
 """A wrong --format is refused before any work starts: each input's first file is read as its
-format's reader reads it (`pipeline.sources.head`), in the reader's words, before OUT is made."""
+format's reader reads it (`pipeline.sources.head`), in the reader's words, before OUT is made;
+and a MediaWiki export or JSON Lines given as text or books, with --skip-bad-input too."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from pipeline.sources.documents import BadInputError, Tally
 from pipeline.sources.head import HEAD_BYTES, check_head
 from pipeline.sources.wikipedia.pages import iter_pages
 from schemas.manifest import Manifest
-from tests.helpers import SAMPLE_TEXT
+from tests.helpers import SAMPLE_TEXT, read
 from tests.pipeline.wikidata import BULGARIAN, gensim_xml, page_xml
 
-PROSE = (SAMPLE_TEXT + "/wiki-style.txt", "wiki-style.txt")
+PROSE = SAMPLE_TEXT + "/wiki-style.txt"
 
 
 def export(*pages: str) -> bytes:
@@ -63,7 +64,7 @@ def test_with_skip_bad_input_the_first_file_is_counted_not_refused(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.txt").write_bytes(b"\x00\x01\x02\x00" * 64)
-    (corpus / "b.txt").write_bytes(open(PROSE[0], "rb").read())
+    (corpus / "b.txt").write_bytes(read(PROSE))
     out = tmp_path / "out"
     argv = ["build", "--input", f"text:{corpus}", "--out", str(out), "--workers", "1"]
     assert main([*argv, "--skip-bad-input"]) == 0
@@ -114,7 +115,7 @@ def test_only_whole_lines_of_the_head_are_read():
 
 
 def test_heads_of_good_files_pass():
-    prose = open(PROSE[0], "rb").read()
+    prose = read(PROSE)
     records = "".join(json.dumps({"id": i, "text": f"Record {i}."}) + "\n" for i in range(9999))
     assert len(records) > HEAD_BYTES
     dump = export(*(page_xml(i, f"T{i}", "Some prose. " * 50) for i in range(1, 200)))
