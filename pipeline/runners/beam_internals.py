@@ -57,7 +57,7 @@ INTERNALS: dict[str, tuple[str, str]] = {
     "DoFnContext": ("apache_beam.runners.common", "DoFnContext"),
     "SideInputMap": ("apache_beam.transforms.sideinputs", "SideInputMap"),
     "PipelineResult": ("apache_beam.runners.runner", "PipelineResult"),
-    "PipelineState": ("apache_beam.runners.runner", "PipelineState"),  # also run.py's cancel
+    "PipelineState": ("apache_beam.runners.runner", "PipelineState"),  # also failures.py's cancel
     # options.py: every option Beam knows, to refuse the others
     "BeamArgumentParser": ("apache_beam.options.pipeline_options", "_BeamArgumentParser"),
     # run.py: the runner --runner names, made and its options checked before any work starts

@@ -112,7 +112,8 @@ def test_a_missing_beam_module_is_named_and_other_packages_are_left_alone(monkey
 
 
 def test_beams_step_text_is_what_the_failure_line_strips():
-    from pipeline.runners.run import failure_line, make_pipeline, pipeline_options
+    from pipeline.runners.failures import failure_line
+    from pipeline.runners.run import make_pipeline, pipeline_options
 
     def refuse(x):
         raise ValueError(f"no good: {x}")

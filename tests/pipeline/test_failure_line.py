@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.files.chunks import DamagedChunkError
-from pipeline.runners.run import failure_line
+from pipeline.runners.failures import failure_line
 
 WORKER_TEXT = """Error processing instruction 7. Original traceback is
 Traceback (most recent call last):

@@ -1,0 +1,108 @@
+"""What a run that failed or was stopped says, and what it leaves behind: the one line for a
+failed step (its own message, found in the runner's wrapped error), for a download the runner
+could not make, the interrupt a runner's error wraps, and the cancel of a job that runs apart
+from the driver when a signal stops it."""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.runners.beam_internals import STEP_SUFFIX
+
+INPUT_ERROR = re.compile(
+    rf"(?:BadInputError|DamagedChunkError|ValueError|FileNotFoundError): (.+?)(?:{STEP_SUFFIX})?$",
+    re.M,
+)
+WHILE_RUNNING = re.compile(f"{STEP_SUFFIX}$")
+
+
+def cancel_job(result, stream) -> None:
+    """A job that a runner's service runs apart from this process (Beam's portable job API,
+    Dask, Dataflow), cancelled when a signal stops the build: left running, it would go on
+    writing into OUT's build area after OUT's lock was released, under a resumed or new build.
+    `result` is None where the graph ran in this process and its workers (the local runner),
+    which stop with it, or a job that has ended (the signal came after). A cancel that fails is
+    said on `stream`, since the job may still run."""
+    from pipeline.runners.beam_internals import PipelineState
+
+    if result is None:
+        return
+    try:
+        if not PipelineState.is_terminal(result.state):
+            result.cancel()
+    except Exception as e:  # the stop goes on; the job's fate is said
+        print(
+            f"warning: the runner's job was not cancelled ({type(e).__name__}: {e}); it may "
+            "still be running: cancel it with the runner's own tools before --resume",
+            file=stream,
+        )
+
+
+def interrupt_inside(e: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (Ctrl-C, or a signal raised as one) that a runner's own error
+    wraps, when a step running in this process was interrupted; else None."""
+    return next((x for x in exception_chain(e) if isinstance(x, KeyboardInterrupt)), None)
+
+
+def exception_chain(e: BaseException | None) -> list[BaseException]:
+    """`e` and what it was raised from or during (its cause, else its context), in turn."""
+    chain, seen = [], set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    return chain
+
+
+def failure_line(e: BaseException) -> str:
+    """The message a build step raised, found in the runner's wrapped exception text; or what
+    Beam could not download as the runner started (a job server's jar, Prism's binary)."""
+    download = failed_download(e)
+    if download:
+        return download
+    texts = []
+    while e is not None:
+        if isinstance(e, (ValueError, FileNotFoundError)):  # raised by a step, in-process
+            return WHILE_RUNNING.sub("", str(e).strip().splitlines()[-1])
+        texts.append(str(e))
+        e = e.__cause__ or e.__context__
+    found = [m.group(1) for t in texts for m in INPUT_ERROR.finditer(t)]
+    if found:
+        return found[-1]
+    details = [m.group(1) for t in texts for m in GRPC_DETAILS.finditer(t)]  # a failed call
+    lines = (ln for t in texts for ln in reversed(t.splitlines()) if any(c.isalnum() for c in ln))
+    last = details[-1] if details else next(lines, "")
+    return f"the build failed: {shortened(last)} (run again with --verbose for the traceback)"
+
+
+def shortened(line: str, most: int = 300) -> str:
+    """A line of at most about `most` characters: a longer one keeps its start and its end,
+    where a failed command's line says how it ended (`returned non-zero exit status 125`)."""
+    line = line.strip()
+    if len(line) <= most:
+        return line
+    return f"{line[: most // 2]} ... {line[-(most // 2) :]}"
+
+
+GRPC_DETAILS = re.compile(r'^\s*details = "(.*)"\s*$', re.M)  # gRPC's error, as it prints it
+
+
+def failed_download(e: BaseException | None) -> str | None:
+    """One line for a runner whose start needed a download that failed (Flink's and Spark's job
+    server jars, Prism's binary, offline): Beam's last word on it is that it could not open the
+    URL as a filesystem path, which hides the reason, urlopen's error before it."""
+    from urllib.error import URLError
+
+    chain = exception_chain(e)
+    failed = next((x for x in chain if isinstance(x, URLError)), None)
+    if failed is None:
+        return None
+    url = next((m.group(0).rstrip(":.,") for x in chain for m in URL.finditer(str(x))), None)
+    return (
+        f"Beam could not download {url or 'what the runner needs'} as the runner started "
+        f"({failed.reason}); give the runner a local copy or a running job service (see "
+        "docs/runners.md)"
+    )
+
+
+URL = re.compile(r"https?://\S+")
