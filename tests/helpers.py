@@ -28,6 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "sample")
 SAMPLE_INPUT = f"books:{SAMPLE}/books,text:{SAMPLE}/text"
 SAMPLE_TEXT = f"{SAMPLE}/text"
+# what a build stopped by a signal says once OUT holds its resume record
+INTERRUPTED = "interrupted; run the same command with --resume to continue"
 BUILD_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 

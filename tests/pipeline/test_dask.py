@@ -32,6 +32,7 @@ from pipeline.runners.dask_runner import (  # noqa: E402
 )
 from pipeline.runners.run import DASK_RUNNER, make_pipeline, pipeline_options  # noqa: E402
 from tests.helpers import (  # noqa: E402
+    INTERRUPTED,
     SAMPLE,
     SAMPLE_INPUT,
     build_process,
@@ -129,9 +130,6 @@ def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, t
     assert counts[0]["total"]["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>")
 
 
-RESUME_LINE = "interrupted; run the same command with --resume to continue"
-
-
 def tasks_held(dask_scheduler) -> int:
     return len(dask_scheduler.tasks)
 
@@ -154,7 +152,7 @@ def test_a_build_killed_on_dask_resumes_on_dask_to_the_same_bytes(
     assert kill_when(driver, pattern, sig=sig), "no bucket was killed"
     if sig == signal.SIGTERM:
         said = driver.stdout.read().decode().strip().splitlines()
-        assert driver.returncode == 143 and said[-1] == RESUME_LINE, said
+        assert driver.returncode == 143 and said[-1] == INTERRUPTED, said
     with Client(cluster) as client:
         deadline = time.monotonic() + 10
         while (left := client.run_on_scheduler(tasks_held)) and time.monotonic() < deadline:

@@ -25,11 +25,12 @@ from pipeline.shell.outdir import (
 )
 from schemas.manifest import read_manifest
 from schemas.validate.run import validate
+from tests.helpers import INTERRUPTED as STOPPED
 from tests.helpers import ROOT, SAMPLE_INPUT, alive, children, ctrl_c_at_fork, signal_at_fork, tmpfs
 
 BUILD = [sys.executable, "-m", "pipeline", "build", "--input", SAMPLE_INPUT]
 BUILD += ["--num-shards", "4", "--progress-seconds", "0"]
-INTERRUPTED = "interrupted; run the same command with --resume to continue\n"
+INTERRUPTED = STOPPED + "\n"  # as stderr ends
 
 
 def shard_hashes(out: str) -> list[str]:

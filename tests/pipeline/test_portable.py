@@ -16,11 +16,16 @@ import tempfile
 import pytest
 
 from tests.gcs_emulator import _wait_for, free_port, upload_tree
-from tests.helpers import SAMPLE, build_process, build_shards, kill_when, shard_set
+from tests.helpers import (
+    INTERRUPTED,
+    SAMPLE,
+    build_process,
+    build_shards,
+    kill_when,
+    shard_set,
+)
 
 pytest.importorskip("gcp_storage_emulator")
-
-INTERRUPTED = "interrupted; run the same command with --resume to continue"
 
 
 @pytest.fixture(scope="module")
