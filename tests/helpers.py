@@ -339,3 +339,35 @@ def imported(path, name: str, names: bool = False) -> Iterator[tuple[str, int]]:
             if names:
                 yield from ((f"{base}.{a.name}", node.lineno) for a in node.names)
             yield base, node.lineno
+
+
+DATAFLOW_BUCKET = "gs://example-bucket"
+
+
+def dataflow_dry_run() -> tuple:
+    """A whole build (a multistream dump and books, with --dedup) made a Dataflow job offline
+    and without credentials (Beam's `--dry_run`): the job, the names of the files Beam staged
+    for it (in the build's submission folder), and that folder, removed once the run ended."""
+    from pipeline.build import BuildConfig, build
+    from pipeline.files.listing import InputSpec
+    from pipeline.runners.run import make_pipeline, pipeline_options, submission_folder
+    from pipeline.stages.dedup import DedupConfig
+
+    args = ["--project", "example-project", "--region", "europe-west4"]
+    args += ["--temp_location", f"{DATAFLOW_BUCKET}/tmp", "--job_name", "bert-shards-test"]
+    args += ["--setup_file", os.path.join(ROOT, "setup.py"), "--dry_run", "True"]
+    cfg = BuildConfig(
+        inputs=(
+            InputSpec("wikipedia", f"{DATAFLOW_BUCKET}/dumps/enwiki-*-multistream.xml.bz2"),
+            InputSpec("books", f"{DATAFLOW_BUCKET}/bookscorpus/"),
+        ),
+        out=f"{DATAFLOW_BUCKET}/shards",
+        dedup=DedupConfig(),
+    )
+    options = pipeline_options(args, "DataflowRunner", 0)
+    with submission_folder(options) as folder:
+        p = make_pipeline(options)
+        build(p, cfg)
+        job = p.run().job
+        staged = [name for _, _, names in os.walk(folder) for name in names]
+    return job, staged, folder

@@ -12,7 +12,7 @@ table on the installed Beam and fails when a use outside it appears in `pipeline
 from __future__ import annotations
 
 import importlib
-import logging
+import importlib.abc
 import sys
 import threading
 import weakref
@@ -313,49 +313,37 @@ def quick_failure_poll() -> None:
     channel._receiving_queue = _receiving_queue
 
 
-# The record Beam logs through the root logger, at import, where its BigQuery client libraries
-# are missing (a base install: Beam without its `gcp` extra).
-APITOOLS_WARNING = "apitools not found, and bigquery client libraries are not available"
+# What `import apache_beam` brings that no command of the build uses (what it costs:
+# docs/runners.md): BigQuery's sink, which `apache_beam/io/__init__.py` imports with Pub/Sub's
+# and the cross-language connectors in one `try` that takes an ImportError as "not installed".
+# (MongoDB's client is imported the same way, but Beam logs a warning when it is missing.)
+SKIPPED_ON_IMPORT = ("apache_beam.io.gcp.bigquery",)
 
 
-class _Placeholder(logging.StreamHandler):
-    """The handler `logging.basicConfig` would have installed, kept only if it printed."""
+class _SkippedOnImport(importlib.abc.MetaPathFinder):
+    """On `sys.meta_path` while Beam is imported: `SKIPPED_ON_IMPORT` are not found."""
 
-    printed = False
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.printed = True
-        super().emit(record)
-
-
-def _not_apitools(record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith(APITOOLS_WARNING)
+    def find_spec(self, name, path=None, target=None):
+        if name in SKIPPED_ON_IMPORT:
+            raise ModuleNotFoundError(f"{name} is not imported with Beam here", name=name)
+        return None
 
 
 def import_beam(module: str = "apache_beam") -> None:
-    """Import Beam (`module`) without its base install's warning.
+    """Import Beam (`module`) without the connectors the build never uses (`SKIPPED_ON_IMPORT`);
+    afterwards they import as usual when asked for.
 
-    Without the `gcp` extra, `import apache_beam` still imports its BigQuery sink (the imports
-    that should fail raise no ImportError there), whose client package then logs
-    `WARNING:root:apitools not found, and bigquery client libraries are not available despite
-    the import not raising an ImportError.` with `logging.warning`: every `bert-shards` command,
-    `--help` included, printed that line first (docs/runners.md has the reproduction). Here that
-    one record is dropped. `logging.warning` on a root logger without handlers also installs a
-    stderr handler (`basicConfig`); a placeholder of the same format stands in for it during the
-    import and stays only when another record was printed through it, so logging is left as
-    Beam's import would leave it. Call it before anything imports Beam."""
+    Every `bert-shards` command, `--help` included, starts with Beam's import, which takes
+    less CPU this way (docs/runners.md). Without BigQuery's sink, a base install (Beam
+    without its `gcp` extra) no longer prints `WARNING:root:apitools not found, and bigquery
+    client libraries are not available despite the import not raising an ImportError.` first:
+    that sink's client package logs it when `apitools` is missing. Call it before anything
+    imports Beam: a process that has imported Beam keeps it as it is."""
     if module in sys.modules:
         return
-    root = logging.getLogger()
-    placeholder = None
-    if not root.handlers:
-        placeholder = _Placeholder()
-        placeholder.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
-        root.addHandler(placeholder)
-    root.addFilter(_not_apitools)
+    skipped = _SkippedOnImport()
+    sys.meta_path.insert(0, skipped)
     try:
         importlib.import_module(module)
     finally:
-        root.removeFilter(_not_apitools)
-        if placeholder is not None and not placeholder.printed:
-            root.removeHandler(placeholder)
+        sys.meta_path.remove(skipped)

@@ -1,6 +1,6 @@
 """`bert-shards` (and `python -m pipeline`): the CLI's `main`, its process ended without
 Python's teardown once it returns (`schemas.quick_exit`, armed before Beam is imported), Beam
-imported without its base install's warning (`beam_internals.import_beam`)."""
+imported without the connectors no command uses (`beam_internals.import_beam`)."""
 
 from schemas.quick_exit import arm, returned
 

@@ -5,7 +5,6 @@ one line naming it and the supported version, and none is used outside
 from __future__ import annotations
 
 import ast
-import logging
 import re
 import subprocess
 import sys
@@ -269,7 +268,7 @@ def test_a_failed_bundle_is_noticed_within_50_ms(beams_channel, monkeypatch):
 # A base install (Beam without its `gcp` extra) has no apitools: blocked here, as it is missing
 # there, in a fresh interpreter that then runs the CLI's entry point.
 WITHOUT_APITOOLS = """
-import importlib, io, logging, sys
+import io, logging, sys
 
 class NoApitools:
     def find_spec(self, name, path=None, target=None):
@@ -284,63 +283,80 @@ try:
 except SystemExit as e:
     assert e.code == 0, e.code
 print("root handlers:", logging.getLogger().handlers, file=sys.stderr)
-# Beam's client package, run again, still logs the warning (what import_beam drops)
+# Beam's BigQuery sink, asked for now, still imports, and its client package logs the warning
 seen = io.StringIO()
 logging.getLogger().addHandler(logging.StreamHandler(seen))
-importlib.reload(sys.modules["apache_beam.io.gcp.internal.clients.bigquery"])
-print("reloaded:", seen.getvalue().strip(), file=sys.stderr)
+import apache_beam.io.gcp.bigquery
+print("asked for:", seen.getvalue().strip(), file=sys.stderr)
 """
 
 
-def test_a_base_install_prints_no_warning_of_beams():
+def run_python(script: str) -> subprocess.CompletedProcess:
     ran = subprocess.run(
-        [sys.executable, "-c", WITHOUT_APITOOLS],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert ran.returncode == 0, ran.stderr
+    return ran
+
+
+def test_a_base_install_prints_no_warning_of_beams():
+    ran = run_python(WITHOUT_APITOOLS)
     assert ran.stdout.startswith("usage: bert-shards"), ran.stdout
     assert ran.stderr.splitlines() == [
-        "root handlers: []",  # logging left as it was: no basicConfig handler
-        f"reloaded: {beam_internals.APITOOLS_WARNING} despite the import not raising an "
-        "ImportError.",
+        "root handlers: []",  # nothing was logged: no basicConfig handler either
+        "asked for: apitools not found, and bigquery client libraries are not available "
+        "despite the import not raising an ImportError.",
     ], ran.stderr
 
 
-def bare_root(monkeypatch) -> logging.Logger:
-    """The root logger as a fresh process has it: no handlers (pytest's own, added for each
-    test's call, set aside until it ends)."""
-    root = logging.getLogger()
-    monkeypatch.setattr(root, "handlers", [])
-    return root
+# The CLI's import of Beam in a fresh interpreter, then what the build and Dataflow need of it
+SKIPPED = """
+import sys
+from pipeline.runners.beam_internals import _SkippedOnImport, import_beam
+
+import_beam()
+print([name for name in ("apache_beam.io.gcp.bigquery", "apache_beam.io.gcp.pubsub")
+       if name in sys.modules])
+print(any(isinstance(f, _SkippedOnImport) for f in sys.meta_path))
+from apache_beam.io.filesystems import FileSystems
+print(type(FileSystems.get_filesystem("gs://bucket/object")).__name__)
+from tests.helpers import dataflow_dry_run
+transforms = dataflow_dry_run()[0].proto_pipeline.components.transforms.values()
+print(any(t.unique_name == "WriteShards" for t in transforms))
+from apache_beam.io.gcp.bigquery import WriteToBigQuery
+print(WriteToBigQuery.__name__)
+"""
 
 
-def _logging_module(tmp_path, monkeypatch, name: str, *messages: str) -> str:
-    (tmp_path / f"{name}.py").write_text(
-        "import logging\n" + "".join(f"logging.warning({m!r})\n" for m in messages)
+def test_the_cli_imports_beam_without_what_no_command_uses():
+    """Beam's BigQuery and Pub/Sub connectors are not imported; gs:// is Beam's GCS
+    filesystem still, a Dataflow job builds, and the connectors import when asked for."""
+    pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient")
+    assert run_python(SKIPPED).stdout.splitlines() == [
+        "[]",
+        "False",  # the finder is gone once Beam is imported
+        "GCSFileSystem",
+        "True",
+        "WriteToBigQuery",
+    ]
+
+
+def test_import_beam_skips_only_for_its_import(tmp_path, monkeypatch):
+    (tmp_path / "skipped_one.py").write_text("VALUE = 1\n")
+    (tmp_path / "wraps.py").write_text(
+        "try:\n    import skipped_one\nexcept ImportError:\n    skipped_one = None\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, name, raising=False)
-    return name
+    for name in ("wraps", "skipped_one"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setattr(beam_internals, "SKIPPED_ON_IMPORT", ("skipped_one",))
+    finders = list(sys.meta_path)
 
+    beam_internals.import_beam("wraps")
+    assert sys.modules["wraps"].skipped_one is None and "skipped_one" not in sys.modules
+    assert sys.meta_path == finders
+    import skipped_one  # noqa: PLC0415  (as usual, once Beam is imported)
 
-def test_import_beam_drops_only_the_apitools_record(tmp_path, monkeypatch, capsys):
-    root = bare_root(monkeypatch)
-    apitools = f"{beam_internals.APITOOLS_WARNING} despite the import not raising an ImportError."
-    quiet = _logging_module(tmp_path, monkeypatch, "logs_apitools", apitools)
-    beam_internals.import_beam(quiet)
-    assert quiet in sys.modules
-    assert root.handlers == [] and root.filters == []
-    assert capsys.readouterr().err == ""
-
-    # another record prints as basicConfig's handler prints it, and that handler stays
-    loud = _logging_module(tmp_path, monkeypatch, "logs_more", apitools, "disk almost full")
-    beam_internals.import_beam(loud)
-    assert capsys.readouterr().err == "WARNING:root:disk almost full\n"
-    (handler,) = root.handlers
-    assert handler.formatter._fmt == logging.BASIC_FORMAT and root.filters == []
-
-    beam_internals.import_beam(loud)  # imported already: nothing runs again
-    assert capsys.readouterr().err == ""
+    assert skipped_one.VALUE == 1
+    beam_internals.import_beam("wraps")  # imported already: nothing runs again
+    assert sys.modules["wraps"].skipped_one is None

@@ -8,22 +8,18 @@ Building the job description needs Beam's Dataflow client (the `gcp` extra,
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-from pipeline.build import BuildConfig, build
-from pipeline.files.listing import InputSpec
-from pipeline.runners.run import make_pipeline, pipeline_options, submission_folder
-from pipeline.stages.dedup import DedupConfig
+from pipeline.runners.run import pipeline_options
+from tests.helpers import DATAFLOW_BUCKET as BUCKET
+from tests.helpers import dataflow_dry_run
 
 pytest.importorskip(
     "apache_beam.runners.dataflow.internal.apiclient",
     reason="needs the gcp extra (pip install 'apache-beam[gcp]==2.77.0'), as Dataflow runs do",
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-BUCKET = "gs://example-bucket"
 STAGES = [
     "ReadDocuments/PlanReads",
     "ReadDocuments/SpreadFiles",
@@ -44,24 +40,7 @@ STAGES = [
 def submitted():
     """The job, the files Beam staged for it (found in the build's submission folder), and
     that folder, removed once the run has ended."""
-    args = ["--project", "example-project", "--region", "europe-west4"]
-    args += ["--temp_location", f"{BUCKET}/tmp", "--job_name", "bert-shards-test"]
-    args += ["--setup_file", str(ROOT / "setup.py"), "--dry_run", "True"]
-    cfg = BuildConfig(
-        inputs=(
-            InputSpec("wikipedia", f"{BUCKET}/dumps/enwiki-*-multistream.xml.bz2"),
-            InputSpec("books", f"{BUCKET}/bookscorpus/"),
-        ),
-        out=f"{BUCKET}/shards",
-        dedup=DedupConfig(),
-    )
-    options = pipeline_options(args, "DataflowRunner", 0)
-    with submission_folder(options) as folder:
-        p = make_pipeline(options)
-        build(p, cfg)
-        job = p.run().job
-        staged = [name for _, _, names in os.walk(folder) for name in names]
-    return job, staged, folder
+    return dataflow_dry_run()
 
 
 @pytest.fixture(scope="module")
