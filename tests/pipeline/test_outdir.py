@@ -142,9 +142,14 @@ def test_a_resume_with_nothing_to_resume_makes_no_out(tmp_path):
 
 
 def test_a_refused_resume_leaves_out_as_it_was(copy_shards):
+    """A finished set has nothing to resume, whatever the command: its job may have finished
+    after the command that started it was stopped (a runner whose job runs apart)."""
     out = copy_shards()
     before = {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)}
-    assert "--resume refused" in build_error(out, "--resume", "--seed", "7")
+    finished = "--resume refused: OUT holds a finished build (manifest.json), so there is nothing"
+    for extra in ([], ["--seed", "7"]):
+        message = build_error(out, "--resume", *extra)
+        assert message.startswith(f"error: {finished}") and "bert-shards validate OUT" in message
     assert {n: os.stat(os.path.join(out, n)).st_mtime_ns for n in os.listdir(out)} == before
 
 

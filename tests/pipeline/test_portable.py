@@ -19,6 +19,7 @@ from tests.gcs_emulator import _wait_for, free_port, upload_tree
 from tests.helpers import (
     INTERRUPTED,
     SAMPLE,
+    SAMPLE_INPUT,
     build_process,
     build_shards,
     kill_when,
@@ -181,3 +182,26 @@ def test_a_signal_stops_the_driver_and_asks_the_job_service_to_cancel(
     states = job_states(endpoint, job)
     assert states.index("CANCELLING") < states.index("CANCELLED") < states.index("DONE"), states
     assert shard_set(out) == shard_set(sample_shards)
+    # the line said to resume; the job finished the build instead, and --resume says so
+    from pipeline.shell.cli import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(
+            [
+                "build",
+                "--input",
+                SAMPLE_INPUT,
+                "--out",
+                out,
+                "--num-shards",
+                "4",
+                *portable,
+                "--resume",
+            ]
+        )
+    assert refused.value.code == (
+        "error: --resume refused: OUT holds a finished build (manifest.json), so there is "
+        "nothing to resume (a job that ran on after the command was stopped can have finished "
+        "it: bert-shards validate OUT checks the set); to build it again, run the command "
+        "without --resume (make: leave ARGS=--resume out)"
+    )
