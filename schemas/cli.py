@@ -59,6 +59,9 @@ matplotlib). OUT may be gs://BUCKET/PATH: the shards read are downloaded into me
 time (the summary reads every shard)."""
 
 
+COMMANDS = ("validate", "inspect", "export")  # `bert-shards` forwards these here as they are
+
+
 def _parser(prog: str = "bert-schemas") -> argparse.ArgumentParser:
     p = OneLineParser(
         prog=prog,

@@ -32,6 +32,7 @@ from pipeline.shell.arguments import (
     flag_said,
 )
 from pipeline.shell.configs import build_config, path_problem, punkt_config, vocab_config
+from schemas.cli import COMMANDS as SCHEMAS_COMMANDS  # forwarded to `bert-schemas`
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
@@ -341,9 +342,6 @@ def interrupted_line(args) -> str:
     if args.command == "build":
         return "interrupted before any work started; run the same command again"
     return "interrupted; run the same command again"
-
-
-SCHEMAS_COMMANDS = ("validate", "inspect", "export")  # forwarded to `bert-schemas`
 
 
 def parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:

@@ -1,6 +1,10 @@
 """`bert-shards` (and `python -m pipeline`): the CLI's `main`, its process ended without
 Python's teardown once it returns (`schemas.quick_exit`, armed before Beam is imported), Beam
-imported without the connectors no command uses (`beam_internals.import_beam`)."""
+imported without the connectors no command uses (`beam_internals.import_beam`). The commands
+`bert-shards` forwards to `bert-schemas` (validate, inspect, export) go there straight, without
+Beam or the pipeline imported: they start as fast as `bert-schemas` does."""
+
+import sys
 
 from schemas.quick_exit import arm, returned
 
@@ -8,6 +12,13 @@ arm()
 
 
 def main(argv: list[str] | None = None) -> int:
+    from schemas.cli import COMMANDS
+
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] and args[0] in COMMANDS:  # as `pipeline.shell.cli.main` forwards them
+        from schemas.cli import main as schemas_main
+
+        return returned(schemas_main(args, prog="bert-shards"))
     from pipeline.runners.beam_internals import import_beam
 
     import_beam()

@@ -11,10 +11,9 @@ import sys
 
 from tests.helpers import ROOT
 
-SCRIPT = r"""
+BLOCKER = r"""
 import importlib, importlib.abc, pkgutil, sys
 
-BLOCKED = ("apache_beam", "torch", "tokenizers", "nltk", "pipeline", "model", "transformers")
 tried = []
 
 
@@ -27,6 +26,12 @@ class Blocker(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, Blocker())
+"""
+
+SCRIPT = (
+    'BLOCKED = ("apache_beam", "torch", "tokenizers", "nltk", "pipeline", "model", "transformers")'
+    + BLOCKER
+    + r"""
 import schemas
 from schemas.cli import main
 
@@ -44,12 +49,13 @@ for args in (
     print("ran", args[0], flush=True)
 print("tried", sorted(tried))
 """
+)
 
 
-def test_validate_inspect_and_export_run_without_beam_or_torch(sample_shards, tmp_path):
+def run_blocked(script: str, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, sample_shards, str(tmp_path)],
+        [sys.executable, "-c", script, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -57,6 +63,11 @@ def test_validate_inspect_and_export_run_without_beam_or_torch(sample_shards, tm
         env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_validate_inspect_and_export_run_without_beam_or_torch(sample_shards, tmp_path):
+    done = run_blocked(SCRIPT, sample_shards, str(tmp_path))
     lines = done.stdout.splitlines()
     assert [line for line in lines if line.startswith("ran ")] == [
         "ran validate",
@@ -65,3 +76,34 @@ def test_validate_inspect_and_export_run_without_beam_or_torch(sample_shards, tm
     assert lines[-1] == "tried []"
     for name in ("tf", "mds", "h5"):
         assert "export.json" in os.listdir(tmp_path / name)
+
+
+# `bert-shards`' entry point, for the commands it forwards to `bert-schemas`: Beam, torch, the
+# tokenizer and NLTK blocked, the pipeline's own modules allowed
+FORWARDED = (
+    'BLOCKED = ("apache_beam", "torch", "tokenizers", "nltk", "model", "transformers")'
+    + BLOCKER
+    + r"""
+from pipeline.shell.entry import main
+
+out, dest = sys.argv[1], sys.argv[2]
+for args in (
+    ["validate", out, "--no-hash"],
+    ["inspect", out, "--n", "1"],
+    ["export", out, dest + "/tf", "--format", "tfrecord"],
+):
+    assert main(args) == 0, args
+    print("ran", args[0], flush=True)
+print("tried", sorted(tried), sorted(m for m in sys.modules if m.startswith("pipeline.")))
+"""
+)
+
+
+def test_bert_shards_forwards_validate_inspect_and_export_without_beam(sample_shards, tmp_path):
+    """What `bert-shards validate|inspect|export` run is `bert-schemas`' code: they start
+    without importing Beam or the pipeline's stages."""
+    lines = run_blocked(FORWARDED, sample_shards, str(tmp_path)).stdout.splitlines()
+    ran = [line for line in lines if line.startswith("ran ")]
+    assert ran == ["ran validate", "ran inspect", "ran export"]
+    assert lines[-1] == "tried [] ['pipeline.shell', 'pipeline.shell.entry']"
+    assert "export.json" in os.listdir(tmp_path / "tf")
