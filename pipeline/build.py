@@ -199,17 +199,8 @@ def resume_record(cfg: BuildConfig) -> dict:
     return {"config": cfg.shard_config(), "inputs": sorted(files), "vocab_sha256": vocab}
 
 
-def resume_problem(old: dict | None, new: dict, finished: bool = False) -> str | None:
-    """Why an interrupted build cannot be resumed with this command, or None; `finished`: OUT
-    holds a finished shard set (its manifest)."""
-    if old is None and finished:
-        # a runner whose job runs apart from this command (a job service, a cluster) can finish
-        # the job after a signal stopped the command, which said to resume (docs/pipeline.md)
-        return (
-            f"OUT holds a finished build ({MANIFEST_NAME}), so there is nothing to resume (a job "
-            "that ran on after the command was stopped can have finished it: bert-shards "
-            "validate OUT checks the set); to build it again, run the command without --resume"
-        )
+def resume_problem(old: dict | None, new: dict) -> str | None:
+    """Why an interrupted build cannot be resumed with this command, or None."""
     if old is None:
         return "there is no interrupted build in OUT to resume (no shards/.building/build.json)"
     changed = sorted(k for k in new["config"] if old["config"].get(k) != new["config"][k])
@@ -240,10 +231,16 @@ def check_resume(out: str, record: dict) -> None:
         old = json.loads(read_bytes(path).decode("utf-8"))
     except FileNotFoundError:
         old = None
-    finished = old is None and exists(FileSystems.join(out, MANIFEST_NAME))
-    problem = resume_problem(old, record, finished)
-    if problem and finished:
-        raise ValueError(f"--resume refused: {problem} (make: leave ARGS=--resume out)")
+    if old is None and exists(FileSystems.join(out, MANIFEST_NAME)):
+        # a runner whose job runs apart from this command (a job service, a cluster) can finish
+        # the job after a signal stopped the command, which said to resume (docs/pipeline.md)
+        raise ValueError(
+            f"--resume refused: OUT holds a finished build ({MANIFEST_NAME}), so there is "
+            "nothing to resume (a job that ran on after the command was stopped can have "
+            "finished it: bert-shards validate OUT checks the set); to build it again, run the "
+            "command without --resume (make: leave ARGS=--resume out)"
+        )
+    problem = resume_problem(old, record)
     if problem:
         raise ValueError(
             f"--resume refused: {problem}; run the same command as before, or build afresh "
