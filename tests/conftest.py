@@ -4,8 +4,10 @@ a local GCS."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -25,6 +27,24 @@ os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 
 def pytest_collection_modifyitems(config, items):
     items[:] = heavy_files_first(items)
+
+
+def pytest_unconfigure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        atexit.register(_end_a_test_process)
+
+
+def _end_a_test_process():
+    """A test process (pytest-xdist's worker) has sent its reports, and pytest waits for it to
+    end. It runs every other exit handler, as any exit does, and then ends without Python's
+    teardown of its modules, as `bert-shards` ends (`schemas.quick_exit`): with torch, Beam and
+    Dask loaded, that teardown takes longer than any of the suite's light files
+    (docs/benchmarks.md, "The test suite")."""
+    atexit.unregister(_end_a_test_process)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @pytest.fixture(scope="session")
