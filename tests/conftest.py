@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_unconfigure(config):
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(config, "workerinput"):  # pytest-xdist's worker, not a pytest it started
         atexit.register(_end_a_test_process)
 
 
