@@ -10,12 +10,12 @@ stale lock behind; the empty file stays (it is the run's).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import platform
 import time
 
 from model.config import flag_hint
+from schemas import file_lock
 
 LOCK_NAME = ".run.lock"
 
@@ -36,18 +36,13 @@ class RunLock:
         if not self.take:
             return self
         os.makedirs(self.run, exist_ok=True)
-        fd = os.open(os.path.join(self.run, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = os.pread(fd, 300, 0).decode("utf-8", "replace").strip() or "another run"
-            os.close(fd)
+            fd = file_lock.take(os.path.join(self.run, LOCK_NAME), holder())
+        except file_lock.Held as held:
             raise ValueError(
-                f"{self.run}: {other} is training into it now; wait for it to finish, or "
-                f"choose another {flag_hint('--run', 'DIR')}"
+                f"{self.run}: {held.holder or 'another run'} is training into it now; wait for it "
+                f"to finish, or choose another {flag_hint('--run', 'DIR')}"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, holder().encode(), 0)
         self.fd = fd
         return self
 

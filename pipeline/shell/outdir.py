@@ -17,7 +17,6 @@ process is gone) is taken over, one from another machine is named with what to d
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import platform
@@ -27,7 +26,7 @@ import time
 
 from pipeline.files import fsio
 from pipeline.files.fsio import BUILDING_DIR
-from schemas import storage
+from schemas import file_lock, storage
 from schemas.manifest import LOCK_NAME, MANIFEST_NAME, OUT_FILES, SHARD_NAME_PATTERN, SHARDS_DIR
 from schemas.shard import SCHEMA_NAME
 
@@ -246,19 +245,13 @@ class OutputLock:
             raise OutputError(
                 f"--out {self.out}: cannot be created ({e.strerror}); choose another OUT"
             ) from None
-        path = os.path.join(self.out, LOCK_NAME)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another build"
-            os.close(fd)
+            fd = file_lock.take(os.path.join(self.out, LOCK_NAME), lock_holder())
+        except file_lock.Held as held:
             raise OutputError(
-                f"--out {self.out}: {holder} is building into it now; wait for it to finish "
-                "or choose another OUT"
+                f"--out {self.out}: {held.holder or 'another build'} is building into it now; "
+                "wait for it to finish or choose another OUT"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, lock_holder().encode(), 0)
         self.fd = fd
         _HELD.add(fd)
         return self
