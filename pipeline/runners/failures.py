@@ -61,11 +61,10 @@ def failure_line(e: BaseException) -> str:
     if download:
         return download
     texts = []
-    while e is not None:
-        if isinstance(e, (ValueError, FileNotFoundError)):  # raised by a step, in-process
-            return WHILE_RUNNING.sub("", str(e).strip().splitlines()[-1])
-        texts.append(str(e))
-        e = e.__cause__ or e.__context__
+    for x in exception_chain(e):
+        if isinstance(x, (ValueError, FileNotFoundError)):  # raised by a step, in-process
+            return WHILE_RUNNING.sub("", str(x).strip().splitlines()[-1])
+        texts.append(str(x))
     found = [m.group(1) for t in texts for m in INPUT_ERROR.finditer(t)]
     if found:
         return found[-1]
