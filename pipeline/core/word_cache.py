@@ -63,6 +63,7 @@ _CLASS[[ord(c) for c in string.punctuation]] = _MARK
 _CLASS[0xC3] = _ALNUM  # the first byte of U+00C0-U+00FF
 _CLASS[0xE2] = _MARK  # the first byte of the wide marks
 _CLASS[0x80:0xC0] = _MARK_CONT  # a continuation byte: a letter's after 0xC3, else a mark's
+_CLASS_ARROW = pa.array(_CLASS)
 
 
 def split_words(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -74,8 +75,12 @@ def split_words(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     data = text.buffers()[2]
     data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
     data, offsets = data[offsets[0] : offsets[-1]], offsets - offsets[0]
-    kind = _CLASS[data]
+    # Arrow's take for the classes, and the kept bytes by their indices: numpy's indexing by
+    # bytes or by a mask is several times slower on text (docs/benchmarks.md, "The books
+    # format, twelfth session")
+    kind = pc.take(_CLASS_ARROW, pa.array(data)).to_numpy()
     if len(data) and data.max() >= 0x80:
+        kind = kind.copy()  # Arrow's own memory, read-only
         kind[1:][(kind[1:] == _MARK_CONT) & (data[:-1] == 0xC3)] = _ALNUM
     kept = kind != _DROPPED
     if not kept.all():
@@ -92,9 +97,8 @@ def split_words(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     first = np.flatnonzero(starts)
     word_offsets = np.zeros(len(first) + 1, np.int64)
     np.cumsum(np.flatnonzero(last) + 1 - first, out=word_offsets[1:])
-    words = pa.LargeStringArray.from_buffers(
-        len(first), pa.py_buffer(word_offsets), pa.py_buffer(data[in_word])
-    )
+    word_bytes = pa.py_buffer(data[np.flatnonzero(in_word)])
+    words = pa.LargeStringArray.from_buffers(len(first), pa.py_buffer(word_offsets), word_bytes)
     return words, np.searchsorted(first, offsets)
 
 

@@ -54,6 +54,21 @@ def test_hostile_texts_give_the_same_paragraphs_both_ways(seed):
         assert text_paragraphs(text) == by_lines(text), repr(text)
 
 
+def test_every_whitespace_character_but_space_and_line_break_is_unprintable():
+    # what lets `text_paragraphs` keep a block of single spaces and line breaks as it is
+    assert [c for c in WHITESPACE if c.isprintable()] == [" "]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_blocks_of_single_spaces_and_line_breaks_give_the_same_paragraphs(seed):
+    rng = random.Random(seed)
+    gaps = [" ", "\n", " ", "\n\n", "\n \n", "  ", "\u3000"]
+    for _ in range(500):
+        parts = [rng.choice(gaps + WORDS + NOT_WHITESPACE) for _ in range(rng.randrange(0, 30))]
+        text = "".join(parts)
+        assert text_paragraphs(text) == by_lines(text), repr(text)
+
+
 def test_line_ends_and_edges():
     for text in ("", "\n", "\r\n\r\n", "a\r\nb\r\n\r\nc\r\n", "\n\n\na\n\n\n", "a", "a\n \t\n"):
         assert text_paragraphs(text) == by_lines(text), repr(text)
