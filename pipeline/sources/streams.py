@@ -86,7 +86,7 @@ def looks_binary(head: bytes) -> bool:
     counted when the lines are decoded."""
     if not head:
         return False
-    if head.count(b"\0") > MAX_NUL_BYTES:
+    if b"\0" in head and head.count(b"\0") > MAX_NUL_BYTES:  # `in` finds none far faster
         return True
     controls = len(head) - len(head.translate(None, _CONTROL))
     return controls / len(head) > MAX_CONTROL_SHARE
