@@ -76,8 +76,8 @@ def split_words(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
     data, offsets = data[offsets[0] : offsets[-1]], offsets - offsets[0]
     # Arrow's take for the classes, and the kept bytes by their indices: numpy's indexing by
-    # bytes or by a mask is several times slower on text (docs/benchmarks.md, "The books
-    # format, twelfth session")
+    # bytes or by a mask is several times slower on text (docs/benchmarks.md, "2026-12-05,
+    # twelfth session: the books format's per-byte costs")
     kind = pc.take(_CLASS_ARROW, pa.array(data)).to_numpy()
     if len(data) and data.max() >= 0x80:
         kind = kind.copy()  # Arrow's own memory, read-only
