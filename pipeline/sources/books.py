@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipeline.sources.documents import Document, Tally
+from pipeline.sources.documents import Document, Tally, one_space
 from pipeline.sources.streams import iter_lines, small_text, text_stream
 
 EDGE_WINDOW = 50  # paragraphs searched at each end, at most a quarter of the book
@@ -138,21 +138,10 @@ def _joined(lines: list[str]) -> str:
 _BLANK_LINES = re.compile(r"\n(?:[^\S\n]*\n)+")
 
 
-def _one_space(block: str) -> str:
-    """A block's whitespace runs one space, its ends stripped: `" ".join(block.split())`."""
-    flat = block.replace("\n", " ")
-    # Most blocks hold no whitespace but single spaces and line breaks: then the line breaks
-    # made spaces and the ends stripped are the same text, without a string per word. Every
-    # other whitespace character is unprintable (tested over all of Unicode).
-    if "  " in flat or not flat.isprintable():
-        return " ".join(flat.split())
-    return flat.strip(" ")
-
-
 def text_paragraphs(text: str) -> list[str]:
     """`line_paragraphs` of a text held whole, without a Python step per line: the blocks
     between blank lines, each block's whitespace runs one space (`\\s` is `str.isspace`)."""
-    return list(filter(None, map(_one_space, _BLANK_LINES.split(text))))
+    return list(filter(None, map(one_space, _BLANK_LINES.split(text))))
 
 
 def line_paragraphs(f: BinaryIO, tally: Tally) -> list[str]:

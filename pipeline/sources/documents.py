@@ -20,6 +20,18 @@ class Document:
     presplit: bool = False  # True: each paragraph is already one sentence (reference format)
 
 
+def one_space(block: str) -> str:
+    """A block of text with each run of whitespace one space and its ends stripped, as
+    `" ".join(block.split())` writes it (whitespace is `str.isspace`, as `\\s` is to `re`)."""
+    flat = block.replace("\n", " ")
+    # Most blocks hold no whitespace but single spaces and line breaks: then the line breaks
+    # made spaces and the ends stripped are the same text, without a string per word. Every
+    # other whitespace character is unprintable (tested over all of Unicode).
+    if "  " in flat or not flat.isprintable():
+        return " ".join(flat.split())
+    return flat.strip(" ")
+
+
 class BadInputError(ValueError):
     """Input that is not what its format promises; the message names the file and the place."""
 

@@ -14,12 +14,11 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipeline.sources.documents import Document, Tally
+from pipeline.sources.documents import Document, Tally, one_space
 from pipeline.sources.streams import CHUNK_BYTES, decode, text_stream
 
 MAX_RECORD_BYTES = 32 << 20  # a longer line is skipped and counted, never held whole
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
-_SPACES = re.compile(r"\s+")
 
 
 def numbered_lines(
@@ -49,8 +48,7 @@ def numbered_lines(
 
 def text_paragraphs(text: str) -> tuple[str, ...]:
     """Blank-line separated blocks, whitespace inside each collapsed."""
-    blocks = (_SPACES.sub(" ", block).strip() for block in _BLANK_LINE.split(text))
-    return tuple(b for b in blocks if b)
+    return tuple(filter(None, map(one_space, _BLANK_LINE.split(text))))
 
 
 def parse_record(line: str, where: str, tally: Tally) -> tuple[str | None, str] | None:

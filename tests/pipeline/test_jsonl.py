@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import random
+import re
+import sys
 
 import pytest
 
@@ -91,3 +94,19 @@ def test_numbered_lines_skip_an_overlong_line_without_holding_it() -> None:
 
 def test_paragraphs_split_on_blank_lines_only() -> None:
     assert text_paragraphs("a\nb\n \t\nc\r\n\r\nd") == ("a b", "c", "d")
+
+
+def test_paragraphs_collapse_every_whitespace_character_as_a_regular_expression_does() -> None:
+    # each block as `re.sub(r"\s+", " ", block).strip()` writes it, on text of every character
+    # Python takes for whitespace (its quick route keeps blocks of single spaces as they are)
+    spaces = re.compile(r"\s+")
+    whitespace = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+    words = ["Word", "é", "日本", "\u200b", "\x01", "a.b", "\U0001f600"]
+    rng = random.Random(0)
+    for _ in range(2000):
+        text = "".join(
+            rng.choice([" ", " ", "\n", "\n\n", "\n \n", "  "] + whitespace + words)
+            for _ in range(rng.randrange(0, 25))
+        )
+        blocks = (spaces.sub(" ", b).strip() for b in re.split(r"\n[ \t\r\f\v]*\n", text))
+        assert text_paragraphs(text) == tuple(b for b in blocks if b), repr(text)
