@@ -105,9 +105,11 @@ def truncation_plan(len_a: int, len_b: int, max_tokens: int, rng: random.Random)
         return 0, 0, 0, 0
     front = rng.getrandbits(n)
     first = min(n, abs(len_a - len_b))  # drops from the longer side until the lengths meet
-    # then B, A, B, A ... (B on a tie): A's drops are the odd offsets after `first`
-    alternate = _ALTERNATE if n <= 4096 else int("01" * (n // 2 + 1), 2)
-    from_a = (alternate << (first + 1)) & ((1 << n) - 1)
+    # then B, A, B, A ... (B on a tie): A's drops are the odd offsets after `first`; the
+    # pattern is cut to the drops left before it is shifted (a shift of all 4,096 bits is not free)
+    after = n - first - 1
+    alternate = _ALTERNATE if after <= 4096 else int("01" * (after // 2 + 1), 2)
+    from_a = (alternate & ((1 << after) - 1)) << (first + 1) if after > 0 else 0
     n_a = (n - first) // 2
     if len_a > len_b:
         from_a |= (1 << first) - 1
@@ -180,7 +182,7 @@ def plan_into(out: list, offsets, ids, index: int, cfg: InstanceConfig, rng, can
 def random_span(offs: Sequence[int], target_b: int, rng: random.Random) -> tuple[int, int]:
     """Sentences from a random one on, until at least `target_b` pieces or the document ends."""
     first = int(rng.random() * (len(offs) - 1))  # randint(0, sentences - 1)
-    stop = bisect.bisect_left(offs, offs[first] + target_b, lo=first + 1)
+    stop = bisect.bisect_left(offs, offs[first] + target_b, first + 1)  # positional: cheaper
     return offs[first], offs[min(stop, len(offs) - 1)]
 
 

@@ -217,13 +217,16 @@ class FastPunkt:
         # `str.strip`: on a line of its own, Punkt's word tokenizer drops it, the mark is then the
         # context's last token and cannot break. Such a context is decided whole.
         if next_tok is not None and not next_tok.isspace():
-            lead = self.lead(text[start : m.end()])
+            word = text[start : m.end()]
+            lead = self.leads.get(word)  # `lead` without its call, for the words seen before
+            if lead is None:
+                lead = self.lead(word)
             if lead is True:  # a break before the next token, whatever it is
                 return True
             if lead is not PLAIN_NO and _PLAIN_WORD.fullmatch(next_tok):
                 if lead is False:  # two tokens, neither breaks
                     return False
-                pair = (text[start : m.end()], next_tok)
+                pair = (word, next_tok)
                 found = self.pairs.get(pair)
                 if found is None:
                     found = self.pairs[pair] = self.token_breaks(*pair)

@@ -120,5 +120,5 @@ def split_paragraphs(
     split = _splitter(tokenizer or english_tokenizer())
     sentences: list[str] = []
     for paragraph in paragraphs:
-        sentences.extend(s for s in split(paragraph) if s.strip())
+        sentences.extend(filter(str.strip, split(paragraph)))  # not whitespace alone
     return sentences
