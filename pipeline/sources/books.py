@@ -131,7 +131,7 @@ def _back_anywhere(paragraph: str) -> bool:
 def _joined(lines: list[str]) -> str:
     """A paragraph's stripped lines joined, every run of whitespace one space (as a regular
     expression's whitespace class would collapse it: it and `str.split` agree on whitespace)."""
-    return " ".join(" ".join(lines).split())
+    return one_space(" ".join(lines))
 
 
 # a line break, then one or more lines of whitespace alone, each with its line break

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.sources.documents import Tally
+from pipeline.sources.documents import Tally, one_space
 
 MIN_WORDS = 4  # shorter paragraphs are kept only when they end like a sentence
 SENTENCE_ENDS = tuple(".!?\"'”’…)")
@@ -42,7 +42,7 @@ def clean_line(line: str) -> str:
         line = _OPEN_PAREN_PUNCT.sub("(", line)
     if ")" in line:
         line = _PUNCT_CLOSE_PAREN.sub(")", line)
-    line = " ".join(line.split())  # the same whitespace as the pattern's \s, collapsed
+    line = one_space(line)  # the same whitespace as the pattern's \s, collapsed
     for mark in SPACED_PUNCT:  # what is left of the spaces before a mark goes
         if mark in line:
             line = line.replace(mark, mark[1])
