@@ -87,8 +87,9 @@ def runner_problem(
         return None
     from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
 
-    from pipeline.runners.beam_internals import create_runner
+    from pipeline.runners.beam_internals import create_runner, load_deferred
 
+    load_deferred()
     try:
         made = create_runner(runner)
     except ImportError as e:  # the path names no module, or a runner Beam knows lacks its extra
@@ -220,6 +221,9 @@ def make_pipeline(options: PipelineOptions, workers=None) -> beam.Pipeline:
     if runner.lower() in DASK_RUNNERS:
         return beam.Pipeline(runner=dask_runner(), options=options)
     if runner.lower() not in LOCAL_RUNNERS:
+        from pipeline.runners.beam_internals import load_deferred
+
+        load_deferred()
         return beam.Pipeline(options=options)
     from pipeline.runners.beam_internals import (
         ExtendedProvisionInfo,

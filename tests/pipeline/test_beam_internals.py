@@ -309,36 +309,70 @@ def test_a_base_install_prints_no_warning_of_beams():
     ], ran.stderr
 
 
-# The CLI's import of Beam in a fresh interpreter, then what the build and Dataflow need of it
+# The CLI's import of Beam in a fresh interpreter, then what a local build, gs:// and Dataflow
+# need of it
 SKIPPED = """
 import sys
-from pipeline.runners.beam_internals import _SkippedOnImport, import_beam
+from pipeline.runners.beam_internals import SKIPPED_ON_IMPORT, _SkippedOnImport, import_beam
+
+def imported():
+    names = (*SKIPPED_ON_IMPORT, "apache_beam.io.gcp.pubsub")
+    return [name for name in names if name in sys.modules]
 
 import_beam()
-print([name for name in ("apache_beam.io.gcp.bigquery", "apache_beam.io.gcp.pubsub")
-       if name in sys.modules])
+print(imported())
 print(any(isinstance(f, _SkippedOnImport) for f in sys.meta_path))
+import apache_beam as beam
+from pipeline.runners.run import make_pipeline, pipeline_options
+with make_pipeline(pipeline_options([], "DirectRunner", 1)) as p:
+    _ = p | beam.Create(["/tmp/a", "gs://bucket/object"]) | beam.Map(len)
+print(imported())
 from apache_beam.io.filesystems import FileSystems
-print(type(FileSystems.get_filesystem("gs://bucket/object")).__name__)
+gcs = FileSystems.get_filesystem("gs://bucket/object")
+print(type(gcs).__name__, FileSystems.join("gs://b", "o"))
+print(imported())
+from apache_beam.runners.dataflow import dataflow_runner
+print(dataflow_runner.dataflow_api)
 from tests.helpers import dataflow_dry_run
 transforms = dataflow_dry_run()[0].proto_pipeline.components.transforms.values()
 print(any(t.unique_name == "WriteShards" for t in transforms))
+print(dataflow_runner.dataflow_api is sys.modules["google.cloud.dataflow"])
 from apache_beam.io.gcp.bigquery import WriteToBigQuery
 print(WriteToBigQuery.__name__)
 """
 
 
 def test_the_cli_imports_beam_without_what_no_command_uses():
-    """Beam's BigQuery and Pub/Sub connectors are not imported; gs:// is Beam's GCS
-    filesystem still, a Dataflow job builds, and the connectors import when asked for."""
+    """Beam's BigQuery and Pub/Sub connectors, the object stores' filesystems and Dataflow's
+    client are not imported, nor by a local graph; gs:// is Beam's GCS filesystem when a path
+    asks for it, a Dataflow job builds with the client bound where Beam binds it, and the
+    connectors import when asked for."""
     pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient")
+    gcs = "apache_beam.io.gcp.gcsfilesystem"
     assert run_python(SKIPPED).stdout.splitlines() == [
         "[]",
         "False",  # the finder is gone once Beam is imported
-        "GCSFileSystem",
+        "[]",  # a local graph ran without them
+        "GCSFileSystem gs://b/o",
+        f"['{gcs}']",  # gs:// asked for its filesystem, and only that
+        "None",  # Dataflow's client is not bound ...
         "True",
+        "True",  # ... until a Dataflow graph is made
         "WriteToBigQuery",
     ]
+
+
+def test_filesystems_on_demand_wraps_once_and_leaves_other_schemes_to_beam():
+    from apache_beam.io.filesystems import FileSystems
+
+    beam_internals.filesystems_on_demand()
+    wrapped = FileSystems.get_filesystem
+    beam_internals.filesystems_on_demand()  # again: the same wrapper, not a second one
+    assert FileSystems.get_filesystem is wrapped and wrapped.on_demand
+    assert not getattr(wrapped.__wrapped__, "on_demand", False)
+    assert type(FileSystems.get_filesystem("/tmp/x")).__name__ == "LocalFileSystem"
+    with pytest.raises(ValueError, match="Unable to get filesystem"):
+        FileSystems.get_filesystem("nosuchscheme://bucket/object")
 
 
 def test_import_beam_skips_only_for_its_import(tmp_path, monkeypatch):
