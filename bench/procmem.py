@@ -197,14 +197,14 @@ def run_measured(
             peaks.add(own, sample() if sample else 0, others)
             for root, cpu in _tree_cpu(beside, table).items():
                 cpu_last[root] = max(cpu_last[root], cpu)
-            time.sleep(every)
+            done.wait(every)  # woken at the command's end: its wall holds no poll's sleep
 
     watcher = threading.Thread(target=poll, daemon=True)
     watcher.start()
     out, _ = proc.communicate()
+    wall = time.perf_counter() - start
     done.set()
     watcher.join()
-    wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     for root, cpu in _tree_cpu(beside, proc_stats()).items():
         cpu_last[root] = max(cpu_last[root], cpu)
@@ -263,7 +263,7 @@ class TreePoll:
                 now = tree_stats(p)
                 self.peak[p] = max(self.peak[p], now["memory"])
                 self.cpu[p] = max(self.cpu[p], now["cpu"])
-            time.sleep(0.5)
+            self.done.wait(0.5)  # `stop` wakes it
 
     def stop(self) -> dict[int, tuple[float, int]]:
         """pid -> (CPU seconds since construction, peak bytes) of each tree."""

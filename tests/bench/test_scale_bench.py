@@ -28,6 +28,15 @@ def test_measure_sees_the_temporary_area_and_the_tree(tmp_path):
     assert got.peak_one >= 60 << 20 and got.wall >= 1.5
 
 
+def test_a_commands_wall_holds_no_poll_sleep():
+    """The poller sleeping between polls is woken when the command ends: a command far shorter
+    than the polling period is not measured as long as the period (a poll is taken at its
+    start, then the poller waits)."""
+    start = time.perf_counter()
+    got = run_measured([sys.executable, "-c", "pass"], every=30.0)
+    assert got.wall < 15.0 and time.perf_counter() - start < 15.0
+
+
 def test_tree_stats_of_this_process():
     import os
 
