@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.abc
+import operator
 import sys
 import threading
+import types
 import weakref
 
 SUPPORTED_BEAM = "2.77.0"  # the pin in pyproject.toml
@@ -108,6 +110,7 @@ USED_ON_BEAMS_OBJECTS: dict[str, tuple[str, str]] = {
     # run.py: graph construction without Beam's repeated introspection (docs/runners.md)
     "get_dofn_specs": ("apache_beam.transforms.userstate", "get_dofn_specs"),
     "view_as": ("apache_beam.options.pipeline_options", "PipelineOptions.view_as"),
+    "get_function_args_defaults": ("apache_beam.transforms.core", "get_function_args_defaults"),
     # import_beam: the object stores' filesystems and Dataflow's client imported when used
     "filesystems": ("apache_beam.io.filesystems", "FileSystems"),
     "get_filesystem": ("apache_beam.io.filesystems", "FileSystems.get_filesystem"),
@@ -237,6 +240,56 @@ def memoize_dofn_specs() -> None:
     get_dofn_specs.__wrapped__ = real
     get_dofn_specs.__doc__ = real.__doc__
     userstate.get_dofn_specs = get_dofn_specs
+
+
+def _signature_inputs(fn) -> tuple:
+    """What `inspect.signature` of a plain function reads besides its identity."""
+    return (
+        fn.__code__,
+        fn.__defaults__,
+        fn.__kwdefaults__,
+        getattr(fn, "__wrapped__", None),
+        getattr(fn, "__signature__", None),
+    )
+
+
+def memoize_function_args() -> None:
+    """Make Beam's `core.get_function_args_defaults` remember its answer for each plain function
+    and for the methods bound to one.
+
+    Beam asks for the argument names and defaults of every method of every DoFn when it checks
+    a DoFn's state (`userstate.get_dofn_specs`, once per DoFn here), and again for each method
+    a bundle runs, in every bundle (`MethodWrapper`); each answer takes an `inspect.signature`.
+    The answer is a function of the function's code, defaults, `__wrapped__` and
+    `__signature__`: a remembered one is used only while those are the same objects. A method
+    bound to an object has its function's answer less the first argument, whatever the object.
+    Any other callable (a builtin, a `functools.partial`, an object with `__call__`) is
+    inspected every time, as before. Callers get fresh lists. Idempotent; it applies to this
+    process and to the worker processes forked from it afterwards."""
+    require("get_function_args_defaults")
+    from apache_beam.transforms import core
+
+    real = core.get_function_args_defaults
+    if getattr(real, "memoized", False):
+        return
+    found = (weakref.WeakKeyDictionary(), weakref.WeakKeyDictionary())  # plain, bound
+
+    def get_function_args_defaults(f):
+        bound = type(f) is types.MethodType
+        fn = f.__func__ if bound else f
+        if type(fn) is not types.FunctionType:
+            return real(f)
+        inputs = _signature_inputs(fn)
+        held = found[bound].get(fn)
+        if held is None or not all(map(operator.is_, held[0], inputs)):
+            held = found[bound][fn] = (inputs, real(f))
+        args, defaults = held[1]
+        return list(args), list(defaults)
+
+    get_function_args_defaults.memoized = True
+    get_function_args_defaults.__wrapped__ = real
+    get_function_args_defaults.__doc__ = real.__doc__
+    core.get_function_args_defaults = get_function_args_defaults
 
 
 # The period of the sampling thread each bundle starts (Beam's default is 200 ms): the bundle's

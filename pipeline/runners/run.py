@@ -213,9 +213,14 @@ def make_pipeline(options: PipelineOptions, workers=None) -> beam.Pipeline:
     """The graph's pipeline on the runner the options name; `workers`, a
     `pipeline.runners.local_workers.ForkedWorkers`, runs a local multi-process graph on its
     children."""
-    from pipeline.runners.beam_internals import memoize_dofn_specs, require
+    from pipeline.runners.beam_internals import (
+        memoize_dofn_specs,
+        memoize_function_args,
+        require,
+    )
 
     memoize_dofn_specs()
+    memoize_function_args()
     require("view_as")  # BuildOptions overrides it
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     if runner.lower() in DASK_RUNNERS:

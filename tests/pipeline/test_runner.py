@@ -100,6 +100,44 @@ def test_each_dofn_is_inspected_once_while_its_graph_is_built(monkeypatch):
     assert memoized(double) == (set(), set())  # each caller gets its own sets
 
 
+def test_a_functions_arguments_are_inspected_once_while_it_stays_the_same(monkeypatch):
+    import functools
+
+    from apache_beam.transforms import core
+
+    from pipeline.runners.beam_internals import memoize_function_args
+
+    inspected = []
+    real = core.get_function_args_defaults
+
+    def inspect(f):
+        inspected.append(f)
+        return real(f)
+
+    monkeypatch.setattr(core, "get_function_args_defaults", inspect)
+    memoize_function_args()
+    args_of = core.get_function_args_defaults
+
+    def scale(x, factor=2, *rest, key=None):
+        return x * factor
+
+    assert args_of(scale) == (["x", "factor"], [2])
+    got = args_of(scale)
+    got[0].append("changed by a caller")
+    assert args_of(scale) == (["x", "factor"], [2]) and len(inspected) == 1
+    one, two = _Double(), _Double()  # methods bound to two objects: one answer, less `self`
+    assert args_of(one.process) == args_of(two.process) == (["x"], [])
+    assert len(inspected) == 2
+    scale.__defaults__ = (3,)  # a changed function is inspected again
+    assert args_of(scale) == (["x", "factor"], [3]) and len(inspected) == 3
+    half = functools.partial(scale, factor=0.5)  # no plain function: every time, as before
+    assert args_of(half) == args_of(half) == (["x"], [])
+    assert len(inspected) == 5
+    assert args_of(len) == (["obj"], []) and len(inspected) == 6
+    assert core.get_function_arguments(one, "process") == (["x"], [])  # what DoFns ask
+    assert len(inspected) == 6
+
+
 def test_a_dofn_that_is_no_dictionary_key_is_inspected_every_time(monkeypatch):
     import dataclasses
 
