@@ -300,6 +300,19 @@ def refusal(capsys, *argv: str, command: str = "build") -> str:
     return message.strip()
 
 
+def calls_to(monkeypatch, owner, name: str) -> list:
+    """`owner.name` replaced by a function that records each call's first argument in the list
+    returned, then calls the original."""
+    real, calls = getattr(owner, name), []
+
+    def recorded(first, *args, **kwargs):
+        calls.append(first)
+        return real(first, *args, **kwargs)
+
+    monkeypatch.setattr(owner, name, recorded)
+    return calls
+
+
 def signal_after(monkeypatch, owner, name: str, sig: int) -> None:
     """`owner.name` runs, then this process gets `sig`, which interrupts the wait after it."""
     real = getattr(owner, name)

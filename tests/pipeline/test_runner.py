@@ -15,6 +15,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.runners.run import make_pipeline, pipeline_options
 from schemas.interrupts import Interrupted
+from tests.helpers import calls_to
 
 
 def test_local_runs_use_multi_processing_on_every_usable_cpu(monkeypatch):
@@ -72,14 +73,7 @@ def test_each_dofn_is_inspected_once_while_its_graph_is_built(monkeypatch):
 
     from pipeline.runners.beam_internals import memoize_dofn_specs
 
-    inspected, asked = [], []
-    real = userstate.get_dofn_specs
-
-    def inspect(dofn):
-        inspected.append(dofn)
-        return real(dofn)
-
-    monkeypatch.setattr(userstate, "get_dofn_specs", inspect)
+    inspected, asked = calls_to(monkeypatch, userstate, "get_dofn_specs"), []
     memoize_dofn_specs()
     memoized = userstate.get_dofn_specs
 
@@ -107,14 +101,7 @@ def test_a_functions_arguments_are_inspected_once_while_it_stays_the_same(monkey
 
     from pipeline.runners.beam_internals import memoize_function_args
 
-    inspected = []
-    real = core.get_function_args_defaults
-
-    def inspect(f):
-        inspected.append(f)
-        return real(f)
-
-    monkeypatch.setattr(core, "get_function_args_defaults", inspect)
+    inspected = calls_to(monkeypatch, core, "get_function_args_defaults")
     memoize_function_args()
     args_of = core.get_function_args_defaults
 
