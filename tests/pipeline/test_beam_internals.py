@@ -375,6 +375,24 @@ def test_filesystems_on_demand_wraps_once_and_leaves_other_schemes_to_beam():
         FileSystems.get_filesystem("nosuchscheme://bucket/object")
 
 
+def test_a_filesystem_missing_or_broken_is_left_to_beam_as_its_own_import_does(
+    tmp_path, monkeypatch, caplog
+):
+    (tmp_path / "broken_store_fs.py").write_text("raise ImportError('its client is too old')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    schemes = {"absent": "no_such_store_fs", "broken": "broken_store_fs"}
+    monkeypatch.setattr(beam_internals, "SCHEME_FILESYSTEMS", schemes)
+    for name in schemes.values():
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with caplog.at_level("WARNING"):
+        beam_internals.load_filesystem("absent")  # not installed: nothing said, as Beam does
+        assert caplog.messages == []
+        beam_internals.load_filesystem("broken")
+    assert caplog.messages == ["Failed to import broken_store_fs: its client is too old"]
+    beam_internals.load_filesystem(None)  # a local path has no scheme
+    beam_internals.load_filesystem("file")
+
+
 def test_import_beam_skips_only_for_its_import(tmp_path, monkeypatch):
     (tmp_path / "skipped_one.py").write_text("VALUE = 1\n")
     (tmp_path / "wraps.py").write_text(
