@@ -25,6 +25,17 @@ os.environ.setdefault("AOT_INDUCTOR_ENABLE_LINE_TABLES", "0")
 os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 
 
+def pytest_configure(config):
+    """In a process that runs tests (not pytest-xdist's controller, which runs none), Beam is
+    imported as `bert-shards` imports it, before any test module does: without the modules a
+    local build does not use, which are imported when a path or runner asks for them, as in a
+    command (`beam_internals.import_beam`)."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        from pipeline.runners.beam_internals import import_beam
+
+        import_beam()
+
+
 def pytest_collection_modifyitems(config, items):
     items[:] = heavy_files_first(items)
 
