@@ -71,10 +71,15 @@ _OTHER_BINARY = (
     (b"SQLite format 3\x00", "an SQLite database"),
 )
 MAX_NUL_BYTES = 3  # in the sniffed bytes; more make a binary file (fewer are dropped, counted)
+_MAGICS = tuple(magic for magic, _ in _COMPRESSED + _OTHER_BINARY)
+_COMPRESSED_KINDS = frozenset(name for _, name in _COMPRESSED)
+_BOM_PREFIXES = (b"\xef\xbb\xbf", *(bom for bom, _ in _BOMS))
 
 
 def magic_kind(head: bytes) -> str | None:
     """The kind of binary file a known magic number at the start names, else None."""
+    if not head.startswith(_MAGICS):  # one test for all: most files are text
+        return None
     return next(
         (name for magic, name in _COMPRESSED + _OTHER_BINARY if head.startswith(magic)), None
     )
@@ -108,14 +113,15 @@ def text_stream(f: BinaryIO, rel: str, tally: Tally) -> BinaryIO | None:
     """The stream to read as UTF-8 text, or None when it is binary (a bad record, see
     `Tally.bad`). A UTF-8 byte-order mark is dropped; UTF-16/32 with one is decoded."""
     head = f.read(SNIFF_BYTES)
-    if head.startswith(b"\xef\xbb\xbf"):
-        return PrefixedReader(head[3:], f)
-    for bom, encoding in _BOMS:
-        if head.startswith(bom):
-            tally.inc(f"files_decoded.{encoding}")
-            return TranscodingReader(head[len(bom) :], f, encoding)
+    if head.startswith(_BOM_PREFIXES):
+        if head.startswith(b"\xef\xbb\xbf"):
+            return PrefixedReader(head[3:], f)
+        for bom, encoding in _BOMS:
+            if head.startswith(bom):
+                tally.inc(f"files_decoded.{encoding}")
+                return TranscodingReader(head[len(bom) :], f, encoding)
     kind = magic_kind(head)
-    if kind in {name for _, name in _COMPRESSED}:
+    if kind in _COMPRESSED_KINDS:
         tally.bad(
             "binary_file",
             rel,

@@ -15,6 +15,7 @@ import pytest
 from pipeline.sources.books import read_book
 from pipeline.sources.documents import BadInputError, Tally
 from pipeline.sources.jsonl import read_jsonl
+from pipeline.sources.streams import _COMPRESSED, _OTHER_BINARY, magic_kind
 from pipeline.sources.text import read_text
 
 # 86 bytes of Latin-1 prose, 7 of them not UTF-8 (é, è, ç, ï, û, à, è)
@@ -89,3 +90,10 @@ def test_three_nul_bytes_in_text_are_dropped_and_counted(size):
     docs, counts = read(read_text, data)
     assert docs[0].paragraphs[0] == "One sentence here."
     assert counts["nul_bytes_dropped"] == 3
+
+
+def test_every_magic_number_names_its_kind_and_text_names_none():
+    for magic, name in _COMPRESSED + _OTHER_BINARY:
+        assert magic_kind(magic + b"and more bytes") == name
+        assert magic_kind(magic[:-1] + b" text") is None  # a prefix of one is text
+    assert magic_kind(b"") is None and magic_kind(b"BZ is a word. GIF is too.") is None
