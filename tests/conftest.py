@@ -29,9 +29,9 @@ def pytest_configure(config):
     """In a process that runs tests (not pytest-xdist's controller, which runs none), Beam is
     imported as `bert-shards` imports it, before any test module does: without the modules a
     local build does not use, which are imported when a path or runner asks for them, as in a
-    command (`beam_internals.import_beam`)."""
+    command (`beam_import.import_beam`)."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
-        from pipeline.runners.beam_internals import import_beam
+        from pipeline.runners.beam_import import import_beam
 
         import_beam()
 

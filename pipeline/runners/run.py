@@ -87,7 +87,8 @@ def runner_problem(
         return None
     from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
 
-    from pipeline.runners.beam_internals import create_runner, load_deferred
+    from pipeline.runners.beam_import import load_deferred
+    from pipeline.runners.beam_internals import create_runner
 
     load_deferred()
     try:
@@ -226,7 +227,7 @@ def make_pipeline(options: PipelineOptions, workers=None) -> beam.Pipeline:
     if runner.lower() in DASK_RUNNERS:
         return beam.Pipeline(runner=dask_runner(), options=options)
     if runner.lower() not in LOCAL_RUNNERS:
-        from pipeline.runners.beam_internals import load_deferred
+        from pipeline.runners.beam_import import load_deferred
 
         load_deferred()
         return beam.Pipeline(options=options)

@@ -1,6 +1,6 @@
 """`bert-shards` (and `python -m pipeline`): the CLI's `main`, its process ended without
 Python's teardown once it returns (`schemas.quick_exit`, armed before Beam is imported), Beam
-imported without the connectors no command uses (`beam_internals.import_beam`). The commands
+imported without the connectors no command uses (`beam_import.import_beam`). The commands
 `bert-shards` forwards to `bert-schemas` (validate, inspect, export) go there straight, without
 Beam or the pipeline imported: they start as fast as `bert-schemas` does."""
 
@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.cli import main as schemas_main
 
         return returned(schemas_main(args, prog="bert-shards"))
-    from pipeline.runners.beam_internals import import_beam
+    from pipeline.runners.beam_import import import_beam
 
     import_beam()
     from pipeline.shell.cli import main as cli_main

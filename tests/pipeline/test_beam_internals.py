@@ -14,7 +14,7 @@ import apache_beam as beam
 import pytest
 import tomllib
 
-from pipeline.runners import beam_internals
+from pipeline.runners import beam_import, beam_internals
 from pipeline.runners.beam_internals import (
     INTERNALS,
     SUPPORTED_BEAM,
@@ -70,7 +70,7 @@ def test_every_internal_resolves_on_the_installed_beam(name):
         pytest.importorskip("distributed", reason="the dask extra is not installed")
     if name == "dataflow_api":  # None while `import_beam` has deferred Dataflow's client
         pytest.importorskip("google.cloud.dataflow", reason="the gcp extra is not installed")
-        beam_internals.load_deferred()
+        beam_import.load_deferred()
     assert resolve(module, path) is not None, f"{module}.{path}"
 
 
@@ -316,7 +316,7 @@ def test_a_base_install_prints_no_warning_of_beams():
 # need of it
 SKIPPED = """
 import sys
-from pipeline.runners.beam_internals import SKIPPED_ON_IMPORT, _SkippedOnImport, import_beam
+from pipeline.runners.beam_import import SKIPPED_ON_IMPORT, _SkippedOnImport, import_beam
 
 def imported():
     names = (*SKIPPED_ON_IMPORT, "apache_beam.io.gcp.pubsub")
@@ -368,9 +368,9 @@ def test_the_cli_imports_beam_without_what_no_command_uses():
 def test_filesystems_on_demand_wraps_once_and_leaves_other_schemes_to_beam():
     from apache_beam.io.filesystems import FileSystems
 
-    beam_internals.filesystems_on_demand()
+    beam_import.filesystems_on_demand()
     wrapped = FileSystems.get_filesystem
-    beam_internals.filesystems_on_demand()  # again: the same wrapper, not a second one
+    beam_import.filesystems_on_demand()  # again: the same wrapper, not a second one
     assert FileSystems.get_filesystem is wrapped and wrapped.on_demand
     assert not getattr(wrapped.__wrapped__, "on_demand", False)
     assert type(FileSystems.get_filesystem("/tmp/x")).__name__ == "LocalFileSystem"
@@ -384,16 +384,16 @@ def test_a_filesystem_missing_or_broken_is_left_to_beam_as_its_own_import_does(
     (tmp_path / "broken_store_fs.py").write_text("raise ImportError('its client is too old')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     schemes = {"absent": "no_such_store_fs", "broken": "broken_store_fs"}
-    monkeypatch.setattr(beam_internals, "SCHEME_FILESYSTEMS", schemes)
+    monkeypatch.setattr(beam_import, "SCHEME_FILESYSTEMS", schemes)
     for name in schemes.values():
         monkeypatch.delitem(sys.modules, name, raising=False)
     with caplog.at_level("WARNING"):
-        beam_internals.load_filesystem("absent")  # not installed: nothing said, as Beam does
+        beam_import.load_filesystem("absent")  # not installed: nothing said, as Beam does
         assert caplog.messages == []
-        beam_internals.load_filesystem("broken")
+        beam_import.load_filesystem("broken")
     assert caplog.messages == ["Failed to import broken_store_fs: its client is too old"]
-    beam_internals.load_filesystem(None)  # a local path has no scheme
-    beam_internals.load_filesystem("file")
+    beam_import.load_filesystem(None)  # a local path has no scheme
+    beam_import.load_filesystem("file")
 
 
 def test_import_beam_skips_only_for_its_import(tmp_path, monkeypatch):
@@ -404,14 +404,14 @@ def test_import_beam_skips_only_for_its_import(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in ("wraps", "skipped_one"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    monkeypatch.setattr(beam_internals, "SKIPPED_ON_IMPORT", ("skipped_one",))
+    monkeypatch.setattr(beam_import, "SKIPPED_ON_IMPORT", ("skipped_one",))
     finders = list(sys.meta_path)
 
-    beam_internals.import_beam("wraps")
+    beam_import.import_beam("wraps")
     assert sys.modules["wraps"].skipped_one is None and "skipped_one" not in sys.modules
     assert sys.meta_path == finders
     import skipped_one  # noqa: PLC0415  (as usual, once Beam is imported)
 
     assert skipped_one.VALUE == 1
-    beam_internals.import_beam("wraps")  # imported already: nothing runs again
+    beam_import.import_beam("wraps")  # imported already: nothing runs again
     assert sys.modules["wraps"].skipped_one is None
