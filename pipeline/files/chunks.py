@@ -12,13 +12,15 @@ small `Chunk` record: its path, sizes and counts. Three kinds follow each other:
 
 A chunk that exists is complete: it is written under a temporary name and renamed, or on gs://
 uploaded whole. A units file `u.arrow` has beside it `u.arrow.index`: the byte offset and the
-CRC-32 of every slice's batch; a bucket reads its few entries, then its batches (on a remote
+CRC-32C of every slice's batch; a bucket reads its few entries, then its batches (on a remote
 filesystem in two ranged requests), and checks each batch against its CRC.
 
 Every chunk file carries checksums written with it and checked whenever it is read back: the
-CRC-32 of each record batch (a document or sentence file's, few, in its schema's metadata; a
-units file's in its index), and one over its record (`chunk`) and that list, so neither the
-counts a resumed build takes nor any byte of its rows can change unseen. Arrow's footer is never
+CRC-32C (Castagnoli's polynomial, computed by `google-crc32c` with the processor's own
+instruction, faster than zlib's CRC-32: docs/benchmarks.md) of each record batch (a document or
+sentence file's, few, in its schema's metadata; a units file's in its index), and one over its
+record (`chunk`) and that list, so neither the counts a resumed build takes nor any byte of its
+rows can change unseen. Arrow's footer is never
 read: the batches are found from the schema message's end and their recorded sizes. A resumed
 build checks every file it takes whole (`finished`; a remote units file, which is never read
 whole, by its record alone), and makes a damaged one again; a damage found later, while a file is
@@ -30,19 +32,22 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import pyarrow as pa
+from google_crc32c import value as crc32c
 
 from pipeline.files.fsio import atomic_create, is_local, read_bytes, remove
 from pipeline.sources.documents import Document
 from pipeline.sources.wikipedia.pages import WikiPage
 
 INDEX_SUFFIX = ".index"
-INDEX_ENTRY = np.dtype([("at", "<u8"), ("crc", "<u8")])  # a batch's offset, and its CRC-32
+INDEX_ENTRY = np.dtype([("at", "<u8"), ("crc", "<u8")])  # a batch's offset, and its CRC-32C
+# The metadata key of a chunk file's check over its record: a file written with another
+# checksum (CRC-32, before) has none, so a resumed build makes it again.
+CHECK_KEY = b"crc32c"
 
 
 class DamagedChunkError(ValueError):
@@ -91,7 +96,7 @@ class Chunk:
 def write_table(path: str, table: pa.Table, chunk=None, batches=None, indexed=False) -> None:
     """Write whole or not at all; `chunk` (its record, counts included) goes into the file's
     metadata, so a resumed build can take the file as it is. `batches`, when given, are the
-    file's record batches (of `table`'s schema); their sizes and CRC-32s go into the metadata
+    file's record batches (of `table`'s schema); their sizes and CRC-32Cs go into the metadata
     too, unless `indexed` (a units file, whose index holds them)."""
     if batches is None:
         batches = table.to_batches() or [pa.RecordBatch.from_pylist([], table.schema)]
@@ -101,7 +106,7 @@ def write_table(path: str, table: pa.Table, chunk=None, batches=None, indexed=Fa
         metadata[b"chunk"] = json.dumps(record).encode()
     if not indexed:
         metadata[b"batches"] = json.dumps(batch_sums(batches)).encode()
-    metadata[b"check"] = str(metadata_check(metadata)).encode()
+    metadata[CHECK_KEY] = str(metadata_check(metadata)).encode()
     schema = table.schema.with_metadata(metadata)
     with atomic_create(path) as f, pa.ipc.new_file(f, schema) as writer:
         for batch in batches:
@@ -109,25 +114,25 @@ def write_table(path: str, table: pa.Table, chunk=None, batches=None, indexed=Fa
 
 
 def batch_sums(batches) -> list[list[int]]:
-    """(size, CRC-32) of each record batch's message as the file holds it."""
+    """(size, CRC-32C) of each record batch's message as the file holds it."""
     out = []
     for batch in batches:
         message = batch.serialize()
-        out.append([message.size, zlib.crc32(message)])
+        out.append([message.size, crc32c(message)])
     return out
 
 
 def metadata_check(metadata: dict) -> int:
-    """The CRC-32 of a chunk file's record and batch list: its counts and layout are checked
+    """The CRC-32C of a chunk file's record and batch list: its counts and layout are checked
     like its rows."""
-    return zlib.crc32(metadata.get(b"chunk", b"") + b"\0" + metadata.get(b"batches", b""))
+    return crc32c(metadata.get(b"chunk", b"") + b"\0" + metadata.get(b"batches", b""))
 
 
 def checked_metadata(path: str, schema: pa.Schema) -> dict:
     metadata = schema.metadata or {}
-    if b"check" not in metadata:
+    if CHECK_KEY not in metadata:
         raise damaged(path, "no checksum: not written by this version")
-    if metadata[b"check"] != str(metadata_check(metadata)).encode():
+    if metadata[CHECK_KEY] != str(metadata_check(metadata)).encode():
         raise damaged(path, "its record does not match its checksum")
     return metadata
 
@@ -142,12 +147,12 @@ def schema_end(head) -> int:
 
 def checked_batches(path: str, data, start: int, sums, schema: pa.Schema) -> list[pa.RecordBatch]:
     """The record batches of `data` (bytes from `start` of the file), each checked against its
-    (size, CRC-32); the first that does not match raises `DamagedChunkError`."""
+    (size, CRC-32C); the first that does not match raises `DamagedChunkError`."""
     out, at = [], 0
     for i, (size, crc) in enumerate(sums):
         part = data.slice(at, size) if at + size <= data.size else None
-        if part is None or zlib.crc32(part) != crc:
-            raise damaged(path, f"record batch {i} at byte {start + at} does not match its CRC-32")
+        if part is None or crc32c(part) != crc:
+            raise damaged(path, f"record batch {i} at byte {start + at} does not match its CRC-32C")
         try:
             out.append(pa.ipc.read_record_batch(pa.ipc.read_message(part), schema))
         except (pa.ArrowInvalid, OSError, ValueError) as e:  # a checksum collision, or our bug

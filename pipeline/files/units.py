@@ -1,6 +1,6 @@
 """Units files: every dupe pass of every tokenized document, sorted by its bucket hash `h`, in
 one record batch per slice of the hash space (the `slices` top bits of `h`), with an index of
-each slice's byte offset and CRC-32 beside the file (`u.arrow.index`), so that a bucket (a range
+each slice's byte offset and CRC-32C beside the file (`u.arrow.index`), so that a bucket (a range
 of `h`) reads only the slices it overlaps: on a remote filesystem in two ranged requests. The
 checks and the other chunk files are `pipeline.files.chunks`'.
 
@@ -24,6 +24,7 @@ import pyarrow as pa
 from pipeline.core.instances import TokenizedDoc
 from pipeline.files.chunks import (
     ARROW_MAGIC,
+    CHECK_KEY,
     INDEX_ENTRY,
     INDEX_SUFFIX,
     Chunk,
@@ -85,11 +86,11 @@ def write_units(
         whole.slice(a, b - a) if whole is not None else pa.RecordBatch.from_pylist([], table.schema)
         for a, b in itertools.pairwise(bounds.tolist())
     ]
-    # where each batch starts, after the magic and the schema message, and its CRC-32
+    # where each batch starts, after the magic and the schema message, and its CRC-32C
     sums = np.array(batch_sums(batches), dtype=np.uint64).reshape(-1, 2)
     record = {k: v for k, v in asdict(chunk).items() if k != "path"}
     metadata = {b"chunk": json.dumps(record).encode()}
-    metadata[b"check"] = str(metadata_check(metadata)).encode()
+    metadata[CHECK_KEY] = str(metadata_check(metadata)).encode()
     head = ARROW_MAGIC + table.schema.with_metadata(metadata).serialize().size
     index = np.zeros(len(batches) + 1, dtype=INDEX_ENTRY)
     index["at"] = np.cumsum(np.concatenate([[head], sums[:, 0]]), dtype=np.uint64)
@@ -145,7 +146,7 @@ def read_bucket_units(chunks: Sequence[Chunk], lo: int, hi: int) -> list[tuple[i
 
 
 def unit_batches(chunk: Chunk, first: int, stop: int) -> list[pa.RecordBatch]:
-    """Record batches [first, stop) of a units file, each checked against its CRC-32: their
+    """Record batches [first, stop) of a units file, each checked against its CRC-32C: their
     offsets and sums from the index beside it, then exactly their bytes (from its memory map
     locally; elsewhere each one ranged read)."""
     path = chunk.path

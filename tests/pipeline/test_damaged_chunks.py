@@ -16,6 +16,7 @@ import pytest
 
 from pipeline.core.instances import TokenizedDoc
 from pipeline.files.chunks import (
+    CHECK_KEY,
     DamagedChunkError,
     finished,
     read_documents,
@@ -153,8 +154,23 @@ def test_a_changed_count_in_a_record_is_found(tmp_path):
     assert finished(path) is None  # made again
 
 
+def test_a_file_checked_another_way_is_made_again(tmp_path):
+    """A chunk file of an earlier version, its check under another key (CRC-32 before the
+    CRC-32C), is not taken by a resumed build, and a read of it names it as damaged."""
+    path = str(tmp_path / "sentences" / "s.arrow")
+    write_sentences(path, [("a", "s", ("x.",))], {"books/sentences": 1})
+    assert finished(path) is not None
+    data = open(path, "rb").read()
+    assert CHECK_KEY == b"crc32c" and data.count(CHECK_KEY) == 2  # the head's schema, the footer's
+    open(path, "wb").write(data.replace(CHECK_KEY, b"crc_32"))
+    assert finished(path) is None  # made again
+    open(path, "wb").write(data.replace(CHECK_KEY, b"crc_32"))
+    with pytest.raises(DamagedChunkError, match="no checksum: not written by this version"):
+        read_sentences(path)
+
+
 def test_a_damaged_units_file_on_gcs_is_named_and_removed(gcs_emulator, gcs_bucket):
-    """On gs:// a bucket reads only its slices, each checked against the CRC-32 in the index."""
+    """On gs:// a bucket reads only its slices, each checked against the CRC-32C in the index."""
     from pipeline.files.fsio import blob, exists
 
     path = f"gs://{gcs_bucket}/tmp/units/u.arrow"
@@ -167,7 +183,7 @@ def test_a_damaged_units_file_on_gcs_is_named_and_removed(gcs_emulator, gcs_buck
     with pytest.raises(DamagedChunkError) as e:
         for bucket in range(16):
             read_units(chunk, *hash_range(bucket, 16))
-    assert str(e.value).startswith(path) and "CRC-32" in str(e.value)
+    assert str(e.value).startswith(path) and "CRC-32C" in str(e.value)
     assert not exists(path) and not exists(path + ".index")
 
 
