@@ -16,16 +16,15 @@ CRC-32C of every slice's batch; a bucket reads its few entries, then its batches
 filesystem in two ranged requests), and checks each batch against its CRC.
 
 Every chunk file carries checksums written with it and checked whenever it is read back: the
-CRC-32C (Castagnoli's polynomial, computed by `google-crc32c` with the processor's own
-instruction, faster than zlib's CRC-32: docs/benchmarks.md) of each record batch (a document or
-sentence file's, few, in its schema's metadata; a units file's in its index), and one over its
-record (`chunk`) and that list, so neither the counts a resumed build takes nor any byte of its
-rows can change unseen. Arrow's footer is never
-read: the batches are found from the schema message's end and their recorded sizes. A resumed
-build checks every file it takes whole (`finished`; a remote units file, which is never read
-whole, by its record alone), and makes a damaged one again; a damage found later, while a file is
-read, removes the file and stops the build naming it (`DamagedChunkError`): `--resume` then
-makes it again.
+CRC-32C (Castagnoli's polynomial, computed by `google-crc32c`'s C extension with the processor's
+own instruction, faster than zlib's CRC-32: docs/benchmarks.md) of each record batch (a document
+or sentence file's, few, in its schema's metadata; a units file's in its index), and one over
+its record (`chunk`) and that list, so neither the counts a resumed build takes nor any byte of
+its rows can change unseen. Arrow's footer is never read: the batches are found from the schema
+message's end and their recorded sizes. A resumed build checks every file it takes whole
+(`finished`; a remote units file, which is never read whole, by its record alone), and makes a
+damaged one again; a damage found later, while a file is read, removes the file and stops the
+build naming it (`DamagedChunkError`): `--resume` then makes it again.
 """
 
 from __future__ import annotations
