@@ -15,6 +15,7 @@ a multistream index, and large uncompressed exports, are cut into spans read in 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -32,10 +33,15 @@ from pipeline.stages.base import Stage, Step
 from pipeline.stages.counting import prefixed
 
 
+@beam.typehints.with_output_types(Any)
 class ReadFile(Step):
     """A group of read items (see `pack_reads`) -> document chunk files of about `chunk_bytes`
     of text, as `Chunk`s; the group's counts ride on its last `Chunk` (one with no path when
-    nothing was read). Each chunk leaves a progress marker: stored bytes read, documents."""
+    nothing was read). Each chunk leaves a progress marker: stored bytes read, documents.
+
+    Its output type is declared as the `Any` Beam infers for it, so Beam's type inference,
+    which would trace `process` and the functions it calls through their bytecode when each
+    graph is made, is not run (docs/benchmarks.md)."""
 
     def __init__(self, tmp: str, chunk_bytes: int, skip_bad_input: bool):
         self.tmp = tmp

@@ -125,6 +125,22 @@ def test_a_functions_arguments_are_inspected_once_while_it_stays_the_same(monkey
     assert len(inspected) == 6
 
 
+def test_the_read_step_declares_the_type_beam_infers_and_is_not_traced(monkeypatch):
+    """Beam infers an undeclared DoFn's output type by tracing `process` and what it calls
+    through their bytecode as each graph is made; the read step declares what that finds."""
+    from apache_beam.typehints import trivial_inference, typehints
+
+    from pipeline.stages.read import ReadFile
+
+    step = ReadFile("tmp", 1 << 20, False)
+    assert beam.DoFn.infer_output_type(step, typehints.Any) == typehints.Any  # Beam's finding
+    traced = calls_to(monkeypatch, trivial_inference, "infer_return_type")
+    p = beam.Pipeline(runner=fn_runner.FnApiRunner())
+    read = p | beam.Create([[("books", "a.txt")]]) | beam.ParDo(step)
+    assert read.element_type == typehints.Any
+    assert not [f for f in traced if getattr(f, "__func__", None) is ReadFile.process]
+
+
 def test_a_dofn_that_is_no_dictionary_key_is_inspected_every_time(monkeypatch):
     import dataclasses
 
