@@ -2,7 +2,8 @@
 Python's teardown once it returns (`schemas.quick_exit`, armed before Beam is imported), Beam
 imported without the connectors no command uses (`beam_import.import_beam`). The commands
 `bert-shards` forwards to `bert-schemas` (validate, inspect, export) go there straight, without
-Beam or the pipeline imported: they start as fast as `bert-schemas` does."""
+Beam or the pipeline imported: they start as fast as `bert-schemas` does. The others start
+without the cyclic garbage collector, which resumes as their graph starts (`schemas.gc_pause`)."""
 
 import sys
 
@@ -19,9 +20,15 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.cli import main as schemas_main
 
         return returned(schemas_main(args, prog="bert-shards"))
-    from pipeline.runners.beam_import import import_beam
+    from schemas import gc_pause
 
-    import_beam()
-    from pipeline.shell.cli import main as cli_main
+    gc_pause.pause()  # until the graph runs (`pipeline.runners.run.run_pipeline` resumes it)
+    try:
+        from pipeline.runners.beam_import import import_beam
 
-    return returned(cli_main(argv))
+        import_beam()
+        from pipeline.shell.cli import main as cli_main
+
+        return returned(cli_main(argv))
+    finally:
+        gc_pause.restore()
