@@ -306,12 +306,14 @@ def listed_size(path: str) -> int:
     return size(path)
 
 
-def match(pattern: str, walks: dict | None = None) -> list[FileMetadata]:
+def match(
+    pattern: str, walks: dict | None = None, missed: list[str] | None = None
+) -> list[FileMetadata]:
     """The files a glob names (`*` within a name, `**` across folders, as Beam's patterns
-    mean on every filesystem), sorted by path; none when nothing matches. `walks`: see
-    `localglob.local_match`."""
+    mean on every filesystem), sorted by path; none when nothing matches. `walks` and
+    `missed` (local globs only): see `localglob.local_match`."""
     if is_local(pattern) and any(c in pattern for c in GLOB_CHARS):
-        return local_match(pattern, walks)
+        return local_match(pattern, walks, missed)
     if not is_gcs(pattern):
         try:
             found = [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
@@ -325,9 +327,12 @@ def match(pattern: str, walks: dict | None = None) -> list[FileMetadata]:
     return sorted((m for m in found if regex.match(m.path)), key=lambda m: m.path)
 
 
-def files_under(folder: str, walks: dict | None = None) -> list[FileMetadata]:
+def files_under(
+    folder: str, walks: dict | None = None, missed: list[str] | None = None
+) -> list[FileMetadata]:
     """Every file below `folder`, at any depth, sorted by path (a name prefix on object
-    stores: `folder/`); the file itself when `folder` names a file; none when neither."""
+    stores: `folder/`); the file itself when `folder` names a file; none when neither.
+    `walks` and `missed` (a local folder only): see `localglob.local_match`."""
     folder = folder.rstrip("/")
     if is_gcs(folder):
         bucket, name = split_gcs(folder)
@@ -337,7 +342,7 @@ def files_under(folder: str, walks: dict | None = None) -> list[FileMetadata]:
         return exact or sorted(below, key=lambda m: m.path)
     if is_local(folder) and not os.path.isdir(folder):
         return match(folder) if os.path.exists(folder) else []
-    return match(folder + "/**", walks)
+    return match(folder + "/**", walks, missed)
 
 
 def entries(folder: str) -> tuple[list[str], list[str], set[str]]:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
-import re
 import stat
 from dataclasses import dataclass
 
-from apache_beam.io.filesystem import FileMetadata, FileSystem
+from apache_beam.io.filesystem import FileMetadata
 
 from pipeline.files import fsio
 from pipeline.sources.documents import BadInputError
@@ -94,17 +93,18 @@ def list_files(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
     failure finds also when a remote worker raised it)."""
     pattern = spec.pattern
     walks = _WALKS if _LISTINGS is not None else {}  # the inputs' folders, walked once
+    missed: list[str] = []  # local names matched that no stat reached: dangling links
     if any(c in pattern for c in GLOB_CHARS):
-        found, root = fsio.match(pattern, walks), glob_root(pattern)
-        missed = left_out(pattern, found, walks)
+        found, root = fsio.match(pattern, walks, missed), glob_root(pattern)
         if not found and not missed and names_a_path(pattern):
             found, root, missed = as_written(pattern)
     else:
-        found = fsio.files_under(pattern, walks)
+        found = fsio.files_under(pattern, walks, missed)
         one_file = len(found) == 1 and found[0].path == pattern.rstrip("/")
         root = glob_root(pattern) if one_file else pattern.rstrip("/")
-        missed = left_out(folder_scope(pattern), found, walks)
-    refuse_odd_files(found, missed)
+        if not found and fsio.is_local(pattern) and not os.path.isdir(pattern):
+            missed = [pattern]  # no file, or a dangling link, by that name
+    refuse_odd_files(found, sorted(missed))
     out = []
     for m in found:
         path = m.path
@@ -143,36 +143,6 @@ def as_written(path: str) -> tuple[list[FileMetadata], str, list[str]]:
             continue
         found.append(FileMetadata(name, st.st_size, st.st_mtime))
     return sorted(found, key=lambda m: m.path), root, missed
-
-
-def folder_scope(pattern: str) -> str:
-    """What a local pattern without glob characters is listed as: a folder's `/**`, or the
-    path itself."""
-    if fsio.is_local(pattern) and os.path.isdir(pattern):
-        return pattern.rstrip("/") + "/**"
-    return pattern
-
-
-def left_out(scope: str, found: list[FileMetadata], walks: dict) -> list[str]:
-    """The local names a listing of `scope` walked and matched but did not list: those that
-    `os.stat` failed on, a dangling symbolic link (or a file removed since the walk). The
-    listing leaves them out without a word; `walks` holds what it walked."""
-    if not fsio.is_local(scope):
-        return []
-    if not any(c in scope for c in GLOB_CHARS):
-        return [] if found else [scope]
-    if scope.endswith("/"):
-        scope += "*"  # as `localglob.local_match` reads it
-    base = os.path.dirname(re.match(r"^[^[*?]*", scope).group(0))
-    below = base.rstrip(os.sep) + os.sep
-    walked = {
-        path
-        for folder, paths in walks.items()
-        if folder == base or folder.startswith(below)
-        for path in paths
-    }
-    matches = re.compile(FileSystem.translate_pattern(scope)).match
-    return sorted(p for p in walked - {m.path for m in found} if matches(p))
 
 
 def refuse_odd_files(found: list[FileMetadata], missed: list[str]) -> None:

@@ -82,13 +82,17 @@ def _folders(folder: str, rest: str) -> list[str]:
     return folders
 
 
-def local_match(pattern: str, walks: dict | None = None) -> list[FileMetadata]:
+def local_match(
+    pattern: str, walks: dict | None = None, missed: list[str] | None = None
+) -> list[FileMetadata]:
     """Beam's `LocalFileSystem.match` of a glob, with the same files and metadata, but Beam
     stats every file below the folder before the pattern's first glob character and then
     matches their names, where this walks only the folders whose names the glob's leading
     names match (`_folders`), matches names, and stats only the matches: a pattern for one
     copy of a corpus beside many others walks and stats that copy alone. `walks`: see `_walk`
-    (the input listing of a command walks each folder once for all its patterns)."""
+    (the input listing of a command walks each folder once for all its patterns). `missed`,
+    when given, gets the names that match but could not be statted (a dangling symbolic link, a
+    file gone since the walk), which Beam's match leaves out without a word."""
     if pattern.endswith("/"):
         pattern += "*"
     folder = os.path.dirname(re.match(r"^[^[*?]*", pattern).group(0))
@@ -104,7 +108,9 @@ def local_match(pattern: str, walks: dict | None = None) -> list[FileMetadata]:
             if name_matches(path):
                 try:
                     st = os.stat(path)
-                except OSError:  # gone since the walk, as Beam skips it
+                except OSError:  # gone since the walk, or a dangling link: Beam skips it
+                    if missed is not None:
+                        missed.append(path)
                     continue
                 found.append(FileMetadata(path, st.st_size, st.st_mtime))
     return sorted(found, key=lambda m: m.path)

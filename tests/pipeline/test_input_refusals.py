@@ -170,6 +170,21 @@ def test_a_dangling_symbolic_link_is_refused(folder, given, tmp_path):
     )
 
 
+def test_a_dangling_link_matched_by_a_glob_relative_to_here_is_refused(
+    folder, tmp_path, monkeypatch
+):
+    """A glob with no folder before it ("*.txt") is matched in the working folder, and a
+    dangling link it matches is named as the pattern spells it."""
+    os.symlink(tmp_path / "missing.txt", folder / "gone.txt")
+    monkeypatch.chdir(folder)
+    with pytest.raises(SystemExit) as e, one_listing():
+        refuse_unusable_inputs([InputSpec("text", "*.txt")])
+    assert e.value.code == (
+        f"error: gone.txt is a symbolic link to {tmp_path}/missing.txt, which does not exist; "
+        "remove the link or restore what it points to"
+    )
+
+
 def test_links_that_resolve_and_empty_files_are_listed(folder):
     os.symlink(folder / "ok.txt", folder / "link.txt")
     (folder / "empty.txt").write_text("")
