@@ -28,9 +28,41 @@ def _walk(folder: str, walks: dict | None) -> list[str]:
                 below = [p for p in walks[above] if p.startswith(folder + os.sep)]
                 walks[folder] = below
                 return below
-    found = [os.path.join(d, f) for d, _, files in os.walk(folder) for f in files]
+    found = _files_below(folder)
     if walks is not None:
         walks[folder] = found
+    return found
+
+
+def _files_below(folder: str) -> list[str]:
+    """`os.walk(folder)`'s files (symbolic links to folders neither entered nor listed, an
+    unreadable folder skipped), each joined to its folder, in its order; from the names'
+    `DirEntry`s alone, without `os.walk`'s tuples, joins and a `stat` of every folder."""
+    found: list[str] = []
+    stack = [folder]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        folders = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if not is_dir:
+                found.append(entry.path)
+                continue
+            try:
+                is_link = entry.is_symlink()
+            except OSError:
+                is_link = False
+            if not is_link:
+                folders.append(entry.path)
+        stack += reversed(folders)
     return found
 
 

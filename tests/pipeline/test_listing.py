@@ -10,7 +10,7 @@ import shutil
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.files import fsio
+from pipeline.files import fsio, localglob
 from pipeline.files.listing import InputSpec, listed, one_listing
 
 NAMES = (
@@ -106,13 +106,13 @@ def test_a_relative_glob_matches_from_the_current_folder(tree, rel, monkeypatch)
 
 
 def test_a_pattern_walks_the_folders_its_names_match_each_once_inside_a_listing(tree, monkeypatch):
-    walks, real_walk = [], os.walk
+    walks, real_walk = [], localglob._files_below
 
-    def walk(top, *args, **kwargs):
+    def walk(top):
         walks.append(top)
-        return real_walk(top, *args, **kwargs)
+        return real_walk(top)
 
-    monkeypatch.setattr(os, "walk", walk)
+    monkeypatch.setattr(localglob, "_files_below", walk)
     specs = [InputSpec("text", f"{tree}/[c]opy-00{k}/**") for k in (0, 1)]
     with one_listing():
         first = [listed(s) for s in specs]
@@ -136,6 +136,25 @@ def test_a_pattern_walks_the_folders_its_names_match_each_once_inside_a_listing(
     open(os.path.join(tree, "copy-000", "new.txt"), "w").close()
     assert len(listed(specs[0])) == 5
     assert walks == [tree, f"{tree}/copy-000"]
+
+
+def test_a_folders_files_are_os_walks(tree, tmp_path):
+    """The walk lists what `os.walk` lists, in its order: links to files and dangling links
+    among the files, links to folders neither listed nor entered, a pipe listed (the listing
+    refuses it later), a folder that is a link walked itself, a file or nothing given: none."""
+    os.symlink(tmp_path / "missing.txt", tmp_path / "copy-000" / "dangling.txt")
+    os.mkfifo(tmp_path / "copy-000" / "sub" / "pipe")
+    for top in (
+        tree,
+        f"{tree}/",
+        f"{tree}/copy-000",
+        f"{tree}/link-000",
+        f"{tree}/top.txt",
+        f"{tree}/absent",
+    ):
+        expected = [os.path.join(d, f) for d, _, files in os.walk(top) for f in files]
+        assert localglob._files_below(top) == expected, top
+    assert f"{tree}/copy-000/dangling.txt" in localglob._files_below(tree)
 
 
 def test_a_folder_spelt_otherwise_is_walked_itself(tree):
