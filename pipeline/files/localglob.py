@@ -49,21 +49,20 @@ def _files_below(folder: str) -> list[str]:
             continue
         folders = []
         for entry in entries:
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                is_dir = False
-            if not is_dir:
+            if not _holds(entry.is_dir):
                 found.append(entry.path)
-                continue
-            try:
-                is_link = entry.is_symlink()
-            except OSError:
-                is_link = False
-            if not is_link:
+            elif not _holds(entry.is_symlink):
                 folders.append(entry.path)
         stack += reversed(folders)
     return found
+
+
+def _holds(test) -> bool:
+    """A `DirEntry` test's answer, False where it cannot be told (as `os.walk` takes it)."""
+    try:
+        return test()
+    except OSError:
+        return False
 
 
 def _name_parts(rest: str) -> list[str]:
