@@ -1,17 +1,16 @@
-"""A command's start without Python's cyclic garbage collector; its work with what the start made
+"""A command's imports without Python's cyclic garbage collector, and the objects they made
 kept out of every later collection.
 
-Before a build does any work its driver imports Beam, Arrow, numpy and the project's modules,
-lists the input and makes the graph: well over 100,000 objects, nearly all of which live as long
-as the process. The collector walks them again at every full collection, several times during
-that start, while the workers wait for it (docs/benchmarks.md, "The collector during a
-build's start"). `pause()` stops the collector where the command begins. `resume()`, where
-the work begins, freezes what exists then (`gc.freeze`: those objects are skipped by every later
-collection, in the worker processes forked afterwards too) and starts the collector again.
-`restore()` undoes both, for a caller that runs the command inside its own process (tests).
-
-Paused, the collector frees no reference cycles; what the start leaves as cycles is a few
-modules' and the graph's bookkeeping, kept until the process ends.
+`bert-shards` imports Beam, Arrow, numpy and the project's modules before it does anything:
+over 100,000 objects that live as long as the process. The collector walks them again at every
+full collection, during the imports themselves and through the input's listing and the graph,
+all before a build's workers start (docs/benchmarks.md, "The collector during a build's
+start"). `pause()` stops the collector where the command begins. `resume()`, once the modules
+are imported, freezes what exists then (`gc.freeze`: those objects are skipped by every later
+collection, in the worker processes forked afterwards too) and starts the collector again, for
+all the command does from there: the garbage a listing of many gs:// objects makes is collected
+as it goes. `restore()` undoes both, for a caller that runs the command inside its own process
+(tests). What the imports leave as reference cycles stays until the process ends.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""A command starts without the cyclic garbage collector; its graph runs with the collector back
-on and what the start made frozen; a caller in the same process gets the collector as it was."""
+"""A command imports its modules without the cyclic garbage collector, then runs with it back on
+and what the imports made frozen; a caller in the same process gets the collector as it was."""
 
 from __future__ import annotations
 
@@ -52,39 +52,39 @@ def test_restore_without_resume_and_without_pause(collector):
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
-def test_the_command_starts_paused_and_ends_restored(collector, monkeypatch):
-    """`bert-shards build` reaches the CLI with the collector stopped; `main` returns with it
-    running and nothing frozen."""
+def test_the_command_imports_paused_runs_with_them_frozen_and_ends_restored(collector, monkeypatch):
+    """`bert-shards build` imports Beam with the collector stopped, reaches the CLI with it
+    running and the imports frozen, and `main` returns with it running and nothing frozen."""
+    import pipeline.runners.beam_import
     import pipeline.shell.cli
     from pipeline.shell.entry import main
 
-    seen = []
-    monkeypatch.setattr(pipeline.shell.cli, "main", lambda argv: seen.append(gc.isenabled()))
+    imported, reached = [], []
+    monkeypatch.setattr(
+        pipeline.runners.beam_import, "import_beam", lambda: imported.append(gc.isenabled())
+    )
+    monkeypatch.setattr(
+        pipeline.shell.cli,
+        "main",
+        lambda argv: reached.append((gc.isenabled(), gc.get_freeze_count() > 0)),
+    )
     try:
         assert main(["build", "--help"]) == 0
     finally:
         quick_exit._RETURNED.pop(os.getpid(), None)  # this process is pytest's, not a command's
-    assert seen == [False]
+    assert imported == [False]
+    assert reached == [(True, True)]
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
-def test_the_graph_runs_with_the_collector_on_and_the_start_frozen(collector, tmp_path):
-    import apache_beam as beam
+def test_a_command_that_fails_on_import_restores_the_collector(collector, monkeypatch):
+    import pipeline.runners.beam_import
+    from pipeline.shell.entry import main
 
-    from pipeline.runners.run import pipeline_options, run_pipeline
+    def fail():
+        raise ImportError("no Beam here")
 
-    seen = str(tmp_path / "seen")
-
-    def look(x):  # the runner runs a copy of it: what it sees goes through a file
-        with open(seen, "w") as f:
-            f.write(f"{gc.isenabled()} {gc.get_freeze_count()}")
-        return x
-
-    gc_pause.pause()
-    graph = lambda p: p | beam.Create([1]) | beam.Map(look)  # noqa: E731
-    run_pipeline(graph, pipeline_options([], "DirectRunner", 1), verbose=False)
-    with open(seen) as f:
-        enabled, frozen = f.read().split()
-    assert enabled == "True" and int(frozen) > 0
-    gc_pause.restore()
+    monkeypatch.setattr(pipeline.runners.beam_import, "import_beam", fail)
+    with pytest.raises(ImportError):
+        main(["build", "--help"])
     assert gc.isenabled() and gc.get_freeze_count() == 0

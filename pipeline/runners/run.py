@@ -30,7 +30,6 @@ from apache_beam.options.pipeline_options import (
 
 from pipeline.runners.cpus import usable_cpus
 from pipeline.runners.failures import cancel_job, failure_line, interrupt_inside, shortened
-from schemas import gc_pause
 
 LOCAL_RUNNERS = {"directrunner", "direct", "fnapirunner", "local"}
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
@@ -302,7 +301,6 @@ def run_pipeline(add_steps, options, verbose: bool, watch=None) -> None:
 
     quick_sampler_stop()  # before the workers fork, so that theirs stop quickly too
     quick_failure_poll()
-    gc_pause.resume()  # what the start made, frozen before the workers fork
     try:
         with (
             beam_logs_quiet(not verbose),

@@ -2,8 +2,9 @@
 Python's teardown once it returns (`schemas.quick_exit`, armed before Beam is imported), Beam
 imported without the connectors no command uses (`beam_import.import_beam`). The commands
 `bert-shards` forwards to `bert-schemas` (validate, inspect, export) go there straight, without
-Beam or the pipeline imported: they start as fast as `bert-schemas` does. The others start
-without the cyclic garbage collector, which resumes as their graph starts (`schemas.gc_pause`)."""
+Beam or the pipeline imported: they start as fast as `bert-schemas` does. The others import
+Beam and the CLI without the cyclic garbage collector, which then resumes with what the imports
+made frozen (`schemas.gc_pause`)."""
 
 import sys
 
@@ -22,13 +23,14 @@ def main(argv: list[str] | None = None) -> int:
         return returned(schemas_main(args, prog="bert-shards"))
     from schemas import gc_pause
 
-    gc_pause.pause()  # until the graph runs (`pipeline.runners.run.run_pipeline` resumes it)
+    gc_pause.pause()  # while Beam and the CLI's modules import
     try:
         from pipeline.runners.beam_import import import_beam
 
         import_beam()
         from pipeline.shell.cli import main as cli_main
 
+        gc_pause.resume()  # what the imports made, frozen; the collector on for the command
         return returned(cli_main(argv))
     finally:
         gc_pause.restore()
