@@ -16,39 +16,39 @@ def collector():
     """The collector on and nothing frozen, before and after the test, whatever it left."""
     assert gc.isenabled() and gc.get_freeze_count() == 0
     yield
-    while gc_pause._paused:
-        gc_pause.restore()
     gc.unfreeze()
     gc.enable()
 
 
 def test_pause_resume_restore(collector):
-    gc_pause.pause()
-    assert not gc.isenabled()
-    gc_pause.resume()
-    assert gc.isenabled() and gc.get_freeze_count() > 0
-    frozen = gc.get_freeze_count()
-    gc_pause.resume()  # once per pause
-    assert gc.get_freeze_count() == frozen
-    gc_pause.restore()
+    with gc_pause.paused() as resume:
+        assert not gc.isenabled()
+        resume()
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        frozen = gc.get_freeze_count()
+        resume()  # once per pause
+        assert gc.get_freeze_count() == frozen
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 def test_a_collector_the_caller_stopped_stays_stopped(collector):
     gc.disable()
-    gc_pause.pause()
-    gc_pause.resume()
-    assert not gc.isenabled() and gc.get_freeze_count() == 0
-    gc_pause.restore()
+    with gc_pause.paused() as resume:
+        resume()
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
     assert not gc.isenabled()
 
 
-def test_restore_without_resume_and_without_pause(collector):
-    gc_pause.pause()
-    gc_pause.restore()
+def test_restore_without_resume(collector):
+    with gc_pause.paused():
+        pass
     assert gc.isenabled() and gc.get_freeze_count() == 0
-    gc_pause.restore()  # nothing paused: nothing to undo
-    gc_pause.resume()
+
+
+def test_restored_when_the_block_raises(collector):
+    with pytest.raises(RuntimeError), gc_pause.paused() as resume:
+        resume()
+        raise RuntimeError("the command failed")
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 

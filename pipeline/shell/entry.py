@@ -23,14 +23,11 @@ def main(argv: list[str] | None = None) -> int:
         return returned(schemas_main(args, prog="bert-shards"))
     from schemas import gc_pause
 
-    gc_pause.pause()  # while Beam and the CLI's modules import
-    try:
+    with gc_pause.paused() as resume:  # while Beam and the CLI's modules import
         from pipeline.runners.beam_import import import_beam
 
         import_beam()
         from pipeline.shell.cli import main as cli_main
 
-        gc_pause.resume()  # what the imports made, frozen; the collector on for the command
+        resume()  # what the imports made, frozen; the collector on for the command
         return returned(cli_main(argv))
-    finally:
-        gc_pause.restore()
