@@ -113,6 +113,12 @@ export: $(STAMP)
 # TEST_JOBS=0 runs them all in this one.
 TEST_JOBS ?= 2
 TEST_PROCS = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder)
+# pytest's plugins named here, not loaded from every installed package that offers one: pytest
+# rewrites the asserts of every module of an autoloaded plugin's package, all of hypothesis's
+# among them (seven test files import it), which costs each test process about 0.8 CPU-s
+# (docs/benchmarks.md, "The test suite"). A plugin the tests come to need is added here.
+TEST_PLUGINS = -p xdist -p hypothesispytest
+PYTEST = PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest
 
 # The realistic tests read real text from data/ (`make corpora`), fetched first when it is
 # missing; where the archive cannot be reached they are skipped, each saying why.
@@ -120,11 +126,11 @@ TEST_CORPUS := data/corpora/kernel-docs/books
 test: $(STAMP)
 	@test -d $(call q,$(TEST_CORPUS)) || $(MAKE) --no-print-directory corpora DATA=data \
 		|| echo "make test: the corpora could not be fetched; the tests that read them are skipped" >&2
-	$(PY) -m pytest tests $(ARGS) $(TEST_PROCS)
+	$(PYTEST) tests $(ARGS) $(TEST_PROCS) $(TEST_PLUGINS)
 
 # For local iteration: everything but the tests marked `slow`. `make test` runs them all.
 test-fast: $(STAMP)
-	$(PY) -m pytest tests -m 'not slow' $(ARGS) $(TEST_PROCS)
+	$(PYTEST) tests -m 'not slow' $(ARGS) $(TEST_PROCS) $(TEST_PLUGINS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check schemas pipeline model tests bench

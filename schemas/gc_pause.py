@@ -10,8 +10,12 @@ called once the modules are imported, freezes what exists then (`gc.freeze`: tho
 skipped by every later collection, in the worker processes forked afterwards too) and starts
 the collector again, for all the command does from there: the garbage a listing of many gs://
 objects makes is collected as it goes. Leaving the block undoes both, for a caller that runs
-the command inside its own process (tests). What the imports leave as reference cycles stays
-until the process ends.
+the command inside its own process (tests), except that a caller that had frozen objects of
+its own keeps them frozen, and with them what `resume` added (the collector cannot unfreeze
+some objects and not others). What the imports leave as reference cycles stays until the
+process ends.
+
+The test suite uses the same block around its own imports and collection (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from contextlib import contextmanager
 def paused() -> Iterator[Callable[[], None]]:
     """Stop the collector inside (a caller that stopped it keeps it stopped); yields `resume`,
     which freezes what exists then and starts the collector again (once; later calls do
-    nothing). Leaving unfreezes what `resume` froze and leaves the collector as it was."""
+    nothing). Leaving unfreezes what `resume` froze, unless the caller had frozen objects
+    before (they stay frozen, with what `resume` added), and leaves the collector as it was."""
     ran = gc.isenabled()
+    caller_froze = gc.get_freeze_count() > 0
     gc.disable()
     frozen = False
 
@@ -40,7 +46,7 @@ def paused() -> Iterator[Callable[[], None]]:
     try:
         yield resume
     finally:
-        if frozen:
+        if frozen and not caller_froze:
             gc.unfreeze()
         if ran:
             gc.enable()

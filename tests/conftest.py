@@ -5,12 +5,14 @@ a local GCS."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import sys
 
 import pytest
 
+from schemas import gc_pause
 from tests.helpers import build_shards, built_once, expected_rows, heavy_files_first
 
 # Inductor, for the tests that compile (`--compile` on the CPU), read before it is imported:
@@ -25,15 +27,33 @@ os.environ.setdefault("AOT_INDUCTOR_ENABLE_LINE_TABLES", "0")
 os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 
 
+# In a process that runs tests, the cyclic garbage collector is stopped from here until the
+# tests are collected, as `bert-shards` stops it while it imports (`schemas.gc_pause`):
+# collecting imports torch, Beam and every test module, and rewrites each module's asserts, and
+# full collections over what that leaves cost a test process more CPU than the rest of its
+# collection (docs/benchmarks.md, "The test suite"). Then what exists is frozen and the
+# collector runs again, for the tests; `pytest_unconfigure` restores it.
+_COLLECTING = contextlib.ExitStack()
+_RESUME = []
+
+
 def pytest_configure(config):
-    """In a process that runs tests (not pytest-xdist's controller, which runs none), Beam is
-    imported as `bert-shards` imports it, before any test module does: without the modules a
-    local build does not use, which are imported when a path or runner asks for them, as in a
-    command (`beam_import.import_beam`)."""
+    """In a process that runs tests (not pytest-xdist's controller, which runs none): the
+    collector paused (above), and Beam imported as `bert-shards` imports it, before any test
+    module does: without the modules a local build does not use, which are imported when a
+    path or runner asks for them, as in a command (`beam_import.import_beam`)."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        _RESUME.append(_COLLECTING.enter_context(gc_pause.paused()))
         from pipeline.runners.beam_import import import_beam
 
         import_beam()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    yield
+    for resume in _RESUME:
+        resume()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -41,6 +61,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_unconfigure(config):
+    _COLLECTING.close()
     if hasattr(config, "workerinput"):  # pytest-xdist's worker, not a pytest it started
         atexit.register(_end_a_test_process)
 

@@ -13,11 +13,16 @@ from schemas import gc_pause, quick_exit
 
 @pytest.fixture
 def collector():
-    """The collector on and nothing frozen, before and after the test, whatever it left."""
-    assert gc.isenabled() and gc.get_freeze_count() == 0
+    """The collector on and nothing frozen, before and after the test, whatever it left; what
+    the test process itself froze (tests/conftest.py) is frozen again afterwards."""
+    suite_froze = gc.get_freeze_count() > 0
+    gc.unfreeze()
+    assert gc.isenabled()
     yield
     gc.unfreeze()
     gc.enable()
+    if suite_froze:
+        gc.freeze()
 
 
 def test_pause_resume_restore(collector, monkeypatch):
@@ -40,6 +45,13 @@ def test_a_collector_the_caller_stopped_stays_stopped(collector):
         resume()
         assert not gc.isenabled() and gc.get_freeze_count() == 0
     assert not gc.isenabled()
+
+
+def test_a_caller_that_froze_objects_keeps_them_frozen(collector):
+    gc.freeze()
+    with gc_pause.paused() as resume:
+        resume()
+    assert gc.isenabled() and gc.get_freeze_count() > 0
 
 
 def test_restore_without_resume(collector):
