@@ -115,7 +115,7 @@ TEST_JOBS ?= 2
 TEST_PROCS = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder)
 # pytest's plugins named here, not loaded from every installed package that offers one: pytest
 # rewrites the asserts of every module of an autoloaded plugin's package, all of hypothesis's
-# among them (seven test files import it), which costs each test process about 0.8 CPU-s
+# among them (seven test files import it), at a cost in every test process
 # (docs/benchmarks.md, "The test suite"). A plugin the tests come to need is added here.
 TEST_PLUGINS = -p xdist -p hypothesispytest
 PYTEST = PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest

@@ -30,9 +30,9 @@ os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 # In a process that runs tests, the cyclic garbage collector is stopped from here until the
 # tests are collected, as `bert-shards` stops it while it imports (`schemas.gc_pause`):
 # collecting imports torch, Beam and every test module, and rewrites each module's asserts, and
-# full collections over what that leaves cost a test process more CPU than the rest of its
-# collection (docs/benchmarks.md, "The test suite"). Then what exists is frozen and the
-# collector runs again, for the tests; `pytest_unconfigure` restores it.
+# full collections over what that leaves are a good part of a test process's collection
+# (docs/benchmarks.md, "The test suite"). Then what exists is frozen and the collector runs
+# again, for the tests; `pytest_unconfigure` restores it.
 _COLLECTING = contextlib.ExitStack()
 _RESUME = []
 
