@@ -112,14 +112,17 @@ def test_trees_beside_the_command_add_their_memory_and_cpu(tmp_path):
         "time.sleep(0.5)\n"
         "t = time.process_time()\n"
         "while time.process_time() - t < 0.8: pass\n"  # while the command runs: counted
+        f"open({str(tmp_path / 'done')!r}, 'w').close()\n"
         "time.sleep(5)\n"
     )
     beside = subprocess.Popen([sys.executable, "-c", child])
     try:
         while not (tmp_path / "ready").exists():
             time.sleep(0.01)
-        sleep = [sys.executable, "-c", "import time; time.sleep(2.5)"]
-        got = run_measured(sleep, every=0.05, beside=[beside.pid])
+        # the command waits until the process beside it has spent its CPU, then ends
+        done = str(tmp_path / "done")
+        wait = f"import os, time\nwhile not os.path.exists({done!r}): time.sleep(0.01)"
+        got = run_measured([sys.executable, "-c", wait], every=0.05, beside=[beside.pid])
     finally:
         beside.kill()
         beside.wait()
