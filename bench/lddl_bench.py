@@ -41,6 +41,8 @@ from bench.reference.sides import (
     build,
     env_python,
     first_copies,
+    interpreter,
+    interpreters_note,
     text_root,
     train_vocab,
     txt_files,
@@ -228,7 +230,8 @@ def corpus_rows(corpus: str, mb: float, python: str, tmp: str) -> list[dict]:
             round(lddl.cpu / ours.cpu, 1),
             "x",
             f"{lddl.cpu:.0f} against {ours.cpu:.0f} CPU-s, same run; wall "
-            f"{lddl.wall:.0f} against {ours.wall:.0f} s",
+            f"{lddl.wall:.0f} against {ours.wall:.0f} s"
+            + interpreters_note("LDDL", interpreter(python), interpreter()),
             "lddl",
         )
     )

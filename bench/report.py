@@ -75,9 +75,11 @@ def provenance_line(area: str, record: dict) -> str:
     at = datetime.datetime.fromisoformat(record["at"]).astimezone(datetime.timezone.utc)
     line = (
         f"Measured {at:%Y-%m-%d %H:%M} UTC on `{record['host']}` ({record['cpus']} CPUs, load "
-        f"average {record['load']} at the start, {record['load_after']} at the end), commit "
-        f"`{record['commit'][:7]}`"
+        f"average {record['load']} at the start, {record['load_after']} at the end"
     )
+    if record.get("python"):  # runs stored before the interpreter was recorded lack it
+        line += f"; {record['python']}"
+    line += f"), commit `{record['commit'][:7]}`"
     changed = record.get("changed") or []
     if changed:
         files = f"{len(changed)} file" + "s" * (len(changed) != 1)

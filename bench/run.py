@@ -89,9 +89,10 @@ def run_area(area: str, args) -> list[dict]:
 
 
 def provenance() -> dict:
-    """Where and on what code a run measured: host, CPUs, load, the commit and any files changed
-    from it in the working tree, new files that git does not ignore included (a figure measured
-    on uncommitted code says so)."""
+    """Where and on what code a run measured: host, CPUs, load, the interpreter (whose own speed
+    is part of every figure), the commit and any files changed from it in the working tree, new
+    files that git does not ignore included (a figure measured on uncommitted code says so)."""
+    from bench.reference.sides import interpreter
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
@@ -106,6 +107,7 @@ def provenance() -> dict:
         "host": platform.node(),
         "cpus": os.cpu_count(),
         "load": round(os.getloadavg()[0], 2),
+        "python": interpreter(),
         "commit": git("rev-parse", "HEAD"),
         "changed": changed,
     }

@@ -49,6 +49,8 @@ from bench.reference.sides import (
     TEXT_CORPORA,
     build,
     corpus_files,
+    interpreter,
+    interpreters_note,
     raw_floor,
     read_text,
     reference_python,
@@ -88,11 +90,18 @@ _row = rows_for("pipeline")
 
 
 def speed_rows(
-    corpus: str, floor: float, reference: float | None, ours: float, workers: int, mb: float
+    corpus: str,
+    floor: float,
+    reference: float | None,
+    ours: float,
+    workers: int,
+    mb: float,
+    apart: str = "",
 ) -> list[dict]:
     """Ratios from one run's rates (MB per CPU-second), all three measured on the same slice of
     `mb` MB: ours (`workers` workers) / the reference, and ours / the tokenizer floor. Without a
-    reference rate (not installed, or it failed) there is no ratio to it, only a note.
+    reference rate (not installed, or it failed) there is no ratio to it, only a note. `apart`
+    (`sides.interpreters_note`) ends the ratio's note when the two ran other interpreters.
 
     Our builds on the ~200 MB input get no ratio: the reference is run on the slice only (it
     holds its corpus in memory), and a ratio against it on other input would set our start-up,
@@ -108,7 +117,7 @@ def speed_rows(
     else:
         note = (
             f"ours on the slice ({workers} worker(s)) / the reference: {ours:.3f} / "
-            f"{reference:.3f} MB per CPU-second, {same}"
+            f"{reference:.3f} MB per CPU-second, {same}{apart}"
         )
         ratio = _row(
             f"{corpus}: ours / the reference, same slice", round(ours / reference, 1), "x", note
@@ -173,11 +182,12 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
         _row(f"{corpus}: vocab training", round(vocab_s, 1), "s", f"{n_vocab:,} pieces, one copy"),
         _row(f"{corpus}: floor, encode_batch_fast", round(floor, 3), "MB/CPU-s", f"{mb:.1f} MB"),
     ]
-    python, ref, ref_rate = reference_python(), None, None
+    python, ref, ref_rate, apart = reference_python(), None, None, ""
     if python is None:
         print(f"pipeline: no reference environment in {REFERENCE_ENV}: no ratio", file=sys.stderr)
     else:
         ref = run_reference(python, files, f"{work}/reference", vocab)
+        apart = interpreters_note("the reference", interpreter(python), interpreter())
         ref_rate = mb / ref.cpu
         note = (
             f"{mb:.1f} MB, {ref.cpu:.0f} CPU-s, {ref.wall:.0f} s wall (TensorFlow start-up "
@@ -200,7 +210,7 @@ def corpus_rows(corpus: str, cfg: BenchConfig, tmp: str) -> list[dict]:
             rows.append(
                 _row(f"{corpus}: ours on the slice", round(slice_rate, 3), "MB/CPU-s", note)
             )
-    rows += speed_rows(corpus, floor, ref_rate, slice_rate, slice_workers, mb)
+    rows += speed_rows(corpus, floor, ref_rate, slice_rate, slice_workers, mb, apart)
     rows += scale_rows(corpus, cfg, root, vocab, work)
     if ref is not None:
         rows += fidelity_rows(corpus, *against_reference(ref.tfrecord, ref.token_ids, sets, SEED))

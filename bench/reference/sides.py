@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -161,6 +162,41 @@ def reference_python(env_dir: str = REFERENCE_ENV) -> str | None:
     """The bench environment's interpreter, or None when `bench/reference_env.sh` has not
     finished installing the reference there."""
     return env_python(env_dir)
+
+
+# One line naming the interpreter a `python` runs: the implementation and version, the
+# interpreter a venv was made from (its own `bin/python` resolved to it) and that build's date.
+_WHICH = (
+    "import os, platform, sys; "
+    "print(platform.python_implementation(), platform.python_version() + ',', "
+    "os.path.realpath(getattr(sys, '_base_executable', sys.executable)) + ',', "
+    "'built', ' '.join(platform.python_build()[1].split()))"
+)
+
+
+def interpreter(python: str = sys.executable) -> str:
+    """The interpreter `python` runs, as one line: two sides that print the same line ran the
+    same build of Python. Ours is `sys.executable`, a peer's its environment's `bin/python`."""
+    try:
+        done = subprocess.run(
+            [python, "-c", _WHICH], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({python} did not answer: {e})"
+    line = done.stdout.strip()
+    return line if done.returncode == 0 and line else f"unknown ({python} did not answer)"
+
+
+def interpreters_note(side: str, theirs: str, ours: str) -> str:
+    """For a ratio's note: nothing when both sides ran one interpreter; else both named, since
+    the interpreter's own speed is then part of the ratio (docs/benchmarks.md, "The
+    interpreter")."""
+    if theirs == ours:
+        return ""
+    return (
+        f"; {side} ran on another interpreter than ours ({theirs}; ours {ours}): the ratio "
+        f"compares the interpreters too, remake its environment with PYTHON set to ours"
+    )
 
 
 def env_python(env_dir: str) -> str | None:

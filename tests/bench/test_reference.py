@@ -16,7 +16,13 @@ from bench.procmem import run_measured
 from bench.reference import fidelity as fid
 from bench.reference import side_by_side as pb
 from bench.reference.side_by_side import fidelity_rows, speed_rows
-from bench.reference.sides import reference_python, rooted, slice_files
+from bench.reference.sides import (
+    interpreter,
+    interpreters_note,
+    reference_python,
+    rooted,
+    slice_files,
+)
 from schemas.shard import ShardColumns
 from tests.bench.helpers import REF_ROWS
 
@@ -204,6 +210,41 @@ def test_ratio_is_ours_over_the_reference_on_the_same_slice():
     [share] = [r for r in rows if r["unit"] == "%"]
     assert share["value"] == 50 and "same 20.1 MB slice" in share["note"]
     assert len(rows) == 2  # no ratio per worker count of the builds at scale
+
+
+def test_a_ratio_between_two_interpreters_names_both():
+    """A peer whose environment was made from another Python than ours gets a ratio that says
+    so, since the interpreter's own speed is then in it; one made from ours adds nothing."""
+    ours = "CPython 3.11.7, /opt/py/bin/python3.11, built May 9 2026 07:35:25"
+    theirs = "CPython 3.11.2, /usr/bin/python3.11, built Apr 28 2025 14:11:48"
+    assert interpreters_note("the reference", ours, ours) == ""
+    apart = interpreters_note("the reference", theirs, ours)
+    rows = speed_rows(
+        "wikipedia", floor=3.0, reference=0.2, ours=1.5, workers=2, mb=20.1, apart=apart
+    )
+    [ratio] = [r for r in rows if r["unit"] == "x"]
+    assert ratio["value"] == 7.5
+    assert ratio["note"].endswith(apart)
+    assert f"({theirs}; ours {ours})" in ratio["note"] and "PYTHON" in ratio["note"]
+
+
+def test_the_interpreter_of_a_venv_is_the_one_it_was_made_from(tmp_path):
+    """Two environments made from one Python print one line: a venv's own `bin/python` is
+    resolved to the interpreter it was made from, with its version and build date."""
+    import platform
+
+    line = interpreter(sys.executable)
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    assert line == f"CPython {platform.python_version()}, {base}, built " + " ".join(
+        platform.python_build()[1].split()
+    )
+    assert interpreter(base) == line  # the base interpreter itself, outside any venv
+    missing = str(tmp_path / "absent" / "python")
+    assert interpreter(missing).startswith(f"unknown ({missing} did not answer")
+    failing = tmp_path / "failing"
+    failing.write_text("#!/bin/sh\nexit 3\n")
+    failing.chmod(failing.stat().st_mode | stat.S_IXUSR)
+    assert interpreter(str(failing)) == f"unknown ({failing} did not answer)"
 
 
 def test_the_ratios_beside_the_pipeline_block_are_the_stored_rates():

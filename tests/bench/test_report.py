@@ -9,6 +9,7 @@ import re
 import pytest
 
 from bench import report, run
+from bench.reference.sides import interpreter
 from bench.rows import row
 
 RECORD = {
@@ -85,6 +86,18 @@ def test_render_a_small_store(tmp_path):
     empty = "<!-- figures: gcs -->\n<!-- /figures -->\n"
     assert got == PAGE.replace(stale, VALIDATE).replace(empty, GCS)
     assert report.render(got, report.load_store(tmp_path)) == got  # rendering again changes nothing
+
+
+def test_a_run_that_recorded_its_interpreter_names_it():
+    """Runs stored before the interpreter was recorded render as they did (the page test);
+    a run that recorded it names it beside the machine."""
+    line = "CPython 3.11.7, /opt/py/bin/python3.11, built May 9 2026 07:35:25"
+    got = report.provenance_line("validate", {**RECORD, "python": line})
+    assert got.startswith(
+        "Measured 2026-12-02 03:28 UTC on `vm` (2 CPUs, load average 4.84 at the start, 4.83 "
+        f"at the end; {line}), commit `ee31a7d` with 1 file changed"
+    )
+    assert report.provenance_line("validate", RECORD) in VALIDATE
 
 
 def test_rows_of_other_areas_get_an_area_column():
@@ -193,4 +206,5 @@ def test_provenance_lists_changed_and_untracked_files_not_ignored_ones(tmp_path,
     monkeypatch.chdir(tmp_path / "sub")
     got = run.provenance()
     assert got["changed"] == ["kept.py", "sub/new.py"]
+    assert got["python"] == interpreter() and got["python"].startswith("CPython 3.")
     assert re.fullmatch("[0-9a-f]{40}", got["commit"])
