@@ -290,7 +290,7 @@ class GcsEmulator:
             "GOOGLE_CLOUD_PROJECT": "test-project",
             "GCE_METADATA_HOST": closed,
             "GCE_METADATA_IP": closed,
-            "NO_GCE_CHECK": "True",
+            "NO_GCE_CHECK": "true",  # google-auth compares with "true" exactly
         }
         return self
 

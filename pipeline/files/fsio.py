@@ -23,6 +23,7 @@ import io
 import json
 import os
 import re
+import sys
 from contextlib import contextmanager
 
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
@@ -75,10 +76,7 @@ def gcs_client():
             client = storage.Client()
         except DefaultCredentialsError as e:
             said = str(e).split(". ", 1)[0].rstrip(".")
-            raise NoCredentials(
-                f"gs:// needs Google Cloud credentials ({said}): run `gcloud auth "
-                "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file"
-            ) from None
+            raise NoCredentials(no_credentials(said, dask_worker())) from None
         # google-cloud-storage 3.x looks each bucket up for its telemetry in a background
         # thread (and again on every 404): a request per bucket, and threads beside which the
         # driver may not fork its workers (`pipeline.runners.local_workers`).
@@ -92,6 +90,35 @@ def gcs_client():
             raise StoreUnreachable(f"gs:// cannot be reached: {e}") from None
         _CLIENT = (os.getpid(), client)
     return _CLIENT[1]
+
+
+def no_credentials(said: str, worker: str | None = None) -> str:
+    """The line for gs:// without credentials. On a Dask worker (`worker`, its address) it
+    names it: the driver had them, since it checked the store before any work, and the
+    workers of a cluster started elsewhere need their own."""
+    if worker is None:
+        return (
+            f"gs:// needs Google Cloud credentials ({said}): run `gcloud auth "
+            "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file"
+        )
+    return (
+        f"gs:// needs Google Cloud credentials on the Dask worker {worker} ({said}): the "
+        "driver has them, the cluster's workers need their own: run `gcloud auth "
+        "application-default login` on its host, or start the workers with "
+        "GOOGLE_APPLICATION_CREDENTIALS set to a key file there"
+    )
+
+
+def dask_worker() -> str | None:
+    """The address of the Dask worker this runs in, or None outside one (`distributed` not
+    imported, or not inside a task)."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    try:
+        return distributed.get_worker().address
+    except ValueError:  # not inside a task of a worker
+        return None
 
 
 def gcs_problem() -> str | None:

@@ -1,16 +1,17 @@
 """The build on a Dask cluster (a scheduler and two single-threaded worker processes on
-localhost, over TCP) writes the local runner's bytes; and the Dask runner's
-defects that `pipeline.runners.dask_runner` works around stay worked around."""
+localhost, over TCP) writes the local runner's bytes, from and into a local disk or gs://
+(the local GCS); and the Dask runner's defects that `pipeline.runners.dask_runner` works
+around stay worked around."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
-import tempfile
 import time
-from multiprocessing import resource_tracker
 
 import pytest
 
@@ -19,28 +20,18 @@ pytest.importorskip(
 )
 
 import apache_beam as beam  # noqa: E402
-from apache_beam.options.pipeline_options import (  # noqa: E402
-    DirectOptions,
-    PipelineOptions,
-    StandardOptions,
-)
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
-from pipeline.runners.dask_runner import (  # noqa: E402
-    GLIBC_TRIM,
-    DaskRunner,
-    trim_threshold,
-)
-from pipeline.runners.run import DASK_RUNNER, make_pipeline, pipeline_options  # noqa: E402
+from pipeline.runners.dask_runner import GLIBC_TRIM, DaskRunner  # noqa: E402
 from tests.helpers import (  # noqa: E402
     INTERRUPTED,
     SAMPLE,
-    SAMPLE_INPUT,
     build_process,
     build_shards,
-    children,
     file_digests,
     finished_bucket_times,
     kill_when,
+    shard_set,
     shard_times,
 )
 
@@ -48,13 +39,18 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> str:
+def cluster(tmp_path_factory, request) -> str:
     """The scheduler's address: a scheduler in this process and two worker processes, each
     one thread, which the driver reaches over TCP as it would a remote cluster's; all are
     stopped after the module. The workers are spawned with this process's `sys.path`, so
-    they import this checkout's code and the DoFns defined here, as the driver does."""
+    they import this checkout's code and the DoFns defined here, as the driver does; and with
+    the local GCS's environment where it is installed, as a cluster's workers are started
+    with the credentials of the store they read and write (its test below)."""
     import dask
     from distributed import LocalCluster
+
+    if importlib.util.find_spec("gcp_storage_emulator"):
+        request.getfixturevalue("gcs_emulator")
 
     scratch = str(tmp_path_factory.mktemp("dask"))
     # Dask's own scratch folder (its locks) goes there too, not into the machine's /tmp; the
@@ -72,18 +68,6 @@ def cluster(tmp_path_factory) -> str:
         ) as local,
     ):
         yield local.scheduler_address
-
-
-def test_the_short_name_means_beams_dask_runner(tmp_path, monkeypatch):
-    options = pipeline_options([], "DaskRunner", 3)
-    assert options.view_as(StandardOptions).runner == DASK_RUNNER
-    assert options.view_as(DirectOptions).direct_num_workers == 3
-    assert pipeline_options([], "dask", 0).view_as(StandardOptions).runner == DASK_RUNNER
-    # Beam's full path names it too, and each name gets this package's runner, not Beam's
-    # (a pipeline made and never run keeps its temporary folder: it goes under tmp_path)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    for name in ("DaskRunner", "dask", "apache_beam.runners.dask.dask_runner.DaskRunner"):
-        assert type(make_pipeline(pipeline_options([], name, 2)).runner) is DaskRunner
 
 
 def executed(address: str) -> dict[str, int]:
@@ -130,6 +114,74 @@ def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, t
     assert counts[0]["total"]["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>")
 
 
+@pytest.fixture(scope="module")
+def gcs_sample(cluster, request) -> str:
+    """The sample corpus in a bucket of the local GCS, as `books:` and `text:` inputs."""
+    pytest.importorskip("gcp_storage_emulator")
+    from tests.gcs_emulator import upload_tree
+
+    request.getfixturevalue("gcs_emulator").create_bucket("dask")
+    upload_tree(SAMPLE, "gs://dask/sample")
+    return "books:gs://dask/sample/books,text:gs://dask/sample/text/"
+
+
+def test_a_build_from_and_into_gcs_on_dask_is_the_local_build(
+    sample_shards, cluster, gcs_sample, gcs_emulator
+):
+    """A cluster of other hosts shares no disk: its workers read the input from an object
+    store and write the shards there. From gs:// into gs:// (the local GCS, which the workers
+    reach as the driver does), the local runner's bytes, and the build area gone."""
+    args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
+    before = executed(cluster)
+    assert build_shards("gs://dask/out", *args, "--progress-seconds", "0", inputs=gcs_sample) == 0
+    after = executed(cluster)
+    assert len(after) == 2 and all(after[w] > before[w] for w in after)  # both workers ran it
+    assert shard_set("gs://dask/out") == shard_set(sample_shards)
+    names = gcs_emulator.list_objects("dask", "out/")
+    assert not [n for n in names if "/.building/" in n or n.endswith(".lock")], names
+
+
+def _credentials_gone(missing: str | None) -> None:
+    """On a worker: its credentials replaced by a key file that does not exist (`missing`),
+    and its storage client forgotten; with None, the credentials given back."""
+    from pipeline.files import fsio
+
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST"):
+        held, given = ("SAVED_" + name, name) if missing is None else (name, "SAVED_" + name)
+        os.environ[given] = os.environ.pop(held)
+    if missing is not None:
+        os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = missing
+    fsio._CLIENT = None
+
+
+def test_workers_without_credentials_are_named_in_the_line(cluster, gcs_sample, tmp_path):
+    """The driver checks the store with its own credentials before any work; a cluster whose
+    workers were started without any fails in one line that names the worker and says what
+    to give it."""
+    from distributed import Client
+
+    with Client(cluster) as client:
+        client.run(_credentials_gone, str(tmp_path / "no-key.json"))
+        try:
+            with pytest.raises(SystemExit) as e:
+                build_shards(
+                    str(tmp_path / "out"),
+                    *("--runner", "DaskRunner", "--dask-address", cluster),
+                    inputs=gcs_sample,
+                )
+        finally:
+            client.run(_credentials_gone, None)
+        workers = client.scheduler_info()["workers"]
+    line = str(e.value.code)
+    said = re.fullmatch(
+        r"error: gs:// needs Google Cloud credentials on the Dask worker (\S+) \(File \S+ was "
+        r"not found\): the driver has them, the cluster's workers need their own: .*",
+        line,
+    )
+    assert said and said[1] in workers, line
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in line and "\n" not in line
+
+
 def tasks_held(dask_scheduler) -> int:
     return len(dask_scheduler.tasks)
 
@@ -164,46 +216,6 @@ def test_a_build_killed_on_dask_resumes_on_dask_to_the_same_bytes(
     assert file_digests(out) == file_digests(sample_shards)
     assert not os.path.exists(f"{out}/shards/.building")
     assert kept and kept <= shard_times(out)  # the finished shards moved into place, not rebuilt
-
-
-# The module's cluster, in this process, already holds the scheduler's default HTTP port.
-@pytest.mark.filterwarnings("ignore:Port 8787 is already in use")
-def test_without_an_address_the_vocab_is_built_on_a_local_cluster(
-    sample_shards, tmp_path, monkeypatch
-):
-    # `make shards RUNNER=DaskRunner WORKERS=2`: the runner starts two worker processes of its
-    # own and stops them after; Dask's scratch folder goes under tmp_path here.
-    import dask
-    import distributed
-
-    from pipeline.shell.cli import main
-
-    trims = {}  # each worker process's MALLOC_TRIM_THRESHOLD_, asked while the cluster runs
-
-    class Asked(distributed.LocalCluster):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            with distributed.Client(self) as client:
-                trims.update(client.run(trim_threshold))
-
-    monkeypatch.setattr(distributed, "LocalCluster", Asked)
-    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
-    out = str(tmp_path / "vocab")
-    args = ["vocab", "--input", SAMPLE_INPUT, "--out", out, "--runner", "DaskRunner"]
-    # Dask starts its processes through multiprocessing, whose resource tracker, once started,
-    # lives as long as this process (it ends when its parent does): start it first, so that
-    # the test passes alone as in the module.
-    resource_tracker.ensure_running()
-    before = set(children(os.getpid()))  # the module's cluster, when it has started
-    with dask.config.set({"temporary-directory": str(tmp_path / "scratch")}):
-        assert main([*args, "--workers", "2"]) == 0
-    assert set(children(os.getpid())) == before  # its processes ended with it
-    # Its workers run with glibc's own trim threshold, as the local runner's (not Dask's
-    # 65536), and Dask's setting did not leak into this process's environment either.
-    assert list(trims.values()) == [None, None], trims
-    assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
-    with open(f"{out}/vocab.txt") as built, open(f"{sample_shards}/vocab.txt") as local:
-        assert built.read() == local.read()
 
 
 def set_trim_threshold(value: str | None) -> None:
