@@ -76,6 +76,26 @@ def test_gcs_build_reads_little_and_asks_little(one_worker):
     assert stats["requests"] < 100, stats
 
 
+def test_a_resume_of_a_finished_set_on_gcs_is_refused_writing_nothing(
+    one_worker, gcs_emulator, gcs_input
+):
+    """A finished set has nothing to resume (a job that ran on after its command was stopped
+    can have finished it): on gs:// as locally, refused in one line before OUT is claimed, and
+    not one object written, copied or deleted."""
+    out, _ = one_worker
+    gcs_emulator.reset_stats()
+    with pytest.raises(SystemExit) as e:
+        build_shards(out, "--num-shards", "4", "--resume", inputs=gcs_input)
+    line = str(e.value.code)
+    assert line.startswith(
+        "error: --resume refused: OUT holds a finished build (manifest.json), so there is "
+        "nothing to resume"
+    ), line
+    assert "bert-shards validate OUT" in line and "\n" not in line
+    kinds = gcs_emulator.stats()["by_kind"]
+    assert not {"upload", "insert", "copy", "delete", "batch", "patch"} & set(kinds), kinds
+
+
 @pytest.mark.slow
 def test_two_workers_rebuild_another_seed_into_a_used_out(gcs_emulator, gcs_input, local_set):
     """A set built with another seed, then 2 workers with the default one and --overwrite:

@@ -3,7 +3,8 @@ gs:// exported to a local folder, and a local set exported to gs://, give every 
 byte as the local export of the same set does, `export.json` included, for each format; the
 scratch folder is left empty; a non-empty gs:// DEST is refused without `--overwrite`, which
 replaces only the objects an export writes; a gs:// set that fails validation, a DEST inside
-the set and a DEST that is an object are refused before anything is written."""
+the set and a DEST that is an object are refused before anything is written; a shard rewritten
+after the validation stops the export in one line."""
 
 from __future__ import annotations
 
@@ -127,3 +128,34 @@ def test_gs_refusals_come_before_anything_is_written(synthetic_shards, gcs_bucke
     assert sorted(storage.list_files(f"gs://{gcs_bucket}")) == sorted(
         f"set/{rel}" for rel in storage.list_files(synthetic_shards) if not rel.startswith(".")
     )
+
+
+def test_a_shard_changed_after_validation_stops_the_export_in_one_line(
+    synthetic_shards, gcs_bucket, tmp_path, scratch_root, monkeypatch
+):
+    """The set is validated first, and each shard is hashed again as it is copied for the
+    export: one rewritten in between (a build writing into the set) stops the export in one
+    line naming it, with no `export.json` written and the scratch folder left empty."""
+    gs_set = f"gs://{gcs_bucket}/set"
+    upload_tree(synthetic_shards, gs_set)
+    second = storage.join(gs_set, read_manifest(synthetic_shards).shards[1].path)
+    fetch, seen = storage.fetch, []
+
+    def rewritten_first(url, local):  # validation reads the shard first, then the export
+        seen.append(url)
+        if url == second and seen.count(url) == 2:
+            data = storage.read_bytes(url)
+            with storage.open_file(url, "wb") as f:
+                f.write(data[:100] + bytes([data[100] ^ 1]) + data[101:])
+        return fetch(url, local)
+
+    monkeypatch.setattr(storage, "fetch", rewritten_first)
+    dest = str(tmp_path / "out")
+    with pytest.raises(ExportError) as e:
+        export(gs_set, dest, ExportOptions("tfrecord"))
+    line = str(e.value)
+    assert line.startswith(f"{second}: sha256 ") and "\n" not in line, line
+    assert "(the shard changed after validation); nothing more was exported" in line
+    assert not os.path.exists(os.path.join(dest, "export.json"))
+    assert seen.count(second) == 2  # read by the validation, then by the export
+    assert os.listdir(scratch_root) == []

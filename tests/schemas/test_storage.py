@@ -47,6 +47,29 @@ def test_local_and_gs_answer_alike(gcs_bucket, tmp_path):
     assert not storage.isdir(f"gs://{gcs_bucket}/nothing")
 
 
+def test_an_upload_past_one_chunk_is_resumable_and_arrives_whole(
+    gcs_emulator, gcs_bucket, tmp_path
+):
+    """A file larger than one chunk (an export's shard of a large set) goes up in a resumable
+    session of chunk-sized requests, and the object is the file, byte for byte; below a chunk,
+    one request."""
+    big, small = tmp_path / "big.bin", tmp_path / "small.bin"
+    big.write_bytes(os.urandom(storage.CHUNK + 4096))
+    small.write_bytes(os.urandom(4096))
+    for local in (big, small):
+        gcs_emulator.reset_stats()
+        url = f"gs://{gcs_bucket}/{local.name}"
+        storage.upload(str(local), url)
+        uploads = [(p, st) for _, p, st in gcs_emulator.request_log() if p.startswith("/upload/")]
+        assert storage.read_bytes(url) == local.read_bytes()
+        if local is small:
+            assert len(uploads) == 1 and "uploadType=multipart" in uploads[0][0], uploads
+            continue
+        assert "uploadType=resumable" in uploads[0][0], uploads  # the session begun
+        # then one request per chunk: a full one (308: go on), the rest (200: the object made)
+        assert [st for _, st in uploads] == [200, 308, 200], uploads
+
+
 def test_missing_objects_and_buckets_are_one_line_errors(gcs_bucket):
     for url in (f"gs://{gcs_bucket}/nope.txt", "gs://no-such-bucket-here/x.txt"):
         with pytest.raises(FileNotFoundError) as e:
