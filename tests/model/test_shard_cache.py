@@ -76,6 +76,39 @@ def test_batches_and_resume_from_gs_equal_the_local_copy(shards_dir, gs_set, tmp
     assert held(folder) <= limit and not [n for n in os.listdir(folder) if n.endswith(".part")]
 
 
+def test_copies_another_process_removed_are_fetched_again(shards_dir, gs_set, tmp_path):
+    """Ranks and DataLoader workers share the cache folder, and one may remove a copy another
+    is about to read: before the reader looks (the copy is gone), or between its look and its
+    read (the read finds no file). Either way the shard is fetched again, and the batches are
+    the local set's."""
+    cfg = LoaderConfig(batch_size=8, seed=3, shuffle_window=1)
+    local = PretrainingData(open_shards(shards_dir), [0, 1, 2], cfg)
+    folder = str(tmp_path / "cache")
+    with shard_cache.settings(folder, None):
+        shards = open_shards(gs_set)
+    data, cache = PretrainingData(shards, [0, 1, 2], cfg), cache_of(shards)
+    copies = lambda: [n for n in os.listdir(folder) if n.endswith(".arrow")]  # noqa: E731
+    assert same(data.batch(0), local.batch(0))
+    fetched = cache.fetched
+    assert fetched >= 1 and copies()
+    for name in copies():  # removed before the reader looks
+        os.unlink(os.path.join(folder, name))
+    looked = cache.path
+
+    def removed_after_the_look(i):  # and once between a look and the read
+        path = looked(i)
+        if cache.path is removed_after_the_look:
+            cache.path = looked
+            os.unlink(path)
+        return path
+
+    cache.path = removed_after_the_look
+    for p in range(local.batches_per_epoch):
+        assert same(data.batch(p), local.batch(p)), p
+    assert cache.path is looked  # the look whose copy went was made
+    assert cache.fetched >= fetched + 3 and cache.evicted == 0, cache  # all three again
+
+
 def test_a_changed_shard_is_refused_naming_it(shards_dir, gcs_bucket, tmp_path):
     url = f"gs://{gcs_bucket}/changed"
     victim = "shards/train-00001-of-00003.arrow"
