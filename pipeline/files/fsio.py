@@ -103,8 +103,8 @@ def no_credentials(said: str, worker: str | None = None) -> str:
         )
     return (
         f"gs:// needs Google Cloud credentials on the Dask worker {worker} ({said}): the "
-        "driver has them, the cluster's workers need their own: run `gcloud auth "
-        "application-default login` on its host, or start the workers with "
+        "driver has them, but the cluster's workers need their own; run `gcloud auth "
+        "application-default login` on that worker's host, or start the workers with "
         "GOOGLE_APPLICATION_CREDENTIALS set to a key file there"
     )
 

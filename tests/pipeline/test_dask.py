@@ -175,7 +175,7 @@ def test_workers_without_credentials_are_named_in_the_line(cluster, gcs_sample, 
     line = str(e.value.code)
     said = re.fullmatch(
         r"error: gs:// needs Google Cloud credentials on the Dask worker (\S+) \(File \S+ was "
-        r"not found\): the driver has them, the cluster's workers need their own: .*",
+        r"not found\): the driver has them, but the cluster's workers need their own; run .*",
         line,
     )
     assert said and said[1] in workers, line
