@@ -130,10 +130,16 @@ def test_a_build_from_and_into_gcs_on_dask_is_the_local_build(
 ):
     """A cluster of other hosts shares no disk: its workers read the input from an object
     store and write the shards there. From gs:// into gs:// (the local GCS, which the workers
-    reach as the driver does), the local runner's bytes, and the build area gone."""
+    reach as the driver does), the local runner's bytes, and the build area gone; the store
+    asked as little as by the local runner's build (as `test_gcs_build.py` checks it)."""
     args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
     before = executed(cluster)
+    gcs_emulator.reset_stats()
     assert build_shards("gs://dask/out", *args, "--progress-seconds", "0", inputs=gcs_sample) == 0
+    stats = gcs_emulator.stats()
+    assert stats["bytes_down"] <= 1.5 * stats["bytes_up"], stats
+    assert "bucket-get" not in stats["by_kind"] and stats["by_kind"]["copy"] == 4, stats
+    assert stats["requests"] < 100, stats
     after = executed(cluster)
     assert len(after) == 2 and all(after[w] > before[w] for w in after)  # both workers ran it
     assert shard_set("gs://dask/out") == shard_set(sample_shards)
