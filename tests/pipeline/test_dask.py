@@ -126,12 +126,13 @@ def gcs_sample(cluster, request) -> str:
 
 
 def test_a_build_from_and_into_gcs_on_dask_is_the_local_build(
-    sample_shards, cluster, gcs_sample, gcs_emulator
+    sample_shards, cluster, gcs_sample, request
 ):
     """A cluster of other hosts shares no disk: its workers read the input from an object
     store and write the shards there. From gs:// into gs:// (the local GCS, which the workers
     reach as the driver does), the local runner's bytes, and the build area gone; the store
     asked as little as by the local runner's build (as `test_gcs_build.py` checks it)."""
+    gcs_emulator = request.getfixturevalue("gcs_emulator")  # installed: gcs_sample said so
     args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
     before = executed(cluster)
     gcs_emulator.reset_stats()
