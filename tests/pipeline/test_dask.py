@@ -11,6 +11,8 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -78,15 +80,18 @@ def executed(address: str) -> dict[str, int]:
         return client.run(lambda dask_worker: dask_worker.state.executed_count)
 
 
-def test_shards_on_dask_equal_the_local_runners(sample_shards, cluster, tmp_path, monkeypatch):
-    # INPUT and OUT given relative to a folder that is not the workers' own: the workers are
-    # given them absolute (before, they read nothing, and the build ended with no instances).
+def test_shards_on_dask_equal_the_local_runners(sample_shards, cluster, tmp_path):
+    # `bert-shards build` as a user runs it, in a process of its own that ends with the quick
+    # exit (`schemas.quick_exit`) once the build has returned: status 0, the output whole. INPUT
+    # and OUT given relative to a folder that is not the workers' own: the workers are given
+    # them absolute (before, they read nothing, and the build ended with no instances).
     shutil.copytree(SAMPLE, tmp_path / "corpus", ignore=shutil.ignore_patterns("finetune"))
-    monkeypatch.chdir(tmp_path)
-    inputs = "books:corpus/books,text:corpus/text"
-    args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
+    cmd = [sys.executable, "-m", "pipeline", "build", "--out", "dask", "--num-shards", "4"]
+    cmd += ["--input", "books:corpus/books,text:corpus/text", "--progress-seconds", "0"]
+    cmd += ["--runner", "DaskRunner", "--dask-address", cluster]
     before = executed(cluster)
-    assert build_shards("dask", *args, "--progress-seconds", "0", inputs=inputs) == 0
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
     assert file_digests(str(tmp_path / "dask")) == file_digests(sample_shards)
     after = executed(cluster)
     assert len(after) == 2 and all(after[w] > before[w] for w in after)  # both workers ran it
