@@ -6,6 +6,7 @@ measured: the tokenizer floors (in this process, one thread), our vocab and buil
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -174,6 +175,7 @@ _WHICH = (
 )
 
 
+@functools.cache  # asked once per area and per side of a ratio; it does not change in a run
 def interpreter(python: str = sys.executable) -> str:
     """The interpreter `python` runs, as one line: two sides that print the same line ran the
     same build of Python. Ours is `sys.executable`, a peer's its environment's `bin/python`."""
