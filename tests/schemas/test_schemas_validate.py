@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 
@@ -16,6 +17,7 @@ from schemas.masking import num_to_predict
 from schemas.rows import ROW_RULE_NAMES, describe_row, row_findings
 from schemas.shard import ShardColumns
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
+from schemas.validate.files import HASH_BUFFER, sha256_file
 from schemas.validate.run import validate
 from schemas.vocab import Vocab
 from tests.schemas.helpers import make_columns, rules, sound_rows
@@ -363,3 +365,12 @@ def test_vocab_missing_leaves_whole_word_rule_unchecked(synthetic_wwm_shards, tm
     assert report.check("vocab").failures[0].startswith("vocab.txt: missing;")
     assert report.check("whole_words").status == "skip"
     assert report.check("cls_first").status == "pass"  # specials from the manifest
+
+
+@pytest.mark.parametrize("size", [0, 1, HASH_BUFFER - 1, HASH_BUFFER, 2 * HASH_BUFFER + 12345])
+def test_a_files_sha256_read_in_pieces_is_hashlibs_over_its_bytes(tmp_path, size):
+    """`sha256_file` reads a file in pieces of one buffer: empty, under, at and past a piece."""
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    path = tmp_path / "shard.arrow"
+    path.write_bytes(data)
+    assert sha256_file(str(path)) == hashlib.sha256(data).hexdigest()
