@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -80,15 +79,21 @@ def build(inputs: str, out: str, runner_args: list[str]) -> int:
     return main(["build", "--input", inputs, "--out", out, "--num-shards", "4", *runner_args])
 
 
-def test_portable_build_is_the_local_build(portable, sample_shards, tmp_path, monkeypatch):
-    # INPUT and OUT given relative to a folder that is not the worker pool's: its workers are
-    # given them absolute (else they would read nothing there).
+def test_portable_build_is_the_local_build(portable, sample_shards, tmp_path):
+    # `bert-shards build` as a user runs it, in a process of its own that ends with the quick
+    # exit (`schemas.quick_exit`) once the build has returned: status 0, the output whole. INPUT
+    # and OUT given relative to a folder that is not the worker pool's: its workers are given
+    # them absolute (else they would read nothing there).
     shutil.copytree(SAMPLE, tmp_path / "corpus", ignore=shutil.ignore_patterns("finetune"))
-    monkeypatch.chdir(tmp_path)
-    temporary = tmp_path / "tmp"  # Python's temporary folder for the run: what is left in it?
+    temporary = tmp_path / "tmp"  # the build's temporary folder: what is left in it?
     temporary.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
-    assert build("books:corpus/books,text:corpus/text", "out", portable) == 0
+    cmd = [sys.executable, "-m", "pipeline", "build", "--out", "out", "--num-shards", "4"]
+    cmd += ["--input", "books:corpus/books,text:corpus/text", "--progress-seconds", "0"]
+    env = {**os.environ, "TMPDIR": str(temporary)}
+    done = subprocess.run(
+        [*cmd, *portable], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
     assert shard_set(str(tmp_path / "out")) == shard_set(sample_shards)
     assert os.listdir(temporary) == []  # the staged sdist, package list and session are gone
 
