@@ -16,6 +16,7 @@ local set still needs nothing beyond the standard library.
     open_file(path, mode)       a file object ("rb", "r", "wb", "w")
     read_bytes(path), read_text(path)
     fetch(path, local)          copy to a local file, returning the bytes' sha256
+    sha256_of(fd)               the sha256 and size of an open local file's bytes
     upload(local, path)         copy a local file there (an object appears whole, on completion)
     remove(path)                delete one file (an object); nothing when there is none
     check_reachable(endpoint)   the store's API takes a connection, else `Unreachable`
@@ -175,6 +176,24 @@ def read_text(path: str) -> str:
             return f.read()
     # decoded as `open` decodes (universal newlines), so both kinds read the same text
     return io.TextIOWrapper(io.BytesIO(read_bytes(path)), encoding="utf-8").read()
+
+
+# the piece of a file `sha256_of` reads at a time, into one buffer
+HASH_BUFFER = 1 << 20
+
+
+def sha256_of(fd: int) -> tuple[str, int]:
+    """The sha256 and size of an open local file's bytes, read from its start in pieces of
+    `HASH_BUFFER` bytes into one buffer. Not through a memory map: on shards whose pages came
+    back from disk, as the build's do (it drops what it writes from the page cache), hashing a
+    map took more CPU than this (docs/benchmarks.md, "the validator's sha256")."""
+    digest, size = hashlib.sha256(), 0
+    buffer = bytearray(HASH_BUFFER)
+    view = memoryview(buffer)
+    while n := os.preadv(fd, [buffer], size):
+        digest.update(view[:n])
+        size += n
+    return digest.hexdigest(), size
 
 
 def fetch(path: str, local: str) -> str:

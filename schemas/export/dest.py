@@ -14,7 +14,6 @@ prefix never sees part of a file either; the scratch folder holds one file at a 
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,8 +21,6 @@ from typing import BinaryIO
 
 from schemas import storage
 from schemas.manifest import atomic_write
-
-HASH_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -87,7 +84,7 @@ class Dest:
             with open(os.dup(f.fileno()), "r+b") as g:
                 write(g)
                 g.flush()
-            digest["sha256"], digest["bytes"] = _sha256(f.fileno())
+            digest["sha256"], digest["bytes"] = storage.sha256_of(f.fileno())
 
         atomic_write(self.join(name), write_and_hash)
         return Written(name, rows, digest["bytes"], digest["sha256"])
@@ -96,16 +93,6 @@ class Dest:
         path = self.join(name)
         if os.path.isfile(path) or os.path.islink(path):
             os.unlink(path)
-
-
-def _sha256(fd: int) -> tuple[str, int]:
-    """The sha256 and size of an open file's bytes, read from its start."""
-    h = hashlib.sha256()
-    size = 0
-    while chunk := os.pread(fd, HASH_CHUNK, size):
-        h.update(chunk)
-        size += len(chunk)
-    return h.hexdigest(), size
 
 
 class RemoteDest:

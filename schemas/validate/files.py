@@ -6,7 +6,6 @@ checked there like a local one."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import Counter
@@ -72,22 +71,10 @@ def check_files(ctx: Context) -> set[str]:
     return present
 
 
-# the piece of a file `sha256_file` reads at a time, into one buffer
-HASH_BUFFER = 1 << 20
-
-
 def sha256_file(path: str) -> str:
-    """A file's sha256, read in pieces of `HASH_BUFFER` bytes into one buffer. Not through a
-    memory map: on shards whose pages came back from disk, as the build's do (it drops what it
-    writes from the page cache), hashing a map took more CPU than this (docs/benchmarks.md,
-    "the validator's sha256")."""
-    digest = hashlib.sha256()
-    buffer = bytearray(HASH_BUFFER)
-    view = memoryview(buffer)
+    """A local file's sha256 (`storage.sha256_of`)."""
     with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buffer):
-            digest.update(view[:n])
-    return digest.hexdigest()
+        return storage.sha256_of(f.fileno())[0]
 
 
 def check_remote_shard(ctx: Context, entry: ShardEntry, scratch: str) -> None:

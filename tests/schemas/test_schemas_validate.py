@@ -16,8 +16,9 @@ from schemas.manifest import read_manifest
 from schemas.masking import num_to_predict
 from schemas.rows import ROW_RULE_NAMES, describe_row, row_findings
 from schemas.shard import ShardColumns
+from schemas.storage import HASH_BUFFER
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
-from schemas.validate.files import HASH_BUFFER, sha256_file
+from schemas.validate.files import sha256_file
 from schemas.validate.run import validate
 from schemas.vocab import Vocab
 from tests.schemas.helpers import make_columns, rules, sound_rows
