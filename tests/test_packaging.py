@@ -17,6 +17,7 @@ import sysconfig
 import tarfile
 
 import pytest
+import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TREE = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "pipeline", "schemas", "model")
@@ -122,6 +123,25 @@ def _requires(sdist: str) -> list[str]:
         for line in info.splitlines()
         if line.startswith("Requires-Dist:")
     ]
+
+
+def test_every_source_folder_is_a_package_the_finder_lists():
+    """pyproject.toml's finder takes folders with an `__init__.py` only (`namespaces = false`,
+    so that it does not walk the whole checkout): a source folder without one would be left
+    out of the sdist and the wheel without a word."""
+    from setuptools.discovery import PackageFinder
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        find = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]
+    assert find["namespaces"] is False
+    sources = sorted(
+        os.path.relpath(folder, ROOT).replace(os.sep, ".")
+        for top in ("pipeline", "model", "schemas")
+        for folder, dirs, files in os.walk(os.path.join(ROOT, top))
+        if any(name.endswith(".py") for name in files)
+    )
+    assert "pipeline.sources.wikipedia" in sources
+    assert sorted(PackageFinder.find(ROOT, include=find["include"])) == sources
 
 
 @pytest.mark.slow
