@@ -208,6 +208,23 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def session_members(sid: int) -> list[int]:
+    """The live processes (not zombies) of session `sid`: what a command started with
+    `start_new_session=True` left running, its children reparented once it has ended."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(") ", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:  # state, ppid, pgrp, session
+            found.append(int(name))
+    return found
+
+
 def alive(pid: int) -> bool:
     """Whether a process exists and is not a zombie."""
     try:

@@ -17,7 +17,13 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions 
 
 from pipeline.runners.dask_runner import DaskRunner, trim_threshold  # noqa: E402
 from pipeline.runners.run import DASK_RUNNER, make_pipeline, pipeline_options  # noqa: E402
-from tests.helpers import SAMPLE_INPUT, children  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    SAMPLE_INPUT,
+    build_process,
+    children,
+    file_digests,
+    session_members,
+)
 
 
 def test_the_short_name_means_beams_dask_runner(tmp_path, monkeypatch):
@@ -72,3 +78,20 @@ def test_without_an_address_the_vocab_is_built_on_a_local_cluster(
     assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
     with open(f"{out}/vocab.txt") as built, open(f"{sample_shards}/vocab.txt") as local:
         assert built.read() == local.read()
+
+
+@pytest.mark.slow
+def test_a_build_on_its_own_local_cluster_runs_to_its_end_as_a_command(sample_shards, tmp_path):
+    """`make shards RUNNER=DaskRunner WORKERS=2` as a user runs it: `python -m pipeline build`
+    in a fresh process, which starts a cluster of two worker processes, trains the vocab and
+    builds on it, stops the cluster and ends as every command ends (`pipeline/__main__.py`,
+    without Python's teardown): status 0, the local runner's bytes, and no process of its
+    session left once it has ended."""
+    out = str(tmp_path / "out")
+    args = ("--num-shards", "4", "--runner", "DaskRunner", "--workers", "2")
+    args += ("--progress-seconds", "0")
+    proc = build_process(out, *args)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output[-2000:]
+    assert session_members(proc.pid) == []
+    assert file_digests(out) == file_digests(sample_shards)
