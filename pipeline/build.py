@@ -14,6 +14,7 @@ from pipeline.files.fsio import (
     VOCAB_MARKER,
     building_dir,
     exists,
+    mark_driver,
     read_bytes,
     remove,
     remove_tree,
@@ -146,6 +147,7 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
 
     Only small records cross the stages (see `pipeline.files.chunks`): the corpus itself goes from
     file to file, so memory follows the chunk and the bucket, not the corpus."""
+    mark_driver()  # this process builds the graph: its gs:// problems are the driver's
     tmp = temp_area(cfg.out)
     read = p | "ReadDocuments" >> ReadChunks(
         list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input

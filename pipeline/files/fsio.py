@@ -54,6 +54,17 @@ def is_local(path: str) -> bool:
 # -- gs:// through one client ---------------------------------------------------------------
 
 _CLIENT: tuple[int, object] | None = None  # (pid, client): a forked worker makes its own
+# Set in the driver (the command, or a graph built with `pipeline.build.build`), and so in the
+# local workers it forks; unset in a runner's own workers (a portable runner's SDK harness,
+# Flink's, Spark's, Dataflow's), which import this module afresh
+_DRIVERS_OWN = False
+
+
+def mark_driver() -> None:
+    """This process is a build's driver: a gs:// problem met here or in a worker forked from
+    it is the driver's own, said without naming a runner's worker."""
+    global _DRIVERS_OWN
+    _DRIVERS_OWN = True
 
 
 class NoCredentials(ValueError):
@@ -76,7 +87,7 @@ def gcs_client():
             client = storage.Client()
         except DefaultCredentialsError as e:
             said = str(e).split(". ", 1)[0].rstrip(".")
-            raise NoCredentials(no_credentials(said, dask_worker())) from None
+            raise NoCredentials(no_credentials(said, dask_worker(), runner_worker())) from None
         # google-cloud-storage 3.x looks each bucket up for its telemetry in a background
         # thread (and again on every 404): a request per bucket, and threads beside which the
         # driver may not fork its workers (`pipeline.runners.local_workers`).
@@ -92,21 +103,39 @@ def gcs_client():
     return _CLIENT[1]
 
 
-def no_credentials(said: str, worker: str | None = None) -> str:
-    """The line for gs:// without credentials. On a Dask worker (`worker`, its address) it
-    names it: the driver had them, since it checked the store before any work, and the
-    workers of a cluster started elsewhere need their own."""
-    if worker is None:
+def no_credentials(said: str, worker: str | None = None, elsewhere: str | None = None) -> str:
+    """The line for gs:// without credentials. On a Dask worker (`worker`, its address) or
+    another runner's worker (`elsewhere`, where it runs) it names it: the driver had them,
+    since it checked the store before any work, and workers the runner started need their
+    own."""
+    if worker is not None:
         return (
-            f"gs:// needs Google Cloud credentials ({said}): run `gcloud auth "
-            "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file"
+            f"gs:// needs Google Cloud credentials on the Dask worker {worker} ({said}): the "
+            "driver has them, but the cluster's workers need their own; run `gcloud auth "
+            "application-default login` on that worker's host, or start the workers with "
+            "GOOGLE_APPLICATION_CREDENTIALS set to a key file there"
+        )
+    if elsewhere is not None:
+        return (
+            f"gs:// needs Google Cloud credentials on the runner's worker on {elsewhere} "
+            f"({said}): the driver has them, but the runner's workers need their own; run "
+            "`gcloud auth application-default login` on that host, or start the runner's "
+            "workers with GOOGLE_APPLICATION_CREDENTIALS set to a key file there"
         )
     return (
-        f"gs:// needs Google Cloud credentials on the Dask worker {worker} ({said}): the "
-        "driver has them, but the cluster's workers need their own; run `gcloud auth "
-        "application-default login` on that worker's host, or start the workers with "
-        "GOOGLE_APPLICATION_CREDENTIALS set to a key file there"
+        f"gs:// needs Google Cloud credentials ({said}): run `gcloud auth "
+        "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file"
     )
+
+
+def runner_worker() -> str | None:
+    """Where this process runs ("host H, process P") when it is a runner's own worker, not
+    the driver nor a worker forked from it (`mark_driver`); else None."""
+    if _DRIVERS_OWN:
+        return None
+    import socket
+
+    return f"host {socket.gethostname()}, process {os.getpid()}"
 
 
 def dask_worker() -> str | None:

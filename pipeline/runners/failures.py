@@ -10,7 +10,8 @@ import re
 from pipeline.runners.beam_internals import STEP_SUFFIX
 
 INPUT_ERROR = re.compile(
-    rf"(?:BadInputError|DamagedChunkError|ValueError|FileNotFoundError): (.+?)(?:{STEP_SUFFIX})?$",
+    rf"(?:BadInputError|DamagedChunkError|NoCredentials|ValueError|FileNotFoundError): "
+    rf"(.+?)(?:{STEP_SUFFIX})?$",
     re.M,
 )
 WHILE_RUNNING = re.compile(f"{STEP_SUFFIX}$")

@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.cli import main as schemas_main
 
         return schemas_main([args.command, *rest], prog="bert-shards")
-    from pipeline.files.fsio import NoCredentials, StoreUnreachable, gcs_problem
+    from pipeline.files.fsio import NoCredentials, StoreUnreachable, gcs_problem, mark_driver
     from pipeline.runners.options import unknown_args
     from pipeline.runners.run import (
         beam_logs_quiet,
@@ -393,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         runner_problem,
     )
 
+    mark_driver()
     problem = unknown_args(rest, commands[args.command]) or path_problem(args)
     problem = problem or dask_scheduler_problem(args.runner, args.dask_address)
     with beam_logs_quiet(not args.verbose):  # Beam logs what it asks the cloud while checking

@@ -7,8 +7,10 @@ input format; and a build stopped by a signal asks the job service to cancel its
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 
@@ -71,6 +73,19 @@ def portable(gcs_emulator, tmp_path_factory):
             proc.terminate()
         for proc in procs:
             proc.wait(timeout=30)
+
+
+def worker_pool(env: dict, log_path) -> tuple[subprocess.Popen, int]:
+    """An external worker pool on a free loopback port (not yet waited for), its `python`
+    this interpreter, and its port."""
+    env = dict(env, PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
+    port = free_port()
+    args = ["apache_beam.runners.worker.worker_pool_main", "--service_port", str(port)]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *args], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    return proc, port
 
 
 def build(inputs: str, out: str, runner_args: list[str]) -> int:
@@ -210,3 +225,34 @@ def test_a_signal_stops_the_driver_and_asks_the_job_service_to_cancel(
         "it: bert-shards validate OUT checks the set); to build it again, run the command "
         "without --resume (make: leave ARGS=--resume out)"
     )
+
+
+@pytest.mark.slow
+def test_workers_without_credentials_are_named_in_the_line(portable, gcs_emulator, tmp_path):
+    """The driver checks the store with its own credentials before any work; a runner whose
+    workers were started without any (a second worker pool, its key file missing) fails the
+    build in one line that names where the worker runs and says what to give it."""
+    gcs_emulator.create_bucket("portable-no-key")
+    upload_tree(f"{SAMPLE}/books", "gs://portable-no-key/books")
+    # (without the emulator's address too: against it the client asks for no credentials)
+    env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
+    env["GOOGLE_APPLICATION_CREDENTIALS"] = str(tmp_path / "no-key.json")
+    pool, port = worker_pool(env, tmp_path / "pool.log")
+    try:
+        _wait_for(port, pool, "worker pool", timeout=60)
+        runner = list(portable)
+        runner[runner.index("--environment_config") + 1] = f"localhost:{port}"
+        with pytest.raises(SystemExit) as e:
+            build("books:gs://portable-no-key/books", str(tmp_path / "out"), runner)
+    finally:
+        pool.terminate()
+        pool.wait(timeout=30)
+    line = str(e.value.code)
+    said = re.fullmatch(
+        r"error: gs:// needs Google Cloud credentials on the runner's worker on host (\S+), "
+        r"process (\d+) \(File \S+ was not found\): the driver has them, but the runner's "
+        r"workers need their own; run .*",
+        line,
+    )
+    assert said and said[1] == socket.gethostname(), line
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in line and "\n" not in line
