@@ -95,7 +95,7 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
     shards = open_shards(cfg.shards)
     micro = micro_batch_size(cfg.batch_size, d.world, cfg.accum)
     imported = init_model(cfg, shards) if cfg.init else None  # refused before any note
-    train_parts, held = split_holdout(shards, cfg.holdout)
+    train_parts, held = split_holdout(shards, cfg.holdout, say=d.main)
     lc = LoaderConfig(
         micro, cfg.seed, d.rank, d.world, True, cfg.shuffle_window, cfg.remask, cfg.mask_prob
     )
@@ -230,9 +230,12 @@ def _train_loop(
     return last
 
 
-def split_holdout(shards: ShardSet, holdout: int) -> tuple[list[Part], list[Part]]:
+def split_holdout(
+    shards: ShardSet, holdout: int, say: bool = True
+) -> tuple[list[Part], list[Part]]:
     """Train on all shards but the last `holdout` (manifest order), evaluated at the end. A set
-    with too few shards holds out the last tenth of its last shard's rows instead."""
+    with too few shards holds out the last tenth of its last shard's rows instead, and says so
+    when `say` (under torchrun, rank 0 alone)."""
     n = len(shards)
     if holdout == 0:
         return whole_shards(shards, range(n)), []
@@ -240,11 +243,12 @@ def split_holdout(shards: ShardSet, holdout: int) -> tuple[list[Part], list[Part
         return whole_shards(shards, range(n - holdout)), whole_shards(shards, range(n - holdout, n))
     rows = shards.manifest.shards[n - 1].rows
     held = max(1, rows // 10)
-    print(
-        f"note: {n} shard(s), too few to hold {holdout} out: evaluating on the last {held} rows "
-        f"of {shards.manifest.shards[n - 1].path} instead (they may share documents with "
-        "training rows; build more shards for a clean held-out set)"
-    )
+    if say:
+        print(
+            f"note: {n} shard(s), too few to hold {holdout} out: evaluating on the last "
+            f"{held} rows of {shards.manifest.shards[n - 1].path} instead (they may share "
+            "documents with training rows; build more shards for a clean held-out set)"
+        )
     train = whole_shards(shards, range(n - 1)) + [(n - 1, 0, rows - held)]
     return train, [(n - 1, rows - held, rows)]
 

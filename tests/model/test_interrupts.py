@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from model.cli import main
+from model.run_dir import load_checkpoint
 from model.run_lock import RunLock
-from tests.helpers import alive, children, signal_after, signal_at_fork
+from tests.helpers import alive, children, session_members, signal_after, signal_at_fork
 from tests.model.helpers import REPO, cli_env, finetune_args, metrics, results, write_sst2
 
 # Each test pre-trains in a fresh process and interrupts it.
@@ -58,6 +59,49 @@ def test_ctrl_c_while_training_ends_in_one_line_naming_the_checkpoint(shards_dir
     assert (p.returncode, err) == (130, resume_line(run))
     assert not [w for w in workers if alive(w)]
     with RunLock(run):  # free at once
+        pass
+
+
+def test_ctrl_c_under_torchrun_is_said_once_and_leaves_a_checkpoint_of_both_ranks(
+    make_shards, tmp_path
+):
+    """Ctrl-C in a terminal under torchrun: SIGINT to the whole group, the launcher and both
+    ranks. Rank 0 alone says the line (and the one-shard set's note, once); the launcher then
+    ends with its own status and its own traceback of the signal (torch's, not ours); the
+    checkpoint the line names holds both ranks' state; no process of the run is left."""
+    shards = make_shards(str(tmp_path / "shards"), num_shards=1)
+    run = str(tmp_path / "run")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    cmd += ["-m", "model.cli", *PRETRAIN[:-2], "--shards", shards, "--run-dir", run]
+    cmd += ["--steps", "100000", "--ckpt-every", "2"]
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with open(out, "w") as stdout, open(err, "w") as stderr:  # files: no pipe held open
+        p = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env=cli_env(tmp_path),
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,  # a process group of its own, as a terminal's foreground job
+        )
+        deadline, path = time.monotonic() + 120, os.path.join(run, "metrics.jsonl")
+        while time.monotonic() < deadline and p.poll() is None:  # training, past a checkpoint
+            if os.path.exists(path) and len(metrics(run)) >= 4:
+                break
+            time.sleep(0.02)
+        assert p.poll() is None, err.read_text()[-2000:]
+        os.killpg(p.pid, signal.SIGINT)
+        p.wait(timeout=120)
+    said = err.read_text()
+    assert p.returncode != 0 and said.count(resume_line(run)) == 1, said[-3000:]
+    assert out.read_text().count("note: 1 shard(s), too few to hold 1 out") == 1
+    ckpt = load_checkpoint(os.path.join(run, "last.pt"))
+    assert ckpt["world_size"] == 2 and len(ckpt["rng"]) == 2 and ckpt["step"] >= 2
+    deadline = time.monotonic() + 10  # the ranks end with the launcher
+    while session_members(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert session_members(p.pid) == []
+    with RunLock(run):  # free
         pass
 
 
