@@ -34,24 +34,26 @@ def resume_line(run: str) -> str:
     )
 
 
+def training_past_a_checkpoint(cmd: list[str], run: str, env: dict, stdout, stderr):
+    """`cmd` (a pre-training of `run`, a checkpoint every 2 steps) started in a process group of
+    its own, as a terminal's foreground job, and returned once 4 steps are logged."""
+    p = subprocess.Popen(
+        cmd, cwd=REPO, env=env, text=True, stdout=stdout, stderr=stderr, start_new_session=True
+    )
+    deadline, path = time.monotonic() + 120, os.path.join(run, "metrics.jsonl")
+    while time.monotonic() < deadline and p.poll() is None:
+        if os.path.exists(path) and len(metrics(run)) >= 4:
+            break
+        time.sleep(0.02)
+    return p
+
+
 def test_ctrl_c_while_training_ends_in_one_line_naming_the_checkpoint(shards_dir, tmp_path):
     """Ctrl-C in a terminal: SIGINT to the whole process group, the loader's workers too."""
     run = str(tmp_path / "run")
     args = [*PRETRAIN, "--shards", shards_dir, "--run", run, "--steps", "100000"]
-    p = subprocess.Popen(
-        [sys.executable, "-m", "model.cli", *args, "--ckpt-every", "2"],
-        cwd=REPO,
-        env=cli_env(),
-        text=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # a process group of its own, as a terminal's foreground job
-    )
-    deadline, path = time.monotonic() + 120, os.path.join(run, "metrics.jsonl")
-    while time.monotonic() < deadline and p.poll() is None:  # training, past a checkpoint
-        if os.path.exists(path) and len(metrics(run)) >= 4:
-            break
-        time.sleep(0.02)
+    cmd = [sys.executable, "-m", "model.cli", *args, "--ckpt-every", "2"]
+    p = training_past_a_checkpoint(cmd, run, cli_env(), subprocess.DEVNULL, subprocess.PIPE)
     workers = children(p.pid)
     assert len(workers) >= 2, "the run never started its loader's workers"
     os.killpg(p.pid, signal.SIGINT)
@@ -76,19 +78,7 @@ def test_ctrl_c_under_torchrun_is_said_once_and_leaves_a_checkpoint_of_both_rank
     cmd += ["--steps", "100000", "--ckpt-every", "2"]
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with open(out, "w") as stdout, open(err, "w") as stderr:  # files: no pipe held open
-        p = subprocess.Popen(
-            cmd,
-            cwd=REPO,
-            env=cli_env(tmp_path),
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,  # a process group of its own, as a terminal's foreground job
-        )
-        deadline, path = time.monotonic() + 120, os.path.join(run, "metrics.jsonl")
-        while time.monotonic() < deadline and p.poll() is None:  # training, past a checkpoint
-            if os.path.exists(path) and len(metrics(run)) >= 4:
-                break
-            time.sleep(0.02)
+        p = training_past_a_checkpoint(cmd, run, cli_env(tmp_path), stdout, stderr)
         assert p.poll() is None, err.read_text()[-2000:]
         os.killpg(p.pid, signal.SIGINT)
         p.wait(timeout=120)
