@@ -10,11 +10,11 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.core.config import SEED, InstanceConfig, VocabConfig
+from pipeline.files.credentials import mark_driver
 from pipeline.files.fsio import (
     VOCAB_MARKER,
     building_dir,
     exists,
-    mark_driver,
     read_bytes,
     remove,
     remove_tree,

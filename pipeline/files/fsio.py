@@ -23,12 +23,12 @@ import io
 import json
 import os
 import re
-import sys
 from contextlib import contextmanager
 
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.files.credentials import dask_worker, no_credentials, runner_worker
 from pipeline.files.localglob import local_match
 from schemas.manifest import SHARDS_DIR, settle
 from schemas.storage import Unreachable, check_reachable
@@ -54,17 +54,6 @@ def is_local(path: str) -> bool:
 # -- gs:// through one client ---------------------------------------------------------------
 
 _CLIENT: tuple[int, object] | None = None  # (pid, client): a forked worker makes its own
-# Set in the driver (the command, or a graph built with `pipeline.build.build`), and so in the
-# local workers it forks; unset in a runner's own workers (a portable runner's SDK harness,
-# Flink's, Spark's, Dataflow's), which import this module afresh
-_DRIVERS_OWN = False
-
-
-def mark_driver() -> None:
-    """This process is a build's driver: a gs:// problem met here or in a worker forked from
-    it is the driver's own, said without naming a runner's worker."""
-    global _DRIVERS_OWN
-    _DRIVERS_OWN = True
 
 
 class NoCredentials(ValueError):
@@ -101,53 +90,6 @@ def gcs_client():
             raise StoreUnreachable(f"gs:// cannot be reached: {e}") from None
         _CLIENT = (os.getpid(), client)
     return _CLIENT[1]
-
-
-def no_credentials(said: str, worker: str | None = None, elsewhere: str | None = None) -> str:
-    """The line for gs:// without credentials. On a Dask worker (`worker`, its address) or
-    another runner's worker (`elsewhere`, where it runs) it names it: the driver had them,
-    since it checked the store before any work, and workers the runner started need their
-    own."""
-    if worker is not None:
-        return (
-            f"gs:// needs Google Cloud credentials on the Dask worker {worker} ({said}): the "
-            "driver has them, but the cluster's workers need their own; run `gcloud auth "
-            "application-default login` on that worker's host, or start the workers with "
-            "GOOGLE_APPLICATION_CREDENTIALS set to a key file there"
-        )
-    if elsewhere is not None:
-        return (
-            f"gs:// needs Google Cloud credentials on the runner's worker on {elsewhere} "
-            f"({said}): the driver has them, but the runner's workers need their own; run "
-            "`gcloud auth application-default login` on that host, or start the runner's "
-            "workers with GOOGLE_APPLICATION_CREDENTIALS set to a key file there"
-        )
-    return (
-        f"gs:// needs Google Cloud credentials ({said}): run `gcloud auth "
-        "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file"
-    )
-
-
-def runner_worker() -> str | None:
-    """Where this process runs ("host H, process P") when it is a runner's own worker, not
-    the driver nor a worker forked from it (`mark_driver`); else None."""
-    if _DRIVERS_OWN:
-        return None
-    import socket
-
-    return f"host {socket.gethostname()}, process {os.getpid()}"
-
-
-def dask_worker() -> str | None:
-    """The address of the Dask worker this runs in, or None outside one (`distributed` not
-    imported, or not inside a task)."""
-    distributed = sys.modules.get("distributed")
-    if distributed is None:
-        return None
-    try:
-        return distributed.get_worker().address
-    except ValueError:  # not inside a task of a worker
-        return None
 
 
 def gcs_problem() -> str | None:

@@ -384,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.cli import main as schemas_main
 
         return schemas_main([args.command, *rest], prog="bert-shards")
-    from pipeline.files.fsio import NoCredentials, StoreUnreachable, gcs_problem, mark_driver
+    from pipeline.files.credentials import mark_driver
+    from pipeline.files.fsio import NoCredentials, StoreUnreachable, gcs_problem
     from pipeline.runners.options import unknown_args
     from pipeline.runners.run import (
         beam_logs_quiet,
