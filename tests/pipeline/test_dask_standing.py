@@ -52,23 +52,28 @@ def standing_cluster(tmp_path, *workers: tuple[str, int, str | None]):
     """A scheduler in this process and, for each (name, threads, DASK_CONFIG folder or None),
     one `dask worker` process started as a standing cluster's are, on loopback and with this
     checkout on its path; yields the scheduler's address once every worker has joined."""
+    import dask.config
     from distributed import Client, LocalCluster
 
-    dask = str(Path(sys.executable).with_name("dask"))
+    dask_cli = str(Path(sys.executable).with_name("dask"))
     env = {k: v for k, v in os.environ.items() if k != "DASK_CONFIG"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    with LocalCluster(
-        n_workers=0,
-        processes=False,
-        protocol="tcp",
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-    ) as local:
+    # Dask's scratch folder (its locks) under tmp_path, not in the machine's /tmp
+    with (
+        dask.config.set({"temporary-directory": str(tmp_path)}),
+        LocalCluster(
+            n_workers=0,
+            processes=False,
+            protocol="tcp",
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+        ) as local,
+    ):
         started = []
         try:
             for name, threads, config in workers:
-                cmd = [dask, "worker", local.scheduler_address, "--name", name]
+                cmd = [dask_cli, "worker", local.scheduler_address, "--name", name]
                 cmd += ["--host", "127.0.0.1", "--nworkers", "1", "--nthreads", str(threads)]
                 cmd += ["--no-dashboard", "--local-directory", str(tmp_path)]
                 extra = {"DASK_CONFIG": config} if config else {}

@@ -125,10 +125,15 @@ def test_a_functions_arguments_are_inspected_once_while_it_stays_the_same(monkey
     assert len(inspected) == 6
 
 
-def test_the_read_step_declares_the_type_beam_infers_and_is_not_traced(monkeypatch):
+def test_the_read_step_declares_the_type_beam_infers_and_is_not_traced(monkeypatch, tmp_path):
     """Beam infers an undeclared DoFn's output type by tracing `process` and what it calls
     through their bytecode as each graph is made; the read step declares what that finds."""
+    import tempfile
+
     from apache_beam.typehints import trivial_inference, typehints
+
+    # the graph is made, never run, so Beam keeps its temporary folder: under tmp_path
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     from pipeline.stages.read import ReadFile
 
