@@ -72,10 +72,14 @@ def build_in_a_process(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> Non
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def build_process(out: str, *args: str, inputs: str = SAMPLE_INPUT) -> subprocess.Popen:
+def build_process(
+    out: str, *args: str, inputs: str = SAMPLE_INPUT, output=subprocess.PIPE
+) -> subprocess.Popen:
     """`bert-shards build` of `inputs` into `out` with `args`, started in a process group of its
     own, so that a kill takes Beam's workers too. Its temporary folder is next to `out`: a build
-    killed with SIGKILL leaves Beam's (empty) folder behind, and the suite leaves none in /tmp."""
+    killed with SIGKILL leaves Beam's (empty) folder behind, and the suite leaves none in /tmp.
+    Its output (stdout and stderr) goes to a pipe, or to `output`, a file: a process the build
+    left running would hold a pipe open, and reading it to its end would wait that out."""
     cmd = [sys.executable, "-m", "pipeline", "build", "--input", inputs, "--out", out, *args]
     tmp = os.path.join(os.path.dirname(out), "tmp")
     os.makedirs(tmp, exist_ok=True)
@@ -83,7 +87,7 @@ def build_process(out: str, *args: str, inputs: str = SAMPLE_INPUT) -> subproces
         cmd,
         cwd=ROOT,
         env={**os.environ, "TMPDIR": tmp},
-        stdout=subprocess.PIPE,
+        stdout=output,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
@@ -223,6 +227,16 @@ def session_members(sid: int) -> list[int]:
         if fields[0] != "Z" and int(fields[3]) == sid:  # state, ppid, pgrp, session
             found.append(int(name))
     return found
+
+
+def left_in_session(sid: int, timeout: float = 10) -> list[int]:
+    """`session_members(sid)` once the session has emptied or `timeout` seconds have passed:
+    what a command started ends with it, but some of it (a worker, multiprocessing's resource
+    tracker, which ends when its parent has) may still be exiting as the command returns."""
+    deadline = time.monotonic() + timeout
+    while session_members(sid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return session_members(sid)
 
 
 def alive(pid: int) -> bool:

@@ -17,7 +17,7 @@ import pytest
 from model.cli import main
 from model.run_dir import load_checkpoint
 from model.run_lock import RunLock
-from tests.helpers import alive, children, session_members, signal_after, signal_at_fork
+from tests.helpers import alive, children, left_in_session, signal_after, signal_at_fork
 from tests.model.helpers import REPO, cli_env, finetune_args, metrics, results, write_sst2
 
 # Each test pre-trains in a fresh process and interrupts it.
@@ -87,10 +87,7 @@ def test_ctrl_c_under_torchrun_is_said_once_and_leaves_a_checkpoint_of_both_rank
     assert out.read_text().count("note: 1 shard(s), too few to hold 1 out") == 1
     ckpt = load_checkpoint(os.path.join(run, "last.pt"))
     assert ckpt["world_size"] == 2 and len(ckpt["rng"]) == 2 and ckpt["step"] >= 2
-    deadline = time.monotonic() + 10  # the ranks end with the launcher
-    while session_members(p.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert session_members(p.pid) == []
+    assert left_in_session(p.pid) == []  # the ranks end with the launcher
     with RunLock(run):  # free
         pass
 

@@ -4,10 +4,7 @@ address, which starts a local cluster of worker processes for its run and stops 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
-import time
 from multiprocessing import resource_tracker
 
 import pytest
@@ -21,11 +18,11 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions 
 from pipeline.runners.dask_runner import DaskRunner, trim_threshold  # noqa: E402
 from pipeline.runners.run import DASK_RUNNER, make_pipeline, pipeline_options  # noqa: E402
 from tests.helpers import (  # noqa: E402
-    ROOT,
     SAMPLE_INPUT,
+    build_process,
     children,
     file_digests,
-    session_members,
+    left_in_session,
 )
 
 
@@ -91,20 +88,9 @@ def test_a_build_on_its_own_local_cluster_runs_to_its_end_as_a_command(sample_sh
     without Python's teardown): status 0, the local runner's bytes, and no process of its
     session left shortly after it has ended."""
     out, log = str(tmp_path / "out"), tmp_path / "output.txt"
-    cmd = [sys.executable, "-m", "pipeline", "build", "--input", SAMPLE_INPUT, "--out", out]
-    cmd += ["--num-shards", "4", "--runner", "DaskRunner", "--workers", "2"]
-    cmd += ["--progress-seconds", "0"]
-    # Dask's scratch folder goes into the command's temporary folder, here the test's; its
-    # output to a file, not a pipe: a process it left running would hold a pipe open, and
-    # reading the pipe to its end would wait that process out
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=f, stderr=f, start_new_session=True)
+    args = ["--num-shards", "4", "--runner", "DaskRunner", "--workers", "2"]
+    with open(log, "wb") as f:  # Dask's scratch folder goes to the build's temporary folder
+        proc = build_process(out, *args, "--progress-seconds", "0", output=f)
         assert proc.wait(timeout=300) == 0, log.read_text()[-2000:]
-    # what it started ends with it: some of it (the cluster's last worker, multiprocessing's
-    # resource tracker, which ends when its parent has) may still be exiting as it returns
-    deadline = time.monotonic() + 10
-    while session_members(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert session_members(proc.pid) == []
+    assert left_in_session(proc.pid) == []
     assert file_digests(out) == file_digests(sample_shards)

@@ -30,62 +30,51 @@ from tests.helpers import (
 pytest.importorskip("gcp_storage_emulator")
 
 
+def beam_service(module: str, port_flag: str, env: dict, log_path) -> tuple[subprocess.Popen, int]:
+    """`python -m module` serving on a free loopback port (not yet waited for), and its port.
+    `python` on its PATH is this interpreter, which a worker pool starts its workers with."""
+    env = dict(env, PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
+    port = free_port()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, port_flag, str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    return proc, port
+
+
+JOB_SERVICE = ("apache_beam.runners.portability.local_job_service_main", "--port")
+WORKER_POOL = ("apache_beam.runners.worker.worker_pool_main", "--service_port")
+
+
 @pytest.fixture(scope="module")
 def portable(gcs_emulator, tmp_path_factory):
-    """The job service and the worker pool; the pool starts `python` from PATH, so this
-    interpreter's folder comes first, and its workers reach the emulator (its environment)."""
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    """The job service and the worker pool, whose workers reach the emulator (its
+    environment)."""
     logs = tmp_path_factory.mktemp("portable")
-    job_port, pool_port = free_port(), free_port()
-    commands = {
-        "job service": (
-            job_port,
-            ["apache_beam.runners.portability.local_job_service_main", "--port", str(job_port)],
-        ),
-        "worker pool": (
-            pool_port,
-            ["apache_beam.runners.worker.worker_pool_main", "--service_port", str(pool_port)],
-        ),
-    }
-    procs = []
+    started = {}
     try:
-        for name, (_, args) in commands.items():  # both start, then both are waited for
-            with open(logs / f"{name}.log", "w") as log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", *args], env=env, stdout=log, stderr=subprocess.STDOUT
-                )
-            procs.append(proc)
-        for proc, (name, (port, _)) in zip(procs, commands.items(), strict=True):
+        for name, service in (("job service", JOB_SERVICE), ("worker pool", WORKER_POOL)):
+            started[name] = beam_service(*service, dict(os.environ), logs / f"{name}.log")
+        for name, (proc, port) in started.items():  # both start, then both are waited for
             _wait_for(port, proc, name, timeout=60)
         yield [
             "--runner",
             "PortableRunner",
             "--job_endpoint",
-            f"localhost:{job_port}",
+            f"localhost:{started['job service'][1]}",
             "--environment_type",
             "EXTERNAL",
             "--environment_config",
-            f"localhost:{pool_port}",
+            f"localhost:{started['worker pool'][1]}",
         ]
     finally:
-        for proc in procs:
+        for proc, _ in started.values():
             proc.terminate()
-        for proc in procs:
+        for proc, _ in started.values():
             proc.wait(timeout=30)
-
-
-def worker_pool(env: dict, log_path) -> tuple[subprocess.Popen, int]:
-    """An external worker pool on a free loopback port (not yet waited for), its `python`
-    this interpreter, and its port."""
-    env = dict(env, PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
-    port = free_port()
-    args = ["apache_beam.runners.worker.worker_pool_main", "--service_port", str(port)]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", *args], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-    return proc, port
 
 
 def build(inputs: str, out: str, runner_args: list[str]) -> int:
@@ -237,7 +226,7 @@ def test_workers_without_credentials_are_named_in_the_line(portable, gcs_emulato
     # (without the emulator's address too: against it the client asks for no credentials)
     env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
     env["GOOGLE_APPLICATION_CREDENTIALS"] = str(tmp_path / "no-key.json")
-    pool, port = worker_pool(env, tmp_path / "pool.log")
+    pool, port = beam_service(*WORKER_POOL, env, tmp_path / "pool.log")
     try:
         _wait_for(port, pool, "worker pool", timeout=60)
         runner = list(portable)
