@@ -238,18 +238,19 @@ def dir_bytes(path: str | os.PathLike) -> int:
     return total
 
 
-def measure_build(cmd: list[str], building: str | os.PathLike) -> Measured:
+def measure_build(cmd: list[str], building: str | os.PathLike, every: float = 0.5) -> Measured:
     """Run a build, polling its process tree's memory and CPU and the size of its temporary
-    area `building` (`Measured.peak_sample`) every half second."""
-    return run_measured(cmd, every=0.5, sample=lambda: dir_bytes(building))
+    area `building` (`Measured.peak_sample`) every `every` seconds."""
+    return run_measured(cmd, every=every, sample=lambda: dir_bytes(building))
 
 
 class TreePoll:
     """Peak bytes (PSS, else RSS) and last CPU seconds of each of some process trees, polled every
-    half second from construction to `stop`."""
+    `every` seconds from construction to `stop`."""
 
-    def __init__(self, pids: list[int]):
+    def __init__(self, pids: list[int], every: float = 0.5):
         self.pids = pids
+        self.every = every
         self.start = {p: tree_stats(p)["cpu"] for p in pids}
         self.peak = dict.fromkeys(pids, 0)
         self.cpu = dict(self.start)
@@ -263,7 +264,7 @@ class TreePoll:
                 now = tree_stats(p)
                 self.peak[p] = max(self.peak[p], now["memory"])
                 self.cpu[p] = max(self.cpu[p], now["cpu"])
-            self.done.wait(0.5)  # `stop` wakes it
+            self.done.wait(self.every)  # `stop` wakes it
 
     def stop(self) -> dict[int, tuple[float, int]]:
         """pid -> (CPU seconds since construction, peak bytes) of each tree."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import os
 import shutil
 import sys
@@ -32,7 +33,8 @@ os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 # collecting imports torch, Beam and every test module, and rewrites each module's asserts, and
 # full collections over what that leaves are a good part of a test process's collection
 # (docs/benchmarks.md, "The test suite"). Then what exists is frozen and the collector runs
-# again, for the tests; `pytest_unconfigure` restores it.
+# again, for the tests; `pytest_unconfigure` restores it where the process goes on (a pytest
+# run in one process; pytest-xdist's workers end).
 _COLLECTING = contextlib.ExitStack()
 _RESUME = []
 
@@ -60,10 +62,26 @@ def pytest_collection_modifyitems(config, items):
     items[:] = heavy_files_first(items)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    """In pytest-xdist's worker, once the session's fixtures are torn down: the garbage collected
+    once, while pytest's hook for unraisable exceptions still records what a finalizer raises,
+    and what survives frozen. pytest then collects twice more at its end (in
+    `pytest_unconfigure` and its cleanup), as it always does; those walk only what was made
+    since, instead of everything torch, Beam, Dask and the tests left alive, which took most
+    of a second each (docs/benchmarks.md, "The test suite")."""
+    if hasattr(session.config, "workerinput"):
+        gc.collect()
+        gc.freeze()
+
+
 def pytest_unconfigure(config):
-    _COLLECTING.close()
     if hasattr(config, "workerinput"):  # pytest-xdist's worker, not a pytest it started
+        # it ends right after (`_end_a_test_process`): the collector is left as it is, its
+        # frozen objects frozen (unfrozen, pytest's last collections would walk them again)
         atexit.register(_end_a_test_process)
+    else:
+        _COLLECTING.close()
 
 
 def _end_a_test_process():

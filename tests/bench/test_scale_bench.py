@@ -19,13 +19,13 @@ def test_measure_sees_the_temporary_area_and_the_tree(tmp_path):
         f"os.makedirs({str(building)!r}, exist_ok=True);"
         f"open({str(building / 'x')!r}, 'wb').write(b'x' * (3 << 20));"
         "subprocess.run([sys.executable, '-c', 'b = bytearray(60 << 20); import time; "
-        "time.sleep(1.5)']);"
+        "time.sleep(0.5)']);"  # ten polls at 0.05 s
         f"os.remove({str(building / 'x')!r})"
     )
-    got = measure_build([sys.executable, "-c", child], building)
+    got = measure_build([sys.executable, "-c", child], building, every=0.05)
     assert got.peak_sample >= 3 << 20 and dir_bytes(building) == 0  # the peak, since removed
     assert got.peak >= 60 << 20  # the grandchild's buffer counts in the tree
-    assert got.peak_one >= 60 << 20 and got.wall >= 1.5
+    assert got.peak_one >= 60 << 20 and got.wall >= 0.5
 
 
 def test_a_commands_wall_holds_no_poll_sleep():
@@ -48,9 +48,9 @@ def test_tree_stats_of_this_process():
 def test_tree_poll_sees_a_process_that_runs_beside_it():
     import subprocess
 
-    child = "import time\nb = bytearray(40 << 20)\nx = sum(range(3_000_000))\ntime.sleep(1.2)"
+    child = "import time\nb = bytearray(40 << 20)\nx = sum(range(3_000_000))\ntime.sleep(0.4)"
     proc = subprocess.Popen([sys.executable, "-c", child])
-    poll = TreePoll([proc.pid])
+    poll = TreePoll([proc.pid], every=0.05)
     proc.wait()
     cpu, peak = poll.stop()[proc.pid]
     assert cpu > 0 and peak >= 40 << 20
