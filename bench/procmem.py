@@ -16,7 +16,7 @@ import resource
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -129,6 +129,7 @@ class Measured:
     output: str
     memory: str = "PSS"  # what `peak` and `peak_one` are: "PSS", "RSS" or PSS with RSS for some
     beside_cpu: float = 0.0  # CPU seconds the trees of `beside` spent from the start to the end
+    polls: int = 0  # how many times the tree was polled
 
     @property
     def cpu(self) -> float:
@@ -142,7 +143,7 @@ class _Peaks:
     """What the polling thread has seen so far."""
 
     def __init__(self) -> None:
-        self.memory = self.one = self.sample = 0
+        self.memory = self.one = self.sample = self.polls = 0
         self.tree_cpu = 0.0
         self.seen: dict[int, float] = {}
         self.rss_pids: set[int] = set()
@@ -157,6 +158,7 @@ class _Peaks:
         self.tree_cpu = max(self.tree_cpu, _cpu(procs))
         self.seen.update({p: (int(f[11]) + int(f[12])) / CLK_TCK for p, f in procs.items()})
         self.sample = max(self.sample, sample)
+        self.polls += 1
 
 
 def _trees(roots, table: dict[int, list[str]]) -> dict[int, list[str]]:
@@ -167,16 +169,33 @@ def _tree_cpu(roots, table: dict[int, list[str]]) -> dict[int, float]:
     return {r: _cpu({p: table[p] for p in tree(r, table)}) for r in roots}
 
 
+# The first wait between two polls of `run_measured`; each wait after is twice the one before,
+# up to its `every` (`poll_waits`).
+FIRST_WAIT = 0.05
+
+
+def poll_waits(every: float) -> Iterator[float]:
+    """The waits between `run_measured`'s polls: `FIRST_WAIT`, then each twice the one before,
+    none longer than `every`."""
+    wait = min(FIRST_WAIT, every)
+    while True:
+        yield wait
+        wait = min(2 * wait, every)
+
+
 def run_measured(
     cmd: list[str],
     env: dict | None = None,
-    every: float = 0.2,
+    every: float = 1.0,
     sample: Callable[[], int] | None = None,
     beside: Sequence[int] = (),
 ) -> Measured:
-    """Run `cmd`, polling its process tree every `every` seconds; `sample`, when given, is
-    called at each poll too (the scale bench's size of the build's temporary area) and its
-    largest value kept. `beside`: the roots of process trees that run with the command and work
+    """Run `cmd`, polling its process tree at its start, then after each wait of `poll_waits`
+    (up to `every` seconds apart): a short command is polled often, and a long one's poller,
+    which reads each process's smaps_rollup, takes little from it (polled at a fixed fifth of
+    a second, 2-worker builds took longer: docs/benchmarks.md, "the bench's own poller").
+    `sample`, when given, is called at each poll too (the scale bench's size of the build's
+    temporary area) and its largest value kept. `beside`: the roots of process trees that run with the command and work
     for it (a Dask cluster's scheduler and workers): polled at the same instants, their memory
     is added to the tree's (`peak`, `peak_one`) and their CPU from just before the command starts
     to just after it ends is `beside_cpu`. Raises RuntimeError, with the end of the output, if
@@ -190,6 +209,7 @@ def run_measured(
     peaks, done = _Peaks(), threading.Event()
 
     def poll() -> None:
+        waits = poll_waits(every)
         while not done.is_set():
             table = proc_stats()
             own = {p: table[p] for p in tree(proc.pid, table)}
@@ -197,7 +217,7 @@ def run_measured(
             peaks.add(own, sample() if sample else 0, others)
             for root, cpu in _tree_cpu(beside, table).items():
                 cpu_last[root] = max(cpu_last[root], cpu)
-            done.wait(every)  # woken at the command's end: its wall holds no poll's sleep
+            done.wait(next(waits))  # woken at the command's end: its wall holds no poll's sleep
 
     watcher = threading.Thread(target=poll, daemon=True)
     watcher.start()
@@ -223,6 +243,7 @@ def run_measured(
         out.decode(),
         memory_kind(len(peaks.rss_pids)),
         sum(cpu_last[r] - cpu_before[r] for r in beside),
+        peaks.polls,
     )
 
 
@@ -240,7 +261,8 @@ def dir_bytes(path: str | os.PathLike) -> int:
 
 def measure_build(cmd: list[str], building: str | os.PathLike, every: float = 0.5) -> Measured:
     """Run a build, polling its process tree's memory and CPU and the size of its temporary
-    area `building` (`Measured.peak_sample`) every `every` seconds."""
+    area `building` (`Measured.peak_sample`) as `run_measured` does, at most `every` seconds
+    apart."""
     return run_measured(cmd, every=every, sample=lambda: dir_bytes(building))
 
 

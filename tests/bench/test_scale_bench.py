@@ -37,6 +37,18 @@ def test_a_commands_wall_holds_no_poll_sleep():
     assert got.wall < 15.0 and time.perf_counter() - start < 15.0
 
 
+def test_polls_come_often_first_then_every_period():
+    """A short command is polled often (its peak is seen), a long one at most every `every`
+    seconds, so that the poller takes little from the command it measures."""
+    from itertools import islice
+
+    assert list(islice(procmem.poll_waits(1.0), 7)) == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    assert list(islice(procmem.poll_waits(0.05), 3)) == [0.05, 0.05, 0.05]
+    assert list(islice(procmem.poll_waits(0.3), 4)) == [0.05, 0.1, 0.2, 0.3]
+    got = run_measured([sys.executable, "-c", "import time; time.sleep(0.8)"])
+    assert got.polls >= 3  # at its start, then 0.05, 0.15, 0.35 and 0.75 s later
+
+
 def test_tree_stats_of_this_process():
     import os
 
