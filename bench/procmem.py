@@ -195,11 +195,11 @@ def run_measured(
     which reads each process's smaps_rollup, takes little from it (polled at a fixed fifth of
     a second, 2-worker builds took longer: docs/benchmarks.md, "the bench's own poller").
     `sample`, when given, is called at each poll too (the scale bench's size of the build's
-    temporary area) and its largest value kept. `beside`: the roots of process trees that run with the command and work
-    for it (a Dask cluster's scheduler and workers): polled at the same instants, their memory
-    is added to the tree's (`peak`, `peak_one`) and their CPU from just before the command starts
-    to just after it ends is `beside_cpu`. Raises RuntimeError, with the end of the output, if
-    `cmd` fails."""
+    temporary area) and its largest value kept. `beside`: the roots of process trees that run
+    with the command and work for it (a Dask cluster's scheduler and workers): polled at the
+    same instants, their memory is added to the tree's (`peak`, `peak_one`) and their CPU from
+    just before the command starts to just after it ends is `beside_cpu`. Raises RuntimeError,
+    with the end of the output, if `cmd` fails."""
     beside = list(beside)
     cpu_before = _tree_cpu(beside, proc_stats())
     cpu_last = dict(cpu_before)
