@@ -176,7 +176,9 @@ FIRST_WAIT = 0.05
 
 def poll_waits(every: float) -> Iterator[float]:
     """The waits between `run_measured`'s polls: `FIRST_WAIT`, then each twice the one before,
-    none longer than `every`."""
+    none longer than `every`. A short command is polled often, and a long one's poller, which
+    reads each process's smaps_rollup, takes little from it (polled at a fixed fifth of a
+    second, 2-worker builds took longer: docs/benchmarks.md, "the bench's own poller")."""
     wait = min(FIRST_WAIT, every)
     while True:
         yield wait
@@ -191,15 +193,12 @@ def run_measured(
     beside: Sequence[int] = (),
 ) -> Measured:
     """Run `cmd`, polling its process tree at its start, then after each wait of `poll_waits`
-    (up to `every` seconds apart): a short command is polled often, and a long one's poller,
-    which reads each process's smaps_rollup, takes little from it (polled at a fixed fifth of
-    a second, 2-worker builds took longer: docs/benchmarks.md, "the bench's own poller").
-    `sample`, when given, is called at each poll too (the scale bench's size of the build's
-    temporary area) and its largest value kept. `beside`: the roots of process trees that run
-    with the command and work for it (a Dask cluster's scheduler and workers): polled at the
-    same instants, their memory is added to the tree's (`peak`, `peak_one`) and their CPU from
-    just before the command starts to just after it ends is `beside_cpu`. Raises RuntimeError,
-    with the end of the output, if `cmd` fails."""
+    (up to `every` seconds apart). `sample`, when given, is called at each poll too (the scale
+    bench's size of the build's temporary area) and its largest value kept. `beside`: the roots
+    of process trees that run with the command and work for it (a Dask cluster's scheduler and
+    workers): polled at the same instants, their memory is added to the tree's (`peak`,
+    `peak_one`) and their CPU from just before the command starts to just after it ends is
+    `beside_cpu`. Raises RuntimeError, with the end of the output, if `cmd` fails."""
     beside = list(beside)
     cpu_before = _tree_cpu(beside, proc_stats())
     cpu_last = dict(cpu_before)
