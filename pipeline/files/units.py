@@ -146,9 +146,21 @@ def read_bucket_units(chunks: Sequence[Chunk], lo: int, hi: int) -> list[tuple[i
 
 
 def unit_batches(chunk: Chunk, first: int, stop: int) -> list[pa.RecordBatch]:
-    """Record batches [first, stop) of a units file, each checked against its CRC-32C: their
-    offsets and sums from the index beside it, then exactly their bytes (from its memory map
-    locally; elsewhere each one ranged read)."""
+    """Record batches [first, stop) of a units file, each checked against its CRC-32C.
+
+    Every bucket reads every units file, so with several workers one that finds a file damaged
+    removes it (`damaged`) while others may still be about to read it: a file or index gone is
+    said the same way, not as the bare FileNotFoundError of whichever worker the runner
+    reports first (docs/pipeline.md, "Checksums")."""
+    try:
+        return _checked_unit_batches(chunk, first, stop)
+    except FileNotFoundError:
+        raise damaged(chunk.path, "it or its index is missing") from None
+
+
+def _checked_unit_batches(chunk: Chunk, first: int, stop: int) -> list[pa.RecordBatch]:
+    """`unit_batches`: their offsets and sums from the index beside the file, then exactly
+    their bytes (from its memory map locally; elsewhere each one ranged read)."""
     path = chunk.path
     size = INDEX_ENTRY.itemsize
     index = read_bytes(path + INDEX_SUFFIX, size * first, size * (stop + 1))

@@ -8,6 +8,8 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import subprocess
+import sys
 
 import apache_beam as beam
 import numpy as np
@@ -26,7 +28,7 @@ from pipeline.files.chunks import (
 )
 from pipeline.files.units import hash_range, read_units, write_units
 from pipeline.sources.documents import Document
-from tests.helpers import build_shards, file_digests
+from tests.helpers import ROOT, SAMPLE_INPUT, build_in_a_process, build_shards, file_digests
 
 ARGS = ("--num-shards", "4")  # the settings of `sample_shards`
 
@@ -185,6 +187,54 @@ def test_a_damaged_units_file_on_gcs_is_named_and_removed(gcs_emulator, gcs_buck
             read_units(chunk, *hash_range(bucket, 16))
     assert str(e.value).startswith(path) and "CRC-32C" in str(e.value)
     assert not exists(path) and not exists(path + ".index")
+
+
+# For `python -c`: the build's command, whose first read of a units file in any of its workers
+# (the first to create MARK) finds that file's index cut to nothing, as if it had changed on disk
+# after the tokenizing stage checked it whole.
+CUT_AN_INDEX = """
+import os, sys
+import pipeline.files.units as units
+
+real, mark = units.unit_batches, sys.argv.pop(1)
+
+def unit_batches(chunk, first, stop):
+    try:
+        os.close(os.open(mark, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        pass
+    else:
+        open(chunk.path + units.INDEX_SUFFIX + ".cut", "wb").close()  # says which file
+        open(chunk.path + units.INDEX_SUFFIX, "wb").close()
+    return real(chunk, first, stop)
+
+units.unit_batches = unit_batches
+from pipeline.shell.entry import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_damage_a_forked_worker_finds_is_the_drivers_one_line(tmp_path, sample_shards):
+    """With 2 local workers the damage is found in a forked worker, and the driver finds its line
+    in the text Beam carries back: the command ends with that line alone, the file and its index
+    are gone, and --resume makes them again (run as `bert-shards build` runs, in a fresh process
+    that forks its workers)."""
+    out, mark = str(tmp_path / "out"), str(tmp_path / "mark")
+    cmd = [sys.executable, "-c", CUT_AN_INDEX, mark, "build", "--input", SAMPLE_INPUT]
+    cmd += ["--out", out, *ARGS, "--workers", "2", "--progress-seconds", "0"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    # the worker that found the damage, or the other, which found the file gone, is reported
+    path = glob.glob(f"{out}/shards/.building/tmp/units/*.arrow.index.cut")[0][: -len(".index.cut")]
+    found = ("its index is too short", "it or its index is missing")
+    assert done.stderr in {
+        f"error: {path}: this intermediate file of the build is damaged ({what}); it was "
+        "removed: run the same command with --resume to make it again\n"
+        for what in found
+    }
+    assert not os.path.exists(path) and not os.path.exists(path + ".index")
+    build_in_a_process(out, *ARGS, "--resume")
+    assert file_digests(out) == file_digests(sample_shards)
 
 
 def test_whitespace_only_input_publishes_nothing(tmp_path, capsys):
