@@ -17,7 +17,14 @@ import pytest
 from model.cli import main
 from model.run_dir import load_checkpoint
 from model.run_lock import RunLock
-from tests.helpers import alive, children, left_in_session, signal_after, signal_at_fork
+from tests.helpers import (
+    alive,
+    children,
+    ctrl_c_at_fork,
+    left_in_session,
+    signal_after,
+    signal_at_fork,
+)
 from tests.model.helpers import REPO, cli_env, finetune_args, metrics, results, write_sst2
 
 # Each test pre-trains in a fresh process and interrupts it.
@@ -107,6 +114,26 @@ def test_a_signal_that_lands_in_a_loader_fork_still_stops_training(shards_dir, t
     )
     line = "interrupted before the run's first checkpoint; run the same command again\n"
     assert (r.returncode, r.stderr) == (143, line)
+    assert not os.path.exists(os.path.join(run, "last.pt"))
+
+
+def test_ctrl_c_as_a_loader_worker_forks_ends_in_the_runs_line_alone(shards_dir, tmp_path):
+    """One Ctrl-C that lands while the loader forks its first worker: SIGINT to the whole group
+    from that worker's at-fork hook, before it has set its own handlers, so the run and the new
+    worker both receive it. The run says its line once and nothing else is printed."""
+    run = str(tmp_path / "run")
+    args = [*PRETRAIN, "--shards", shards_dir, "--run", run, "--steps", "20"]
+    r = subprocess.run(
+        [sys.executable, "-c", ctrl_c_at_fork("model.cli"), *args, "--ckpt-every", "100"],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,  # the group the script signals is the run's alone
+    )
+    line = "interrupted before the run's first checkpoint; run the same command again\n"
+    assert (r.returncode, r.stderr) == (130, line)
     assert not os.path.exists(os.path.join(run, "last.pt"))
 
 
