@@ -99,41 +99,32 @@ def test_ctrl_c_under_torchrun_is_said_once_and_leaves_a_checkpoint_of_both_rank
         pass
 
 
-def test_a_signal_that_lands_in_a_loader_fork_still_stops_training(shards_dir, tmp_path):
-    """Raised inside the interpreter's at-fork hooks, the interrupt was dropped and the run
-    trained to its last step; now the signal waits for the fork."""
+@pytest.mark.parametrize(
+    "script, code",
+    [(signal_at_fork, 143), (ctrl_c_at_fork, 130)],
+    ids=["sigterm-in-the-parents-hook", "ctrl-c-in-the-new-workers-hook"],
+)
+def test_a_signal_that_lands_in_a_loader_fork_still_stops_training(
+    shards_dir, tmp_path, script, code
+):
+    """SIGTERM from the run's own at-fork hook: raised inside the interpreter's at-fork hooks,
+    the interrupt was dropped and the run trained to its last step; now the signal waits for
+    the fork. One Ctrl-C that lands while the loader forks its first worker: SIGINT to the whole
+    group from that worker's hook, before it has set its own handlers, so the run and the new
+    worker both receive it. Either way the run says its line once and nothing else."""
     run = str(tmp_path / "run")
     args = [*PRETRAIN, "--shards", shards_dir, "--run", run, "--steps", "20"]
     r = subprocess.run(
-        [sys.executable, "-c", signal_at_fork("model.cli"), *args, "--ckpt-every", "100"],
+        [sys.executable, "-c", script("model.cli"), *args, "--ckpt-every", "100"],
         cwd=REPO,
         env=cli_env(),
         capture_output=True,
         text=True,
         timeout=300,
+        start_new_session=True,  # the group a Ctrl-C reaches is the run's alone
     )
     line = "interrupted before the run's first checkpoint; run the same command again\n"
-    assert (r.returncode, r.stderr) == (143, line)
-    assert not os.path.exists(os.path.join(run, "last.pt"))
-
-
-def test_ctrl_c_as_a_loader_worker_forks_ends_in_the_runs_line_alone(shards_dir, tmp_path):
-    """One Ctrl-C that lands while the loader forks its first worker: SIGINT to the whole group
-    from that worker's at-fork hook, before it has set its own handlers, so the run and the new
-    worker both receive it. The run says its line once and nothing else is printed."""
-    run = str(tmp_path / "run")
-    args = [*PRETRAIN, "--shards", shards_dir, "--run", run, "--steps", "20"]
-    r = subprocess.run(
-        [sys.executable, "-c", ctrl_c_at_fork("model.cli"), *args, "--ckpt-every", "100"],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        start_new_session=True,  # the group the script signals is the run's alone
-    )
-    line = "interrupted before the run's first checkpoint; run the same command again\n"
-    assert (r.returncode, r.stderr) == (130, line)
+    assert (r.returncode, r.stderr) == (code, line)
     assert not os.path.exists(os.path.join(run, "last.pt"))
 
 
