@@ -145,12 +145,24 @@ def read_item(item, tally: Tally, skip_bad_input: bool, opener=None):
         tally.inc("files_dropped.unreadable")
     except (OSError, EOFError, ValueError) as e:
         if not skip_bad_input:
-            raise ValueError(
-                f"{path}: cannot be read as {fmt} input ({type(e).__name__}: {e}); the file is "
-                "truncated or corrupt. Fix or remove it, or pass --skip-bad-input (make: "
-                "ARGS=--skip-bad-input) to skip and count bad files"
-            ) from e
+            raise ValueError(unreadable_line(fmt, path, e)) from e
         tally.inc("files_dropped.unreadable")
+
+
+def unreadable_line(fmt: str, path: str, e: BaseException) -> str:
+    """What stops a build at an input file it cannot read: one the build listed at its start
+    and found gone (moved or removed while it ran) is said to be so, not to be damaged."""
+    if isinstance(e, FileNotFoundError):
+        return (
+            f"{path}: this {fmt} input file was listed when the build started and is gone now "
+            "(moved or removed while the build ran); put it back and run the same command with "
+            "--resume, or run it again without --resume to build from the files there are"
+        )
+    return (
+        f"{path}: cannot be read as {fmt} input ({type(e).__name__}: {e}); the file is "
+        "truncated or corrupt. Fix or remove it, or pass --skip-bad-input (make: "
+        "ARGS=--skip-bad-input) to skip and count bad files"
+    )
 
 
 def item_key(item) -> str:

@@ -231,6 +231,42 @@ def test_the_cli_stops_on_bad_input_naming_the_file(tmp_path) -> None:
         build_shards(str(tmp_path / "out"), "--verbose", inputs=f"wikipedia:{tmp_path}/w")
 
 
+def test_an_input_file_gone_since_the_listing_is_said_to_be_gone(tmp_path, monkeypatch) -> None:
+    """A file listed when the build started and removed before its read (a user tidying the
+    corpus while it builds): the line says it is gone and what to do, not that it is damaged;
+    with --skip-bad-input it is counted unreadable and the build goes on."""
+    import os
+
+    import pipeline.stages.read as read
+
+    books = tmp_path / "books"
+    books.mkdir()
+    for name in ("a", "b"):
+        (books / f"{name}.txt").write_text(f"Book {name} has a line. It has two sentences.\n")
+    gone = str(books / "a.txt")
+    real = read.read_input
+
+    def removed_first(item, *args):
+        if os.path.exists(gone):
+            os.remove(gone)
+        return real(item, *args)
+
+    monkeypatch.setattr(read, "read_input", removed_first)
+    with pytest.raises(SystemExit) as e:
+        build_shards(str(tmp_path / "out"), inputs=f"books:{books}")
+    assert str(e.value) == (
+        f"error: {gone}: this books input file was listed when the build started and is gone now "
+        "(moved or removed while the build ran); put it back and run the same command with "
+        "--resume, or run it again without --resume to build from the files there are"
+    )
+    (books / "a.txt").write_text("Book a has a line. It has two sentences.\n")
+    out = str(tmp_path / "skipped")
+    assert (
+        build_shards(out, "--skip-bad-input", "--vocab-size", "200", inputs=f"books:{books}") == 0
+    )
+    assert ShardSet.open(out).manifest.counts["total"]["files_dropped.unreadable"] == 1
+
+
 def test_the_cli_skips_and_counts_every_kind_of_bad_input(tmp_path) -> None:
     inputs = write_bad_corpus(tmp_path)
     out = str(tmp_path / "out")
