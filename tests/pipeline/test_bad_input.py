@@ -16,6 +16,7 @@ import gzip
 import io
 import json
 import lzma
+import os
 import tracemalloc
 
 import pytest
@@ -235,8 +236,6 @@ def test_an_input_file_gone_since_the_listing_is_said_to_be_gone(tmp_path, monke
     """A file listed when the build started and removed before its read (a user tidying the
     corpus while it builds): the line says it is gone and what to do, not that it is damaged;
     with --skip-bad-input it is counted unreadable and the build goes on."""
-    import os
-
     import pipeline.stages.read as read
 
     books = tmp_path / "books"
