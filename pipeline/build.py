@@ -21,7 +21,7 @@ from pipeline.files.fsio import (
     write_marker,
     write_text,
 )
-from pipeline.files.listing import InputSpec
+from pipeline.files.listing import InputSpec, changed_files, listing_rows
 from pipeline.stages.counting import SumCounts
 from pipeline.stages.dedup import DedupConfig, DeduplicateChunks
 from pipeline.stages.instances import CreateInstances
@@ -149,8 +149,9 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
     file to file, so memory follows the chunk and the bucket, not the corpus."""
     mark_driver()  # this process builds the graph: its gs:// problems are the driver's
     tmp = temp_area(cfg.out)
+    record = FileSystems.join(building_dir(cfg.out), RESUME_RECORD)
     read = p | "ReadDocuments" >> ReadChunks(
-        list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input
+        list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input, record
     )
     counted = [read]  # each stage's records, which carry its counts
     if cfg.dedup:
@@ -188,17 +189,11 @@ RESUME_RECORD = "build.json"
 def resume_record(cfg: BuildConfig) -> dict:
     """All that decides the shards' bytes: the config (seed included), every input file's path,
     size and modification time, and the given vocab's digest. A resume must match it."""
-    from pipeline.files.listing import listed
-
-    files = [
-        [spec.format, m.path, m.size_in_bytes, m.last_updated_in_seconds]
-        for spec in cfg.inputs
-        for *_, m in listed(spec)
-    ]
     vocab = None
     if cfg.vocab_path:
         vocab = hashlib.sha256(read_bytes(cfg.vocab_path)).hexdigest()
-    return {"config": cfg.shard_config(), "inputs": sorted(files), "vocab_sha256": vocab}
+    inputs = listing_rows(cfg.inputs)
+    return {"config": cfg.shard_config(), "inputs": inputs, "vocab_sha256": vocab}
 
 
 def resume_problem(old: dict | None, new: dict) -> str | None:
@@ -210,11 +205,7 @@ def resume_problem(old: dict | None, new: dict) -> str | None:
         what = ", ".join(f"{k} {old['config'].get(k)!r} -> {new['config'][k]!r}" for k in changed)
         return f"the config differs from the interrupted build's ({what})"
     if old["inputs"] != new["inputs"]:
-        before = {tuple(f[:2]): f for f in old["inputs"]}
-        after = {tuple(f[:2]): f for f in new["inputs"]}
-        differ = [
-            k[1] for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)
-        ]
+        differ = changed_files(old["inputs"], new["inputs"])
         return (
             f"the input differs from the interrupted build's: {len(differ)} file(s) added, "
             f"removed or changed, first {differ[0]}"

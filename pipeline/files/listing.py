@@ -12,6 +12,8 @@ kept, for the command's checks, its disk estimate, the progress total and the fi
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import posixpath
 import stat
@@ -257,6 +259,83 @@ def clash_line(first: tuple[str, str, int], second: tuple[str, str, int], rel: s
 def expand_pattern(spec: InputSpec) -> list[tuple[str, str, str]]:
     """(format, path, relative path) for every file the pattern names, sorted."""
     return [(fmt, path, rel) for fmt, path, rel, _ in listed(spec)]
+
+
+def listing_rows(specs) -> list[list]:
+    """[format, path, stored size, modification time] of every input file, sorted: what a
+    build's resume record keeps of its input, and what a worker's own listing must give again."""
+    return sorted(
+        [spec.format, m.path, m.size_in_bytes, m.last_updated_in_seconds]
+        for spec in specs
+        for *_, m in listed(spec)
+    )
+
+
+def listing_digest(specs) -> str:
+    """One sha256 over `listing_rows`: the command's listing, carried to its workers."""
+    return hashlib.sha256(json.dumps(listing_rows(specs)).encode()).hexdigest()
+
+
+_SHARED = [False]  # whether the graph now built runs in this process or in workers forked from it
+
+
+@contextlib.contextmanager
+def workers_share_listing(shared: bool):
+    """While a graph is built and run: whether its steps run in this process or in workers
+    forked from it, which read this process's listing (`one_listing`) as it is. Elsewhere (a
+    cluster's workers, a job service's) the first stage carries a digest of the listing, which
+    their own must equal (`check_listing`)."""
+    before, _SHARED[0] = _SHARED[0], shared
+    try:
+        yield
+    finally:
+        _SHARED[0] = before
+
+
+def listing_for_workers(specs) -> str | None:
+    """The digest (`listing_digest`) that workers check their own listing against; None where
+    they read this process's listing, and where this process made none (a graph built offline,
+    such as a job's for Dataflow): then there is nothing to check against."""
+    if _SHARED[0] or not listed_here(specs):
+        return None
+    return listing_digest(specs)
+
+
+def listed_here(specs) -> bool:
+    """Whether this process holds every pattern's listing from `one_listing`: the command's
+    own process, or a worker forked from it, which reads what the command listed."""
+    return _LISTINGS is not None and all(spec in _LISTINGS for spec in specs)
+
+
+def changed_files(before: list[list], after: list[list]) -> list[str]:
+    """The paths added, removed or changed between two `listing_rows`, sorted."""
+    old = {tuple(f[:2]): f for f in before}
+    new = {tuple(f[:2]): f for f in after}
+    return [key[1] for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+
+
+def check_listing(specs, digest: str, record: str | None = None) -> None:
+    """In a worker that listed the input itself (a cluster's, a job service's): ValueError
+    unless it found the files the command listed at its start (`digest`), so that no runner
+    reads a file added since, or leaves out one removed since without a word. `record`, a
+    build's resume record (its `inputs` are `listing_rows`), names the first file changed."""
+    rows = listing_rows(specs)
+    if hashlib.sha256(json.dumps(rows).encode()).hexdigest() == digest:
+        return
+    what = f"{len(rows)} input file(s) now"
+    try:
+        if record:
+            differ = changed_files(json.loads(fsio.read_bytes(record))["inputs"], rows)
+            what = f"{len(differ)} file(s) added, removed or changed, first {differ[0]}"
+    except (TypeError, OSError, ValueError, KeyError, IndexError):  # no record, or not one
+        pass
+    again = "run the command again once no input file is being added, removed or changed"
+    if record:
+        again = "restore the input as it was and run the same command with --resume, or " + again
+    raise ValueError(
+        f"the input changed after the command started ({what}): a worker's listing of it is "
+        f"not the command's; {again}"
+    )
 
 
 def input_files(specs) -> list[tuple[str, int]]:

@@ -213,6 +213,8 @@ class ForkedWorkerHandler(GrpcWorkerHandler):
 class LocalRunner(FnApiRunner):
     """Beam's FnApiRunner whose `multi_processing` workers are the pool's forked children."""
 
+    workers_forked_here = True  # `run.steps_run_here`
+
     def __init__(self, pool: ForkedWorkers, provision_info):
         super().__init__(provision_info=provision_info)
         self._pool_key = pool.key

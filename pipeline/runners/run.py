@@ -279,6 +279,16 @@ def forked_workers(options: PipelineOptions):
         raise
 
 
+def steps_run_here(p: beam.Pipeline) -> bool:
+    """Whether `p`'s steps run in this process (the local runner in memory) or in workers forked
+    from it (`local_workers.LocalRunner`), which hold what this process held at the fork."""
+    if getattr(p.runner, "workers_forked_here", False):
+        return True
+    runner = p.options.view_as(StandardOptions).runner or "DirectRunner"
+    in_memory = p.options.view_as(DirectOptions).direct_running_mode != "multi_processing"
+    return runner.lower() in LOCAL_RUNNERS and in_memory
+
+
 def dask_runner():
     """Beam's Dask runner with its defects worked around, or a one-line refusal when the
     `dask` extra is not installed."""

@@ -179,7 +179,7 @@ def run_build(args, beam_args: list[str]) -> int:
             options = pipeline_options(beam_args, args.runner, args.workers)
             watch = progress_line(cfg, args.progress_seconds)
             with out_trouble_said(cfg.out):
-                run_pipeline(lambda p: build(p, cfg), options, args.verbose, watch)
+                run_pipeline(beside_listing(lambda p: build(p, cfg)), options, args.verbose, watch)
     except OutputError as e:
         raise SystemExit(f"error: {e}") from None
     from pipeline.files.fsio import building_dir, exists, read_text
@@ -261,7 +261,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
     options = pipeline_options(beam_args, args.runner, args.workers)
     writes = ("vocab.txt", "tokenizer.json")
     with side_output(out, writes, args.overwrite), temporary_area(out, ".vocab-building") as tmp:
-        run_pipeline(lambda p: steps(p, tmp), options, args.verbose)
+        run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     return 0
 
@@ -287,9 +287,23 @@ def run_punkt(args, beam_args: list[str]) -> int:
         side_output(cfg.out, ("punkt.json",), args.overwrite),
         temporary_area(cfg.out, ".punkt-building") as tmp,
     ):
-        run_pipeline(lambda p: steps(p, tmp), options, args.verbose)
+        run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
     print(f"wrote {path}; use it with `bert-shards build --punkt {path}`")
     return 0
+
+
+def beside_listing(add_steps):
+    """`add_steps(p)` told whether the graph's steps run in this process or in workers forked
+    from it, which read the command's listing of the input as it is; other workers list it
+    again, and the first stage carries what they must find (`listing.listing_for_workers`)."""
+    from pipeline.files.listing import workers_share_listing
+    from pipeline.runners.run import steps_run_here
+
+    def add(p):
+        with workers_share_listing(steps_run_here(p)):
+            return add_steps(p)
+
+    return add
 
 
 @contextlib.contextmanager

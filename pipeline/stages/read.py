@@ -24,7 +24,15 @@ from pipeline.core.keys import stable_hash
 from pipeline.files import fsio
 from pipeline.files.chunks import Chunk, intact, write_documents
 from pipeline.files.fsio import read_marker, write_marker
-from pipeline.files.listing import InputSpec, expand_pattern, known_size
+from pipeline.files.listing import (
+    InputSpec,
+    check_listing,
+    expand_pattern,
+    known_size,
+    listed_here,
+    listing_for_workers,
+    one_listing,
+)
 from pipeline.sources.documents import BadInputError, Document, Tally
 from pipeline.sources.readers import read_input
 from pipeline.sources.wikipedia.pages import WikiPage
@@ -249,18 +257,25 @@ def read_sizes(item) -> tuple:
     return item, size if size is not None else fsio.listed_size(path)
 
 
-def plan_groups(specs, chunk_bytes: int) -> list[tuple]:
+def plan_groups(
+    specs, chunk_bytes: int, digest: str | None = None, record: str | None = None
+) -> list[tuple]:
     """Every input pattern listed, cut into read items, sized and packed (`pack_reads`), in one
     step: as one element per file through four steps of the runner, a corpus of many small
     files kept one worker busy alone before any file was read (what that cost:
     docs/benchmarks.md, raw formats, 2026-12-05). The groups do not depend on the order of
-    `specs`."""
-    sized = [
-        read_sizes(planned)
-        for spec in specs
-        for item in expand_pattern(spec)
-        for planned in plan_reads(item)
-    ]
+    `specs`. A worker that lists the input itself checks it against the command's listing
+    (`digest`; `check_listing`); one forked from the command reads the command's own."""
+    fresh = not listed_here(specs)
+    with one_listing():
+        if digest is not None and fresh:
+            check_listing(specs, digest, record)
+        sized = [
+            read_sizes(planned)
+            for spec in specs
+            for item in expand_pattern(spec)
+            for planned in plan_reads(item)
+        ]
     return pack_reads(sized, chunk_bytes)
 
 
@@ -288,17 +303,20 @@ class ReadChunks(Stage):
     tmp: str
     chunk_bytes: int
     skip_bad_input: bool = False
+    record: str | None = None  # a build's resume record, which names a file changed since
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.inputs = sorted(self.inputs, key=lambda s: (s.format, s.pattern))
+        self.digest = listing_for_workers(self.inputs)  # what workers that list must find
 
     def expand(self, pbegin):
         read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input)
+        plan = (self.chunk_bytes, self.digest, self.record)
         return (
             pbegin
             | "Inputs" >> beam.Create([tuple(self.inputs)])
-            | "PlanReads" >> beam.FlatMap(plan_groups, self.chunk_bytes)
+            | "PlanReads" >> beam.FlatMap(plan_groups, *plan)
             | "SpreadFiles" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(read)
         )

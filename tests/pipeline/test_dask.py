@@ -97,6 +97,24 @@ def test_shards_on_dask_equal_the_local_runners(sample_shards, cluster, tmp_path
     assert len(after) == 2 and all(after[w] > before[w] for w in after)  # both workers ran it
 
 
+def test_a_workers_listing_unlike_the_commands_stops_the_build_in_one_line(
+    cluster, tmp_path, monkeypatch
+):
+    """The cluster's workers list the input themselves before planning the reads; a listing
+    that differs from the one the command made (here the command's digest of it replaced, as
+    if a file had been removed in between) stops the build with the workers' line, instead of
+    reading other files than the command listed, and checked, and recorded for --resume."""
+    import pipeline.files.listing
+
+    monkeypatch.setattr(pipeline.files.listing, "listing_digest", lambda specs: "0" * 64)
+    args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", cluster]
+    with pytest.raises(SystemExit) as e:
+        build_shards(str(tmp_path / "out"), *args, "--progress-seconds", "0")
+    assert str(e.value).startswith("error: the input changed after the command started (")
+    assert "restore the input as it was and run the same command with --resume" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, tmp_path):
     """--dedup's counts, and Wikipedia's multistream path (its index read beside the dump, the
     dump read by span) on Dask's workers."""

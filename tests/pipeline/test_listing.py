@@ -11,7 +11,7 @@ import pytest
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.files import fsio, localglob
-from pipeline.files.listing import InputSpec, listed, one_listing
+from pipeline.files.listing import InputSpec, listed, listing_digest, listing_rows, one_listing
 
 NAMES = (
     "copy-000/a.txt",
@@ -196,6 +196,61 @@ def test_what_the_build_lists_while_it_runs_is_listed_afresh(tree, tmp_path):
         assert Snapshot(tmp, building, {}).bytes == 12
         open(os.path.join(tree, "copy-000", "late.txt"), "w").close()
         assert f"{tree}/copy-000/late.txt" in [m.path for m in fsio.files_under(tree)]
+
+
+def test_a_worker_that_lists_the_input_itself_reads_the_commands_files_or_says_why_not(tmp_path):
+    """A cluster's worker (not forked from the command) lists the input again before it plans
+    the reads: a file removed or changed since the command listed it stops the build in one
+    line, naming the first such file where a resume record is given; a worker forked from the
+    command plans from the command's own listing, as it is."""
+    import json
+
+    from pipeline.stages.read import plan_groups
+
+    books = tmp_path / "books"
+    books.mkdir()
+    for name in ("a", "b", "c"):
+        (books / f"{name}.txt").write_text(f"Book {name} has a line.\n")
+    specs = [InputSpec("books", str(books))]
+    record = tmp_path / "build.json"
+    record.write_text(json.dumps({"inputs": listing_rows(specs)}))
+    digest = listing_digest(specs)
+    assert len(plan_groups(specs, 1 << 20, digest, str(record))[0]) == 3  # as listed: read
+
+    with one_listing():  # the command's process, and the workers it forks
+        listed(specs[0])
+        os.remove(books / "b.txt")
+        assert len(plan_groups(specs, 1 << 20, digest, str(record))[0]) == 3  # its own listing
+    with pytest.raises(ValueError) as e:
+        plan_groups(specs, 1 << 20, digest, str(record))
+    assert str(e.value) == (
+        f"the input changed after the command started (1 file(s) added, removed or changed, "
+        f"first {books}/b.txt): a worker's listing of it is not the command's; restore the "
+        "input as it was and run the same command with --resume, or run the command again once "
+        "no input file is being added, removed or changed"
+    )
+    (books / "d.txt").write_text("Book d came late.\n")
+    with pytest.raises(ValueError, match=r"^the input changed .* \(3 input file\(s\) now\): .*"):
+        plan_groups(specs, 1 << 20, digest)  # no record (vocab, punkt): the count alone
+    with pytest.raises(ValueError, match=r"; run the command again once no input file"):
+        plan_groups(specs, 1 << 20, digest)
+
+
+def test_workers_get_a_digest_only_where_they_list_the_input_themselves(tmp_path):
+    """None for workers that run in the command's process or are forked from it (they read its
+    listing as it is), and for a graph built without the command's listing (a job made
+    offline); the command's digest for any other."""
+    from pipeline.files.listing import listing_for_workers, workers_share_listing
+
+    (tmp_path / "a.txt").write_text("A line.\n")
+    specs = [InputSpec("text", str(tmp_path))]
+    assert listing_for_workers(specs) is None  # no listing made: nothing to check against
+    with one_listing():
+        listed(specs[0])
+        assert listing_for_workers(specs) == listing_digest(specs)
+        with workers_share_listing(True):
+            assert listing_for_workers(specs) is None
+        assert listing_for_workers(specs) == listing_digest(specs)
 
 
 # A name holding glob characters or a comma, given as it is written: read as that path only
