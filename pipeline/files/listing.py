@@ -273,10 +273,14 @@ def listing_rows(specs) -> list[list]:
 
 def listing_digest(specs) -> str:
     """One sha256 over `listing_rows`: the command's listing, carried to its workers."""
-    return hashlib.sha256(json.dumps(listing_rows(specs)).encode()).hexdigest()
+    return rows_digest(listing_rows(specs))
 
 
-_SHARED = [False]  # whether the graph now built runs in this process or in workers forked from it
+def rows_digest(rows: list[list]) -> str:
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+_SHARED = False  # whether the graph now built runs in this process or in workers forked from it
 
 
 @contextlib.contextmanager
@@ -285,18 +289,19 @@ def workers_share_listing(shared: bool):
     forked from it, which read this process's listing (`one_listing`) as it is. Elsewhere (a
     cluster's workers, a job service's) the first stage carries a digest of the listing, which
     their own must equal (`check_listing`)."""
-    before, _SHARED[0] = _SHARED[0], shared
+    global _SHARED
+    before, _SHARED = _SHARED, shared
     try:
         yield
     finally:
-        _SHARED[0] = before
+        _SHARED = before
 
 
 def listing_for_workers(specs) -> str | None:
     """The digest (`listing_digest`) that workers check their own listing against; None where
     they read this process's listing, and where this process made none (a graph built offline,
     such as a job's for Dataflow): then there is nothing to check against."""
-    if _SHARED[0] or not listed_here(specs):
+    if _SHARED or not listed_here(specs):
         return None
     return listing_digest(specs)
 
@@ -320,7 +325,7 @@ def check_listing(specs, digest: str, record: str | None = None) -> None:
     reads a file added since, or leaves out one removed since without a word. `record`, a
     build's resume record (its `inputs` are `listing_rows`), names the first file changed."""
     rows = listing_rows(specs)
-    if hashlib.sha256(json.dumps(rows).encode()).hexdigest() == digest:
+    if rows_digest(rows) == digest:
         return
     what = f"{len(rows)} input file(s) now"
     try:
