@@ -5,6 +5,8 @@ what they read into model features is `model.finetune.features`.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import csv
 import json
 import math
@@ -103,6 +105,37 @@ def data_files(task: str, directory: str, names: list[tuple[str, ...]]) -> tuple
     return paths[0], paths[1]
 
 
+@contextlib.contextmanager
+def utf8_text(path: str, newline: str | None = None):
+    """`path` open as UTF-8 text, a byte-order mark first dropped (as Excel and Notepad save
+    one); text in another encoding refused, while it is read, in one line naming the file and
+    the line (`not_utf8`)."""
+    try:
+        with open(path, encoding="utf-8-sig", newline=newline) as f:
+            yield f
+    except UnicodeDecodeError:
+        raise ValueError(not_utf8(path)) from None
+
+
+def not_utf8(path: str) -> str:
+    """Why `path` is not UTF-8 text: its first line that does not decode, and the byte."""
+    advice = "fine-tuning reads UTF-8: convert it (iconv -f ITS-ENCODING -t UTF-8) and run again"
+    with open(path, "rb") as f:
+        if f.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+            return f"{path}: UTF-16 or UTF-32 text (it starts with their byte-order mark); {advice}"
+        f.seek(0)
+        for lineno, raw in enumerate(f, 1):
+            try:
+                raw.removeprefix(codecs.BOM_UTF8 if lineno == 1 else b"").decode("utf-8")
+            except UnicodeDecodeError as e:
+                at = e.start + (3 if lineno == 1 and raw.startswith(codecs.BOM_UTF8) else 0)
+                return (
+                    f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[at]:02x} at byte {at + 1} of "
+                    f"the line); {advice}"
+                )
+    return f"{path}: not UTF-8 text; {advice}"
+
+
 def read_tsv(
     path: str,
     columns: tuple[str, ...],
@@ -116,7 +149,7 @@ def read_tsv(
     file with no header row (CoLA's train and dev). With `labels`, the last column must be one
     of them exactly (`1.0`, ` 1` or `abc` are not `1`): anything else is refused naming the line;
     `labels=()` asks for a finite number instead (STS-B's score)."""
-    with open(path, encoding="utf-8", newline="") as f:
+    with utf8_text(path, newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = list(names) if names else next(reader, None)  # names: no header row
         if not header:
@@ -171,9 +204,12 @@ def read_glue_test(path: str, task: str) -> tuple[list[str], list[tuple[str, ...
 
 def read_conll(path: str) -> list[tuple[list[str], list[str]]]:
     """Sentences as (words, tags): one `word ... tag` line per token (the tag is the last
-    column), a blank line between sentences, `-DOCSTART-` lines ignored."""
+    column), a blank line between sentences, `-DOCSTART-` lines ignored. Every token line has
+    the columns of the first: a line that lost one would make another column its tag (a
+    chunk tag such as `I-NP` learned as an entity class), so it is refused, naming it."""
     sentences, words, tags = [], [], []
-    with open(path, encoding="utf-8") as f:
+    first = None  # (line number, columns) of the first token line
+    with utf8_text(path) as f:
         for lineno, line in enumerate(f, 1):
             parts = line.split()
             if not parts or parts[0] == "-DOCSTART-":
@@ -183,6 +219,13 @@ def read_conll(path: str) -> list[tuple[list[str], list[str]]]:
                 continue
             if len(parts) < 2:
                 raise ValueError(f"{path}:{lineno}: expected 'word ... tag', got {line.strip()!r}")
+            first = first or (lineno, len(parts))
+            if len(parts) != first[1]:
+                raise ValueError(
+                    f"{path}:{lineno}: {len(parts)} columns where line {first[0]} has "
+                    f"{first[1]}; every token line is 'word ... tag' with the same columns, so "
+                    f"the tag is the last: mend that line ({line.strip()!r})"
+                )
             words.append(parts[0])
             tags.append(parts[-1])
     if words:
@@ -212,7 +255,7 @@ def _squad_records(path: str) -> tuple[list, str]:
     """The file's JSON: the official nested layout (an object with `data`), a JSON list of flat
     records or JSON lines of them (as the `datasets` library exports SQuAD). Returns the
     articles or records and which layout ("nested" | "flat")."""
-    with open(path, encoding="utf-8") as f:
+    with utf8_text(path) as f:
         text = f.read()
     try:
         doc = json.loads(text)

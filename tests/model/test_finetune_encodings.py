@@ -1,0 +1,104 @@
+"""Fine-tuning's files as editors save them: a UTF-8 byte-order mark first is read past (GLUE
+TSV, CoNLL, SQuAD JSON alike); text in another encoding, or a CoNLL token line that lost a
+column, is refused in one line naming the file and the line."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+
+import numpy as np
+import pytest
+
+from model.cli import main
+from model.finetune.readers import read_conll, read_squad, read_tsv
+from tests.model.helpers import finetune_args, write_sst2
+
+TSV = "sentence\tlabel\na good film\t1\na café that bores\t0\n"
+CONLL = "-DOCSTART- -X- -X- O\n\nMara NNP B-NP B-PER\nVelden NNP I-NP I-PER\n\nin IN B-PP O\n"
+SQUAD = {
+    "version": "1.1",
+    "data": [
+        {
+            "title": "t",
+            "paragraphs": [
+                {
+                    "context": "john lives in paris .",
+                    "qas": [
+                        {
+                            "id": "a",
+                            "question": "where ?",
+                            "answers": [{"text": "paris", "answer_start": 14}],
+                        }
+                    ],
+                }
+            ],
+        }
+    ],
+}
+
+
+def read(kind: str, path: str):
+    if kind == "tsv":
+        return read_tsv(path, ("sentence", "label"), ("0", "1"))
+    return read_conll(path) if kind == "conll" else read_squad(path)
+
+
+TEXTS = {"tsv": TSV, "conll": CONLL, "squad": json.dumps(SQUAD, indent=1)}
+
+
+@pytest.mark.parametrize("kind", TEXTS)
+def test_a_byte_order_mark_first_reads_as_the_same_file(tmp_path, kind):
+    plain, marked = tmp_path / "plain", tmp_path / "marked"
+    plain.write_bytes(TEXTS[kind].encode())
+    marked.write_bytes(codecs.BOM_UTF8 + TEXTS[kind].encode())
+    assert read(kind, str(marked)) == read(kind, str(plain))
+
+
+@pytest.mark.parametrize("kind", TEXTS)
+@pytest.mark.parametrize("bom", [b"", codecs.BOM_UTF8], ids=["plain", "marked"])
+def test_latin1_text_is_refused_naming_the_file_the_line_and_the_byte(tmp_path, kind, bom):
+    lines = TEXTS[kind].encode().split(b"\n")
+    lines[2] = lines[2][:3] + "é".encode("latin-1") + lines[2][3:]
+    path = tmp_path / "latin1"
+    path.write_bytes(bom + b"\n".join(lines))
+    with pytest.raises(ValueError) as e:
+        read(kind, str(path))
+    said = str(e.value)
+    assert said.startswith(f"{path}:3: not UTF-8 text (byte 0xe9 at byte 4 of the line)")
+    assert "iconv" in said and "\n" not in said
+
+
+@pytest.mark.parametrize("kind", TEXTS)
+def test_utf16_text_is_refused_as_utf16(tmp_path, kind):
+    path = tmp_path / "utf16"
+    path.write_bytes(TEXTS[kind].encode("utf-16"))
+    with pytest.raises(ValueError, match=f"^{path}: UTF-16 or UTF-32 text"):
+        read(kind, str(path))
+
+
+def test_a_conll_line_that_lost_a_column_is_refused_not_learned_as_a_tag(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text(CONLL.replace("Velden NNP I-NP I-PER", "Velden NNP I-NP"))
+    with pytest.raises(ValueError) as e:
+        read_conll(str(path))
+    assert str(e.value).startswith(f"{path}:4: 3 columns where line 3 has 4;")
+    assert "'Velden NNP I-NP'" in str(e.value)
+    # two columns throughout (word, tag) are as good as four
+    path.write_text("Mara B-PER\nVelden I-PER\n\nin O\n")
+    assert read_conll(str(path)) == [(["Mara", "Velden"], ["B-PER", "I-PER"]), (["in"], ["O"])]
+
+
+def test_the_command_says_it_in_one_line(pretrained_run, tmp_path, capsys):
+    data = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(5))
+    path = os.path.join(data, "dev.tsv")
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    lines[4] = b"\xff" + lines[4]
+    with open(path, "wb") as f:
+        f.write(b"\n".join(lines))
+    assert main(finetune_args("sst2", data, pretrained_run, str(tmp_path / "r"))) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:5: not UTF-8 text (byte 0xff at byte 1 of the line)" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
