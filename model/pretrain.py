@@ -186,10 +186,11 @@ def _recipe(cfg: TrainConfig, data: PretrainingData) -> str:
 
 def _report_eval(cfg: TrainConfig, result: dict) -> None:
     atomic_write_text(os.path.join(cfg.run, EVAL), to_json(result))
+    hidden = {"held_out"} | ({"nsp_loss"} if result["nsp_acc"] is None else set())  # MLM only
     shown = " ".join(
         f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
         for k, v in result.items()
-        if k != "held_out" and v is not None
+        if k not in hidden and v is not None
     )
     print(f"held-out {shown}")
 

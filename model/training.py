@@ -65,10 +65,13 @@ def micro_batch_size(batch_size: int, world: int, accum: int) -> int:
     """Sequences per rank per micro-batch; refuses a batch that does not split evenly."""
     parts = world * accum
     if batch_size % parts:
+        below = batch_size // parts * parts  # the multiples either side, nearest the one asked
+        nearest = below if below and batch_size - below <= below + parts - batch_size else None
+        nearest = nearest or below + parts
         raise ValueError(
             f"--batch-size {batch_size} does not divide by the world size {world} x --accum "
             f"{accum} = {parts}; choose a multiple of {parts}, e.g. "
-            f"{flag_hint('--batch-size', str(parts))}"
+            f"{flag_hint('--batch-size', str(nearest))}"
         )
     return batch_size // parts
 

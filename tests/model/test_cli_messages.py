@@ -63,9 +63,13 @@ def test_refusals_that_name_a_flag_also_give_its_make_spelling(shards_dir, tmp_p
         "ARGS=--resume) to continue that run, or choose another --run DIR (make: RUN=DIR)"
     )
     assert main([*args, "--batch-size", "7", "--accum", "2"]) == 2
-    assert "choose a multiple of 2, e.g. --batch-size 2 (make: ARGS='--batch-size 2')" in (
+    assert "choose a multiple of 2, e.g. --batch-size 6 (make: ARGS='--batch-size 6')" in (
         capsys.readouterr().err
     )
+    # the multiple nearest the batch asked for, not the smallest: 32 over 7 micro-batches
+    for asked, accum, nearest in (("32", "7", "35"), ("30", "7", "28"), ("5", "7", "7")):
+        assert main([*args, "--batch-size", asked, "--accum", accum]) == 2
+        assert f"e.g. --batch-size {nearest} (make:" in capsys.readouterr().err
 
 
 def test_finetune_refuses_an_unknown_precision_in_one_line(tmp_path, capsys):

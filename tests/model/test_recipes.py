@@ -86,9 +86,11 @@ def test_mask_prob_implies_remask_and_is_checked():
         train_config(build_parser().parse_args(["pretrain", "--mask-prob", "0"]))
 
 
-def test_no_nsp_trains_masked_lm_only_and_exports_a_masked_lm(shards_dir, tmp_path):
+def test_no_nsp_trains_masked_lm_only_and_exports_a_masked_lm(shards_dir, tmp_path, capsys):
     run = str(tmp_path / "mlm")
     assert main(_args(shards_dir, run, "--no-nsp", "--mask-prob", "0.3", "--pack")) == 0
+    said = capsys.readouterr().out
+    assert "held-out loss" in said and "nsp" not in said.split("held-out")[-1]  # as each step's
     records = metrics(run)
     assert all(r["nsp_loss"] == 0 and r["nsp_acc"] is None for r in records)
     assert all(r["loss"] == r["mlm_loss"] for r in records)
