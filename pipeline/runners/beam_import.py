@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.abc
+import logging
 import sys
 
 from pipeline.runners.beam_internals import USED_ON_BEAMS_OBJECTS, require, resolve
@@ -14,21 +15,42 @@ from pipeline.runners.beam_internals import USED_ON_BEAMS_OBJECTS, require, reso
 # What `import apache_beam` brings that a local build does not use (what it costs:
 # docs/runners.md), left out of Beam's import by `import_beam`:
 # - BigQuery's sink, which `apache_beam/io/__init__.py` imports with Pub/Sub's and the
-#   cross-language connectors in one `try` that takes an ImportError as "not installed"
-#   (MongoDB's client is imported the same way, but Beam logs a warning when it is missing);
+#   cross-language connectors in one `try` that takes an ImportError as "not installed";
 # - the object stores' filesystems, each imported by `apache_beam/io/filesystems.py` in a `try`
 #   of its own; `FileSystems.get_filesystem` imports one when a path of its scheme reaches it
 #   (`filesystems_on_demand`), so gs:// works as before;
 # - Dataflow's API client, which the Dataflow runner's module binds as `dataflow_api` (None when
-#   it is missing); a build on a runner other than the local and Dask ones imports it and binds
-#   it before the runner is made (`load_deferred`), as Beam's own import would have.
+#   it is missing);
+# - apitools, the HTTP client of Google's older APIs (Dataflow's and BigQuery's), which Beam's
+#   retry module imports in a `try` of its own only to tell apitools' HttpError apart (None
+#   when it is missing); the local, Dask and portable runners and the GCS filesystem (on
+#   google-cloud-storage) raise none;
+# - MongoDB's client, whose `bson` `apache_beam/io/mongodbio.py` imports in a `try` that logs
+#   a warning when it is missing: that module's logger is off while Beam imports.
+# Before a runner other than the local and Dask ones is made, `load_deferred` imports the
+# filesystems and binds the client and HttpError where Beam's own import would have.
 SCHEME_FILESYSTEMS = {
     "gs": "apache_beam.io.gcp.gcsfilesystem",
     "s3": "apache_beam.io.aws.s3filesystem",
     "azfs": "apache_beam.io.azure.blobstoragefilesystem",
 }
 DATAFLOW_CLIENT = "google.cloud.dataflow"
-SKIPPED_ON_IMPORT = ("apache_beam.io.gcp.bigquery", *SCHEME_FILESYSTEMS.values(), DATAFLOW_CLIENT)
+APITOOLS = "apitools"
+MONGODB_CLIENT = "bson"
+SKIPPED_ON_IMPORT = (
+    "apache_beam.io.gcp.bigquery",
+    *SCHEME_FILESYSTEMS.values(),
+    DATAFLOW_CLIENT,
+    APITOOLS,
+    MONGODB_CLIENT,
+)
+QUIET_ON_IMPORT = "apache_beam.io.mongodbio"  # its logger, which would say bson is missing
+# What `load_deferred` binds: (the entry in `beam_internals`' table, the module it imports,
+# the name it takes from that module, or None for the module itself)
+DEFERRED_BINDINGS = (
+    ("dataflow_api", DATAFLOW_CLIENT, None),
+    ("http_error", "apitools.base.py.exceptions", "HttpError"),
+)
 
 
 class _SkippedOnImport(importlib.abc.MetaPathFinder):
@@ -53,11 +75,14 @@ def import_beam(module: str = "apache_beam") -> None:
     if module in sys.modules:
         return
     skipped = _SkippedOnImport()
+    quiet = logging.getLogger(QUIET_ON_IMPORT)
+    was_disabled, quiet.disabled = quiet.disabled, True
     sys.meta_path.insert(0, skipped)
     try:
         importlib.import_module(module)
     finally:
         sys.meta_path.remove(skipped)
+        quiet.disabled = was_disabled
     if module == "apache_beam":
         filesystems_on_demand()
 
@@ -100,14 +125,16 @@ def filesystems_on_demand() -> None:
 def load_deferred() -> None:
     """What `import_beam` left out that a runner other than the local and Dask ones may use:
     every object store's filesystem (Dataflow hands the names of the filesystems imported to its
-    workers) and Dataflow's API client, bound where Beam's import would have bound it. Call it
-    before such a runner is made; idempotent."""
+    workers), Dataflow's API client and apitools' HttpError, each bound where Beam's import
+    would have bound it. Call it before such a runner is made; idempotent."""
     for scheme in SCHEME_FILESYSTEMS:
         load_filesystem(scheme)
-    module, name = USED_ON_BEAMS_OBJECTS["dataflow_api"]
-    if resolve(module, name) is not None:  # bound by Beam's import, or here before
-        return
-    try:
-        setattr(sys.modules[module], name, importlib.import_module(DATAFLOW_CLIENT))
-    except ImportError:  # not installed: None, as Beam's own import leaves it
-        pass
+    for entry, module, attribute in DEFERRED_BINDINGS:
+        owner, name = USED_ON_BEAMS_OBJECTS[entry]
+        if resolve(owner, name) is not None:  # bound by Beam's import, or here before
+            continue
+        try:
+            found = importlib.import_module(module)
+        except ImportError:  # not installed: None, as Beam's own import leaves it
+            continue
+        setattr(sys.modules[owner], name, getattr(found, attribute) if attribute else found)

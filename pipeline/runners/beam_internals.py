@@ -115,6 +115,7 @@ USED_ON_BEAMS_OBJECTS: dict[str, tuple[str, str]] = {
     "get_filesystem": ("apache_beam.io.filesystems", "FileSystems.get_filesystem"),
     "get_scheme": ("apache_beam.io.filesystems", "FileSystems.get_scheme"),
     "dataflow_api": ("apache_beam.runners.dataflow.dataflow_runner", "dataflow_api"),
+    "http_error": ("apache_beam.utils.retry", "HttpError"),
 }
 
 

@@ -340,19 +340,24 @@ from tests.helpers import dataflow_dry_run
 transforms = dataflow_dry_run()[0].proto_pipeline.components.transforms.values()
 print(any(t.unique_name == "WriteShards" for t in transforms))
 print(dataflow_runner.dataflow_api is sys.modules["google.cloud.dataflow"])
+from apache_beam.utils import retry
+from apitools.base.py.exceptions import HttpError
+print(retry.HttpError is HttpError)
 from apache_beam.io.gcp.bigquery import WriteToBigQuery
 print(WriteToBigQuery.__name__)
 """
 
 
 def test_the_cli_imports_beam_without_what_no_command_uses():
-    """Beam's BigQuery and Pub/Sub connectors, the object stores' filesystems and Dataflow's
-    client are not imported, nor by a local graph; gs:// is Beam's GCS filesystem when a path
-    asks for it, a Dataflow job builds with the client bound where Beam binds it, and the
-    connectors import when asked for."""
+    """Beam's BigQuery and Pub/Sub connectors, the object stores' filesystems, Dataflow's
+    client, apitools and MongoDB's client are not imported, nor by a local graph, and nothing
+    is logged; gs:// is Beam's GCS filesystem when a path asks for it, a Dataflow job builds
+    with the client and apitools' HttpError bound where Beam binds them, and the connectors
+    import when asked for."""
     pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient")
     gcs = "apache_beam.io.gcp.gcsfilesystem"
-    assert run_python(SKIPPED).stdout.splitlines() == [
+    ran = run_python(SKIPPED)
+    assert ran.stdout.splitlines() == [
         "[]",
         "False",  # the finder is gone once Beam is imported
         "[]",  # a local graph ran without them
@@ -361,8 +366,10 @@ def test_the_cli_imports_beam_without_what_no_command_uses():
         "None",  # Dataflow's client is not bound ...
         "True",
         "True",  # ... until a Dataflow graph is made
+        "True",  # and apitools' HttpError with it, where Beam's retry module looks for it
         "WriteToBigQuery",
     ]
+    assert "bson" not in ran.stderr, ran.stderr  # Beam's "Could not find a compatible bson"
 
 
 def test_filesystems_on_demand_wraps_once_and_leaves_other_schemes_to_beam():
