@@ -194,6 +194,8 @@ def run_build(args, beam_args: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
+    from pipeline.shell.report import report
+
     manifest = Manifest.from_json(read_text(f"{cfg.out}/manifest.json"))
     report(manifest, cfg.out, time.time() - started)
     return 0
@@ -215,22 +217,6 @@ def progress_line(cfg, interval: float):
     return lambda stream: ProgressLine(
         temp_area(cfg.out), building, total, stream, interval, vocab_sample=sample
     )
-
-
-def report(manifest, out: str, seconds: float) -> None:
-    total = manifest.counts.get("total", {})
-    print(
-        f"wrote {len(manifest.shards)} shard(s), {manifest.rows} instances to {out} "
-        f"in {seconds:.1f}s"
-    )
-    print(json.dumps(total, indent=1, sort_keys=True))
-    asked = manifest.config.get("num_shards") or 0
-    if len(manifest.shards) < asked:
-        print(
-            f"note: {len(manifest.shards)} shard(s), not the {asked} asked for with --num-shards: "
-            f"{total.get('documents_used', 0)} documents fill at most one bucket per "
-            "20 document passes (fewer would pair documents only with themselves)"
-        )
 
 
 def run_vocab(args, beam_args: list[str]) -> int:
@@ -263,6 +249,12 @@ def run_vocab(args, beam_args: list[str]) -> int:
     with side_output(out, writes, args.overwrite), temporary_area(out, ".vocab-building") as tmp:
         run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
+    from pipeline.files.fsio import read_text
+    from pipeline.shell.report import vocab_note
+
+    note = vocab_note(len(read_text(f"{out}/vocab.txt").splitlines()), cfg.vocab.vocab_size)
+    if note:
+        print(note)
     return 0
 
 

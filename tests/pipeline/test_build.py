@@ -218,13 +218,30 @@ def test_nothing_usable_exits_nonzero_with_counts(tmp_path, capsys):
     assert "no instances were made" in capsys.readouterr().err
 
 
-def test_vocab_command_writes_the_same_vocab_as_build(sample_shards, tmp_path):
+def test_vocab_command_writes_the_same_vocab_as_build(sample_shards, tmp_path, capsys):
     from pipeline.shell.cli import main
 
     out = str(tmp_path / "vocab")
     assert main(["vocab", "--input", SAMPLE_INPUT, "--out", out, "--workers", "1"]) == 0
     assert open(f"{out}/vocab.txt").read() == open(f"{sample_shards}/vocab.txt").read()
     assert os.path.exists(f"{out}/tokenizer.json")
+    # the sample is too small for the default 30,000 pieces, and the command says so
+    pieces = len(open(f"{out}/vocab.txt").read().splitlines())
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"note: the vocab has {pieces:,} pieces, not the 30,000 asked for with --vocab-size: "
+        "the vocab sample ran out of pairs of pieces seen at least twice to merge (each merge "
+        "adds a piece); a larger corpus gives more"
+    )
+
+
+def test_a_vocab_of_another_size_than_asked_is_noted_with_why():
+    from pipeline.shell.report import vocab_note
+
+    assert vocab_note(30000, 30000) is None
+    assert vocab_note(2048, None) is None  # given with --vocab: nothing was asked
+    assert "97 pieces, not the 10 asked for" in vocab_note(97, 10)
+    assert "every character of the vocab sample" in vocab_note(97, 10)
+    assert "ran out of pairs" in vocab_note(2048, 30000)
 
 
 def test_a_rebuild_with_fewer_shards_leaves_no_stale_shard(copy_shards):

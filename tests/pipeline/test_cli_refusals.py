@@ -194,7 +194,9 @@ def test_num_shards_far_above_the_corpus_is_capped_and_said(tmp_path, capsys):
     s = ShardSet.open(out)
     used = s.manifest.counts["total"]["documents_used"]
     assert 1 <= len(s) <= max(1, used * 5 // 20)
-    assert "not the 1000 asked for with --num-shards" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "not the 1000 asked for with --num-shards" in said
+    assert f"note: the vocab has {s.manifest.vocab_size:,} pieces, not the 30,000 asked" in said
     random_next = sum(e.random_next for e in s.manifest.shards)
     assert random_next > 0.3 * s.manifest.rows
 
