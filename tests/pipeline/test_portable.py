@@ -245,3 +245,20 @@ def test_workers_without_credentials_are_named_in_the_line(portable, gcs_emulato
     )
     assert said and said[1] == socket.gethostname(), line
     assert "GOOGLE_APPLICATION_CREDENTIALS" in line and "\n" not in line
+
+
+def test_a_workers_listing_unlike_the_commands_stops_the_build_in_one_line(
+    portable, tmp_path, monkeypatch
+):
+    """The pool's workers list the input themselves before planning the reads, as a cluster's
+    do; a listing that differs from the command's (here its digest replaced, as if a file had
+    been removed in between) stops the build with the workers' line, through the job service."""
+    import pipeline.files.listing
+
+    monkeypatch.setattr(pipeline.files.listing, "listing_digest", lambda specs: "0" * 64)
+    with pytest.raises(SystemExit) as e:
+        build(SAMPLE_INPUT, str(tmp_path / "out"), [*portable, "--progress-seconds", "0"])
+    line = str(e.value.code)
+    assert line.startswith("error: the input changed after the command started ("), line
+    assert "restore the input as it was and run the same command with --resume" in line
+    assert "\n" not in line
