@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 
 from model.config import flag_hint
@@ -202,6 +203,10 @@ def read_glue_test(path: str, task: str) -> tuple[list[str], list[tuple[str, ...
     return [r[0] for r in rows], [r[1:] for r in rows]
 
 
+COLUMN_GAP = re.compile(r"[ \t]+")  # between a CoNLL line's columns
+ASCII_SPACE = " \t\r\n\v\f"
+
+
 def read_conll(path: str) -> list[tuple[list[str], list[str]]]:
     """Sentences as (words, tags): one `word ... tag` line per token (the tag is the last
     column), a blank line between sentences, `-DOCSTART-` lines ignored. Every token line has
@@ -211,7 +216,9 @@ def read_conll(path: str) -> list[tuple[list[str], list[str]]]:
     first = None  # (line number, columns) of the first token line
     with utf8_text(path) as f:
         for lineno, line in enumerate(f, 1):
-            parts = line.split()
+            # columns part at spaces and tabs alone: a word may hold other white space (a
+            # no-break space, as in "10\u00a0000"), which would otherwise split it into columns
+            parts = COLUMN_GAP.split(line.strip(ASCII_SPACE)) if line.strip() else []
             if not parts or parts[0] == "-DOCSTART-":
                 if words:
                     sentences.append((words, tags))

@@ -85,6 +85,12 @@ def test_a_conll_line_that_lost_a_column_is_refused_not_learned_as_a_tag(tmp_pat
         read_conll(str(path))
     assert str(e.value).startswith(f"{path}:4: 3 columns where line 3 has 4;")
     assert "'Velden NNP I-NP'" in str(e.value)
+    # a word holding white space other than a space or a tab is one word, not two columns
+    path.write_text("Mara NNP B-NP B-PER\n10\u00a0000 CD I-NP O\n\u00a0\nin IN B-PP O\n")
+    assert read_conll(str(path)) == [
+        (["Mara", "10\u00a0000"], ["B-PER", "O"]),
+        (["in"], ["O"]),  # and a line of such white space alone ends a sentence, as a blank one
+    ]
     # two columns throughout (word, tag) are as good as four
     path.write_text("Mara B-PER\nVelden I-PER\n\nin O\n")
     assert read_conll(str(path)) == [(["Mara", "Velden"], ["B-PER", "I-PER"]), (["in"], ["O"])]
