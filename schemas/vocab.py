@@ -94,7 +94,9 @@ class Vocab:
 
     @classmethod
     def from_text(cls, text: str) -> Vocab:
-        lines = text.split("\n")
+        """One piece per line; a UTF-8 byte-order mark first (as Notepad saves one) and CRLF
+        line ends are read past, as no piece holds them."""
+        lines = text.removeprefix("\ufeff").split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         return cls(tuple(line.rstrip("\r") for line in lines))
