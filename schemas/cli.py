@@ -339,6 +339,8 @@ def inspect_problem(args) -> str | None:
         ("--batch-size", args.batch_size, 1),
         ("--seed", args.seed, 0),  # numpy's generators take no negative seed
     ) or above(("--batch-size", args.batch_size, MAX_BATCH_SIZE))
+    if not problem and args.n == 0 and args.no_summary and not args.plot:
+        problem = "--n 0 with --no-summary shows nothing; give rows to show, or drop one of them"
     if problem or not args.plot:
         return problem
     from schemas.inspection import plot_path_problem

@@ -220,6 +220,7 @@ def test_bert_shards_says_its_own_name_in_one_line(synthetic_shards, capsys):
         (["inspect", "--shard", "-1"], "--shard must be >= 0 (got -1)"),
         (["inspect", "--row", "-1"], "--row must be >= 0 (got -1)"),
         (["inspect", "--seed", "-1"], "--seed must be >= 0 (got -1)"),
+        (["inspect", "--n", "0", "--no-summary"], "--n 0 with --no-summary shows nothing;"),
         (
             ["export", "DEST", "--format", "mds", "--mds-size-limit", "0"],
             "--mds-size-limit must be in [1, 4294967295] (got 0)",
