@@ -8,6 +8,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import csv
+import itertools
 import json
 import math
 import os
@@ -147,12 +148,17 @@ def read_tsv(
     """The named columns of a TSV with a header row, and how many malformed rows were skipped
     (GLUE's training files hold a few rows with stray tabs). With `whole` (why every row
     counts), a malformed row is refused instead, naming its line. `names` are the columns of a
-    file with no header row (CoLA's train and dev). With `labels`, the last column must be one
-    of them exactly (`1.0`, ` 1` or `abc` are not `1`): anything else is refused naming the line;
-    `labels=()` asks for a finite number instead (STS-B's score)."""
+    file with no header row (CoLA's train and dev), unless its first row names `columns` (as
+    the `datasets` library writes CoLA: sentence, label, idx), which is then its header. With
+    `labels`, the last column must be one of them exactly (`1.0`, ` 1` or `abc` are not `1`):
+    anything else is refused naming the line; `labels=()` asks for a finite number instead
+    (STS-B's score)."""
     with utf8_text(path, newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = list(names) if names else next(reader, None)  # names: no header row
+        header = next(reader, None)
+        first = []  # with `names`: the first row, a row of data unless it names the columns
+        if names and header is not None and not set(columns) <= set(header):
+            header, first = list(names), [header]
         if not header:
             raise ValueError(f"{path} is empty; expected a header row naming the columns")
         missing = [c for c in columns if c not in header]
@@ -163,7 +169,7 @@ def read_tsv(
             )
         index = [header.index(c) for c in columns]
         rows, skipped = [], 0
-        for row in reader:
+        for row in itertools.chain(first, reader):
             if len(row) != len(header):
                 if whole:
                     raise ValueError(

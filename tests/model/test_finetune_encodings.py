@@ -1,6 +1,7 @@
-"""Fine-tuning's files as editors save them: a UTF-8 byte-order mark first is read past (GLUE
-TSV, CoNLL, SQuAD JSON alike); text in another encoding, or a CoNLL token line that lost a
-column, is refused in one line naming the file and the line."""
+"""Fine-tuning's files as editors and tools save them: a UTF-8 byte-order mark first is read
+past (GLUE TSV, CoNLL, SQuAD JSON alike), and a header row in CoLA's headerless files is read
+as one; text in another encoding, or a CoNLL token line that lost a column, is refused in one
+line naming the file and the line."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from model.cli import main
-from model.finetune.readers import read_conll, read_squad, read_tsv
+from model.finetune.readers import GLUE_TASKS, read_conll, read_squad, read_tsv
 from tests.model.helpers import finetune_args, write_sst2
 
 TSV = "sentence\tlabel\na good film\t1\na café that bores\t0\n"
@@ -108,3 +109,23 @@ def test_the_command_says_it_in_one_line(pretrained_run, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{path}:5: not UTF-8 text (byte 0xff at byte 1 of the line)" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "",  # GLUE's own CoLA: no header row
+        "source\tlabel\tauthor_label\tsentence\n",  # its columns named in a first row
+        "sentence\tlabel\tidx\n",  # as the `datasets` library writes CoLA
+    ],
+    ids=["none", "glue-columns", "datasets-columns"],
+)
+def test_cola_reads_the_same_rows_with_a_header_row_or_without(tmp_path, header):
+    cola = GLUE_TASKS["cola"]
+    path = tmp_path / "train.tsv"
+    if header.startswith("sentence"):
+        path.write_text(header + "the boy ran .\t1\t0\nboy the ran .\t0\t1\n")
+    else:
+        path.write_text(header + "gj04\t1\t\tthe boy ran .\ngj04\t0\t*\tboy the ran .\n")
+    rows, skipped = read_tsv(str(path), ("sentence", "label"), cola.labels, cola.names)
+    assert (rows, skipped) == ([("the boy ran .", "1"), ("boy the ran .", "0")], 0)
