@@ -14,12 +14,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import sys
 
 from model.config import PRECISIONS, PRESETS, TrainConfig, flag_hint, training_defaults
-from model.folders import check_compile_folder, check_local_paths
+from model.folders import UNWRITABLE, check_compile_folder, check_local_paths, unwritable_line
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
 
@@ -390,30 +389,26 @@ def _run(args: argparse.Namespace) -> None:
 
 def interrupted_line(args: argparse.Namespace) -> str:
     """What an interrupted command says: how to go on (pre-training, from its checkpoint)."""
+    when, then = how_to_go_on(args)
+    return f"interrupted{when}; {then}"
+
+
+def how_to_go_on(args: argparse.Namespace) -> tuple[str, str]:
+    """(when it stopped, what to run) for a command stopped partway: pre-training goes on from
+    its last checkpoint, other commands run again."""
+    again = "run the same command again"
     if args.command != "pretrain":
-        return "interrupted; run the same command again"
+        return "", again
     try:
         checkpoint = os.path.join(train_config(args).run, "last.pt")
     except ValueError:
-        return "interrupted; run the same command again"
+        return "", again
     if not os.path.exists(checkpoint):
-        return "interrupted before the run's first checkpoint; run the same command again"
-    return (
-        f"interrupted; run the same command with {flag_hint('--resume')} to continue from "
-        f"{checkpoint}, written every --ckpt-every steps"
+        return " before the run's first checkpoint", again
+    return "", (
+        f"run the same command with {flag_hint('--resume')} to continue from {checkpoint}, "
+        "written every --ckpt-every steps"
     )
-
-
-UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
-
-
-def unwritable_line(e: OSError) -> str:
-    """What the filesystem refused, in one line: which path, why, and what to do."""
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"{e.filename}: {e.strerror}; free some space or choose another folder"
-    if e.errno == errno.EROFS:
-        return f"{e.filename}: {e.strerror}; choose another folder or remount it writable"
-    return f"{e.filename}: {e.strerror}; choose another folder or fix its rights"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -427,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # what os.access could not foresee: a read-only or full filesystem,
         if e.errno not in UNWRITABLE:  # a folder root may not write in (/sys, /proc)
             raise
-        print(f"bert-model {args.command}: error: {unwritable_line(e)}", file=sys.stderr)
+        said = unwritable_line(e, how_to_go_on(args)[1])
+        print(f"bert-model {args.command}: error: {said}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (`Interrupted`), or a Ctrl-C before
         if os.environ.get("RANK", "0") == "0":  # under torchrun every rank is told: one line

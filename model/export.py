@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import torch
 from safetensors.torch import save_file
@@ -147,9 +148,17 @@ def export(ckpt_path: str, out_dir: str, overwrite: bool = False) -> str:
         save_file(hf_state_dict(ckpt["model"], cfg), weights + ".tmp", metadata={"format": "pt"})
         os.chmod(weights + ".tmp", new_file_mode())  # safetensors writes 0600
         os.replace(weights + ".tmp", weights)
-    except BaseException:  # an interrupt too: "run the same command again" must then work
+    except BaseException as e:  # an interrupt too: "run the same command again" must then work
         if os.path.exists(weights + ".tmp"):
             os.unlink(weights + ".tmp")
+        refused = (
+            re.search(r"\(os error (\d+)\)", str(e))
+            if type(e).__name__ == "SafetensorError"
+            else None
+        )
+        if refused:  # safetensors' writer: the disk's refusal (full, read-only) as its OSError
+            code = int(refused.group(1))
+            raise OSError(code, os.strerror(code), weights) from None
         raise
     for name, text in tokenizer_files(vocab, lowercase, cfg.max_position).items():
         atomic_write_text(os.path.join(out_dir, name), text)

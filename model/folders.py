@@ -12,6 +12,7 @@ only local folders do, and a compile folder whose path torch cannot hand to g++.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from model.config import flag_hint
@@ -108,3 +109,18 @@ def check_compile_folder(values: dict) -> None:
                 f"{folder!r}, whose path holds a space; set {name} to a folder without one, or "
                 "leave out --compile"
             )
+
+
+UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+
+
+def unwritable_line(e: OSError, then: str = "") -> str:
+    """What the filesystem refused, in one line: which path, why, and what to do; a full disk
+    or quota with `then`, how to go on once there is space (`how_to_go_on`)."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        if then:
+            return f"{e.filename}: {e.strerror}; free some space there, then {then}"
+        return f"{e.filename}: {e.strerror}; free some space or choose another folder"
+    if e.errno == errno.EROFS:
+        return f"{e.filename}: {e.strerror}; choose another folder or remount it writable"
+    return f"{e.filename}: {e.strerror}; choose another folder or fix its rights"

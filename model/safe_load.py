@@ -33,9 +33,17 @@ class PickledCodeError(ValueError):
 def save_weights(path: str, state: dict) -> None:
     """`torch.save` published atomically (a temporary file beside `path`, fsync, rename), with
     Ctrl-C and SIGTERM held until it is written: raised inside `torch.save`, an interrupt
-    became its writer's own error (`RuntimeError: ... unexpected pos`), a traceback."""
+    became its writer's own error (`RuntimeError: ... unexpected pos`), a traceback. So does a
+    write the disk refuses (full, or failing): the `OSError` it met is raised instead, naming
+    `path` (the file object's own error names no file), for the command's one line."""
     with signals_held():
-        atomic_write(path, lambda f: torch.save(state, f))
+        try:
+            atomic_write(path, lambda f: torch.save(state, f))
+        except (OSError, RuntimeError) as e:
+            met = e if isinstance(e, OSError) else e.__context__
+            if not isinstance(met, OSError):
+                raise
+            raise OSError(met.errno, met.strerror, met.filename or path) from None
 
 
 def load_weights(path: str, map_location: str | torch.device | None = "cpu"):

@@ -15,6 +15,7 @@ OUT given as gs://BUCKET/PATH (`schemas.storage`, the `gcs` extra).
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import sys
@@ -198,6 +199,8 @@ def _export(args) -> int:
     except (ExportError, OSError, ValueError) as e:
         if args.verbose:
             raise
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return refused(args, full_disk_line(e, args))
         return refused(args, e)
     mb = summary.bytes / 1e6
     print(
@@ -206,6 +209,17 @@ def _export(args) -> int:
         f"{os.path.join(args.dest, 'export.json')}"
     )
     return 0
+
+
+def full_disk_line(e: OSError, args) -> str:
+    """An export that ran out of space: where, and how to go on once there is some (the files
+    it finished stay in DEST, which only --overwrite writes into)."""
+    from schemas import storage
+
+    wrote = not args.overwrite and not storage.is_remote(args.dest) and os.listdir(args.dest)
+    again = "with --overwrite, which replaces the files it wrote" if wrote else "again"
+    where = e.filename or args.dest
+    return f"{where}: {e.strerror}; free some space there, then run the same command {again}"
 
 
 def _validate(args) -> int:

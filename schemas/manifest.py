@@ -321,7 +321,8 @@ def atomic_write(path: str, write: Callable[[BinaryIO], object]) -> str:
     which is fsynced (and, when large, dropped from the page cache: `settle`) and renamed onto
     `path`; on any error it is removed. The file gets the mode a new file gets under the umask,
     not mkstemp's 0600, so a manifest, config or checkpoint stays readable by whoever shares the
-    directory. Returns `path`."""
+    directory. A write's `OSError` (a full disk), which names no file, is raised naming `path`.
+    Returns `path`."""
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=f"{os.path.basename(path)}.tmp-", dir=directory)
     try:
@@ -330,9 +331,11 @@ def atomic_write(path: str, write: Callable[[BinaryIO], object]) -> str:
             settle(f, sync_small=True)
             os.fchmod(f.fileno(), new_file_mode())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None and e.errno is not None:
+            raise OSError(e.errno, e.strerror, path) from None  # a write's error names no file
         raise
     return path
 

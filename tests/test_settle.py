@@ -93,6 +93,21 @@ def test_a_failed_write_publishes_nothing_and_leaves_its_temporary_file(tmp_path
     assert (tmp_path / "units-1.arrow.tmp").exists()  # a resumed build writes it again
 
 
+def test_a_write_the_disk_refuses_names_the_file_and_leaves_nothing(tmp_path):
+    """A file object's OSError (a full disk) names no file: `atomic_write` names `path`."""
+    import errno
+
+    path = tmp_path / "manifest.json"
+
+    def full(f):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(OSError) as e:
+        atomic_write(str(path), full)
+    assert (e.value.errno, e.value.filename) == (errno.ENOSPC, str(path))
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_filesystem_that_declines_the_advice_still_gets_the_file(tmp_path, monkeypatch):
     def declined(*args):
         raise OSError(22, "Invalid argument")

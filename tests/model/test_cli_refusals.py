@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
 from tokenizers import BertWordPieceTokenizer
 
-from model.cli import build_parser, main, train_config, unwritable_line
+from model.cli import build_parser, main, train_config
 from model.finetune.features import span_features
 from model.finetune.readers import SquadExample
+from model.folders import unwritable_line
 from model.run_dir import removed_unless_used
 from model.run_lock import LOCK_NAME, RunLock
-from tests.helpers import read_only_folder
+from tests.helpers import read_only_folder, tmpfs
 from tests.model.helpers import VOCAB, finetune_args, write_sst2
 
 
@@ -249,6 +252,56 @@ def test_pretrain_into_an_unwritable_folder_is_refused_before_work(
         "choose another --run DIR (make: RUN=DIR) or fix its rights"
     )
     assert os.listdir(locked) == []
+
+
+def test_a_disk_that_fills_while_pretraining_is_one_line_saying_how_to_go_on(
+    shards_dir, tmp_path, capsys
+):
+    """A checkpoint the disk cannot hold stopped pre-training with torch's own traceback
+    (`RuntimeError: ... unexpected pos`, the OSError it met as its context). Now one line names
+    the checkpoint and says how to go on: the same command before the first checkpoint, with
+    --resume from the last one after it; the last one is left whole."""
+    with tmpfs(tmp_path / "fs", "size=256k", "no other test fills a disk") as where:
+        run = f"{where}/run"
+        args = ["pretrain", "--shards", shards_dir, "--run", run, "--ckpt-every", "2"]
+        assert main([*args, "--steps", "2"]) == 1
+        assert _one_line(capsys) == (
+            f"bert-model pretrain: error: {run}/last.pt: No space left on device; free some "
+            "space there, then run the same command again"
+        )
+        assert not [n for n in os.listdir(run) if n.startswith("last.pt")]
+        subprocess.run(["mount", "-o", "remount,size=64m", where], check=True)
+        assert main([*args, "--steps", "2"]) == 0
+        size = os.path.getsize(f"{run}/last.pt")
+        used = shutil.disk_usage(where).used
+        subprocess.run(["mount", "-o", f"remount,size={used + size // 2}", where], check=True)
+        capsys.readouterr()
+        assert main([*args, "--steps", "4", "--resume"]) == 1
+        assert _one_line(capsys) == (
+            f"bert-model pretrain: error: {run}/last.pt: No space left on device; free some "
+            "space there, then run the same command with --resume (make: ARGS=--resume) to "
+            f"continue from {run}/last.pt, written every --ckpt-every steps"
+        )
+        assert os.path.getsize(f"{run}/last.pt") == size  # step 2's, whole
+        subprocess.run(["mount", "-o", "remount,size=64m", where], check=True)
+        assert main([*args, "--steps", "4", "--resume"]) == 0
+
+
+def test_an_export_that_fills_the_disk_is_one_line_naming_its_weights(
+    pretrained_run, tmp_path, capsys
+):
+    """safetensors' own error (`SafetensorError: ... (os error 28)`) was a traceback."""
+    with tmpfs(tmp_path / "fs", "size=64k", "no other export fills a disk") as where:
+        out = f"{where}/hf"
+        args = ["export", "--ckpt", os.path.join(pretrained_run, "last.pt"), "--out", out]
+        assert main(args) == 1
+        assert _one_line(capsys) == (
+            f"bert-model export: error: {out}/model.safetensors: No space left on device; free "
+            "some space there, then run the same command again"
+        )
+        assert os.listdir(out) == []
+        subprocess.run(["mount", "-o", "remount,size=64m", where], check=True)
+        assert main(args) == 0
 
 
 def test_pretrain_onto_a_read_only_filesystem_is_refused_saying_so(shards_dir, tmp_path, capsys):

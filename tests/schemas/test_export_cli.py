@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import sys
 import pytest
 
 from schemas.export.run import ExportError, ExportOptions, export
-from tests.helpers import read_only_folder
+from tests.helpers import read_only_folder, tmpfs
 
 FORMATS = ("hdf5", "tfrecord", "mds")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -175,6 +176,29 @@ def test_bert_schemas_and_bert_shards_export(synthetic_shards, tmp_path, capsys)
         err = capsys.readouterr().err
         assert err.startswith(f"bert-shards export: error: {said[flags[-1]]}")
         assert err.endswith("; see bert-shards export --help\n") and err.count("\n") == 1
+
+
+def test_an_export_that_fills_the_disk_is_one_line_saying_how_to_go_on(
+    sample_shards, tmp_path, capsys
+):
+    """The disk's refusal named with the file and what to run once there is space: the same
+    command, with --overwrite where finished files stay in DEST."""
+    from schemas.cli import main
+
+    with tmpfs(tmp_path / "fs", "size=150k", "no other export fills a disk") as where:
+        dest, grow = f"{where}/d", ["mount", "-o", "remount,size=64m", where]
+        args = ["export", sample_shards, dest, "--format", "tfrecord"]
+        assert main(args) == 1
+        err = capsys.readouterr().err  # the files finished, then the line
+        assert re.fullmatch(
+            rf"bert-schemas export: error: {re.escape(dest)}/training-0000[1-3]-of-00004\."
+            r"tfrecord: No space left on device; free some space there, then run the same "
+            r"command with --overwrite, which replaces the files it wrote",
+            err.splitlines()[-1],
+        ), err
+        assert "Traceback" not in err
+        subprocess.run(grow, check=True)
+        assert main([*args, "--overwrite"]) == 0
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
