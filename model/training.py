@@ -4,6 +4,7 @@ bf16 autocast and gradient accumulation, and the metrics records and progress li
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -327,16 +328,27 @@ class MetricsLog:
     run keeps what it logged). With no path (ranks other than 0) it writes nothing."""
 
     def __init__(self, path: str | None, mode: str = "a"):
+        self.path = path
         self.file = open(path, mode, encoding="utf-8") if path else None
 
     def write(self, record: dict) -> None:
         if self.file:
-            self.file.write(json.dumps(record) + "\n")
-            self.file.flush()
+            with self.named():
+                self.file.write(json.dumps(record) + "\n")
+                self.file.flush()
 
     def close(self) -> None:
         if self.file:
-            self.file.close()
+            with self.named():  # after a failed write, its buffer's flush fails the same way
+                self.file.close()
+
+    @contextlib.contextmanager
+    def named(self):
+        """A full disk's OSError, which the file object raises naming no file, naming it."""
+        try:
+            yield
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, e.filename or self.path) from None
 
 
 class Progress:

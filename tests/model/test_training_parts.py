@@ -46,3 +46,23 @@ def test_the_trainer_steps_the_model_it_is_given(compile):
     assert trainer.raw is built.raw and trainer.model is built.forward and trainer.ddp is None
     params = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
     assert params == {id(p) for p in built.raw.parameters()}
+
+
+def test_a_metrics_line_the_disk_refuses_names_the_file(tmp_path):
+    """A full disk met by the metrics' flush, and again by the close after it (which a run's
+    `finally` calls), names metrics.jsonl, for the command's one line (a file object's own
+    error names no file: the line said `None: No space left on device`)."""
+    import errno
+
+    from model.training import MetricsLog
+    from tests.helpers import tmpfs
+
+    with tmpfs(tmp_path / "fs", "size=8k", "the checkpoint's and export's tests fill a disk") as at:
+        log = MetricsLog(f"{at}/metrics.jsonl")
+        with pytest.raises(OSError) as e:
+            for step in range(1000):
+                log.write({"step": step, "figures": "x" * 100})
+        with pytest.raises(OSError) as closing:  # what the buffer holds fails the same way
+            log.close()
+    for error in (e.value, closing.value):
+        assert (error.errno, error.filename) == (errno.ENOSPC, f"{at}/metrics.jsonl")
