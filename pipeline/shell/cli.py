@@ -225,6 +225,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
     from pipeline.core.tokenize import tokenizer_json
     from pipeline.files.fsio import write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
+    from pipeline.shell.outdir import AGAIN, out_trouble_said
     from pipeline.stages.dedup import DeduplicateChunks
     from pipeline.stages.read import ReadChunks
     from pipeline.stages.split import SplitSentences
@@ -247,7 +248,8 @@ def run_vocab(args, beam_args: list[str]) -> int:
     options = pipeline_options(beam_args, args.runner, args.workers)
     writes = ("vocab.txt", "tokenizer.json")
     with side_output(out, writes, args.overwrite), temporary_area(out, ".vocab-building") as tmp:
-        run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
+        with out_trouble_said(out, "bert-shards vocab", AGAIN):
+            run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     from pipeline.files.fsio import read_text
     from pipeline.shell.report import vocab_note
@@ -263,6 +265,7 @@ def run_punkt(args, beam_args: list[str]) -> int:
 
     from pipeline.files.fsio import write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
+    from pipeline.shell.outdir import AGAIN, out_trouble_said
     from pipeline.stages.read import ReadChunks
     from pipeline.stages.vocab import TrainPunkt
 
@@ -278,6 +281,7 @@ def run_punkt(args, beam_args: list[str]) -> int:
     with (
         side_output(cfg.out, ("punkt.json",), args.overwrite),
         temporary_area(cfg.out, ".punkt-building") as tmp,
+        out_trouble_said(cfg.out, "bert-shards punkt", AGAIN),
     ):
         run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
     print(f"wrote {path}; use it with `bert-shards build --punkt {path}`")

@@ -373,21 +373,25 @@ def disk_figure(size: float) -> str:
 
 NO_SPACE = "No space left on device"
 READ_ONLY = "Read-only file system"
+# How a command stopped by its disk goes on once that is mended: a build from what it finished,
+# vocab and punkt (which keep no resume record) from the start.
+RESUME = "run the same command with --resume to continue from what is finished"
+AGAIN = "run the same command again"
 
 
 @contextlib.contextmanager
-def out_trouble_said(out: str):
-    """A build whose disk filled or turned read-only says so in one line naming the
-    filesystem, and that `--resume` continues once that is mended: what was finished stays in
-    OUT/shards/.building."""
+def out_trouble_said(out: str, what: str = "the build", then: str = RESUME):
+    """A command (`what`) whose disk filled or turned read-only says so in one line naming the
+    filesystem, and how to go on once that is mended (`then`): a build's `--resume` finds what
+    was finished in OUT/shards/.building."""
     try:
         yield
     except SystemExit as e:
         said = e.code if isinstance(e.code, str) else ""
         if NO_SPACE in said:
-            raise SystemExit(f"error: {disk_full_line(out, said)}") from None
+            raise SystemExit(f"error: {disk_full_line(out, said, what, then)}") from None
         if READ_ONLY in said:
-            raise SystemExit(f"error: {read_only_line(out, said)}") from None
+            raise SystemExit(f"error: {read_only_line(out, said, what, then)}") from None
         raise
 
 
@@ -406,31 +410,28 @@ def mount_of(path: str) -> str:
     return mount
 
 
-def disk_full_line(out: str, said: str = "") -> str:
+def disk_full_line(out: str, said: str = "", what: str = "the build", then: str = RESUME) -> str:
     path, holds = troubled(out, said, NO_SPACE)
     if not is_local(path):
         return (
-            f"the build ran out of space writing to {out} ({NO_SPACE}); free space there, then "
-            "run the same command with --resume to continue"
+            f"{what} ran out of space writing to {out} ({NO_SPACE}); free space there, then {then}"
         )
     free = shutil.disk_usage(storage.nearest_existing(path)).free
     return (
-        f"the build ran out of disk: the filesystem at {mount_of(path)}, which holds {holds}, "
-        f"has {disk_figure(free)} free ({NO_SPACE}); free space, then run the same command with "
-        "--resume to continue from what is finished"
+        f"{what} ran out of disk: the filesystem at {mount_of(path)}, which holds {holds}, "
+        f"has {disk_figure(free)} free ({NO_SPACE}); free space, then {then}"
     )
 
 
-def read_only_line(out: str, said: str) -> str:
-    """The filesystem that turned read-only during the build (the command checked it was
-    writable before it began). One the kernel remounted read-only after an error needs
-    checking before use."""
+def read_only_line(out: str, said: str, what: str = "the build", then: str = RESUME) -> str:
+    """The filesystem that turned read-only during the command (it checked it was writable
+    before it began). One the kernel remounted read-only after an error needs checking before
+    use."""
     path, holds = troubled(out, said, READ_ONLY)
     return (
-        f"the build could not write: the filesystem at {mount_of(path)}, which holds {holds}, "
+        f"{what} could not write: the filesystem at {mount_of(path)}, which holds {holds}, "
         f"is read-only ({READ_ONLY}); make it writable again (check it first if the system "
-        "turned it read-only after an error), then run the same command with --resume to "
-        "continue from what is finished"
+        f"turned it read-only after an error), then {then}"
     )
 
 

@@ -159,6 +159,24 @@ def test_disk_full_line(tmp_path):
     assert "which holds /proc/self/x, has " in elsewhere
 
 
+@pytest.mark.parametrize("command", ["vocab", "punkt"])
+def test_a_full_disk_stops_vocab_and_punkt_in_one_line_saying_to_run_again(tmp_path, command):
+    """They said `the build failed: RuntimeError: OSError: [Errno 28] ...` with no word of
+    what to do; they keep no resume record, so the line says to run them again."""
+    from pipeline.shell.cli import main
+
+    with tmpfs(tmp_path / "fs", "size=20k", "test_disk_full_line covers the line") as where:
+        out = f"{where}/out"
+        with pytest.raises(SystemExit) as caught:
+            main([command, "--input", SAMPLE_INPUT, "--out", out, "--workers", "1"])
+        assert caught.value.code == (
+            f"error: bert-shards {command} ran out of disk: the filesystem at {where}, which "
+            f"holds --out {out}, has 0 bytes free ({NO_SPACE}); free space, then run the same "
+            "command again"
+        )
+        assert os.listdir(out) == [".bert-shards.lock"]  # its temporary area removed
+
+
 def test_a_filesystem_that_turns_read_only_during_a_build_is_one_line(tmp_path, monkeypatch):
     """The build's writes fail with EROFS after its start (a filesystem the kernel remounted
     read-only after an error): the line names the filesystem and OUT, and that --resume goes
