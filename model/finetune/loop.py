@@ -32,7 +32,7 @@ from model.finetune.readers import GLUE_TASKS, check_task
 from model.finetune.spans import Spans
 from model.finetune.tag import Tag
 from model.finetune.task import Task
-from model.folders import FINETUNING_RUN, check_own_kind
+from model.folders import FINETUNING_RUN, check_own_kind, folder_kind
 from model.run_dir import check_output_dir
 from model.safe_load import load_weights, save_weights
 from model.training import (
@@ -161,6 +161,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
         raise ValueError(f"{cfg.data}: the training or dev set is empty")
     torch.manual_seed(cfg.seed)
     model = build_model(ckpt, task.num_labels, cfg.seed, task.pooled, task.head_dropout)
+    clear_earlier_run(cfg.run)
     os.makedirs(cfg.run, exist_ok=True)
     run = Finetuning(cfg, task, model.to(device), device, ckpt["vocab"]["special_ids"]["pad"])
     scores, best = _train(run)
@@ -177,6 +178,36 @@ def finetune(cfg: FinetuneConfig) -> dict:
             run.write(name, text)
             print(f"{cfg.task}: labelled {os.path.join(cfg.run, name)} for the GLUE server")
     return scores
+
+
+# Every file a fine-tuning run writes into --run, whatever its task: the ones of all kinds, the
+# dev predictions of each kind, and the files --predict writes for the GLUE server.
+RUN_FILES = (
+    "metrics.jsonl",
+    "results.json",
+    "best.json",
+    "model.pt",
+    "best.pt",
+    "dev_predictions.tsv",
+    "dev_predictions.txt",
+    "predictions.json",
+    "nbest_predictions.json",
+    *(f"dev_predictions_{suffix}.tsv" for t in GLUE_TASKS.values() for suffix, _ in t.extra_dev),
+    *(name for t in GLUE_TASKS.values() for _, name in t.test_files),
+)
+
+
+def clear_earlier_run(run: str) -> None:
+    """An earlier fine-tuning run's files in `run` removed before this one writes there, so that
+    the folder holds this run's alone: another task's dev predictions, or the GLUE server files
+    of an earlier model, would otherwise sit beside this run's results. Other files stay, and
+    a folder that holds no fine-tuning run (`folder_kind`) is left as it is."""
+    if (folder_kind(run) or ("",))[0] != FINETUNING_RUN:
+        return
+    for name in RUN_FILES:
+        path = os.path.join(run, name)
+        if os.path.isfile(path):
+            os.unlink(path)
 
 
 def _batches(run: Finetuning, steps: int):

@@ -311,3 +311,30 @@ def test_stsb_regresses_the_score_reports_pearson_spearman_and_test_scores(
 def read_tsv_rows(path: str) -> list[list[str]]:
     with open(path) as f:
         return [line.rstrip("\n").split("\t") for line in f]
+
+
+def test_a_run_into_an_earlier_runs_folder_leaves_none_of_its_files(pretrained_run, tmp_path):
+    """An SST-2 run (with --predict) and then an NER run into the same --run: the folder holds
+    the NER run's files alone, no stale dev_predictions.tsv or SST-2.tsv beside them; a file
+    of the user's there stays."""
+    sst2 = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(2))
+    shutil.copy(os.path.join(sst2, "dev.tsv"), os.path.join(sst2, "test.tsv"))
+    lines = open(os.path.join(sst2, "test.tsv")).read().splitlines()
+    with open(os.path.join(sst2, "test.tsv"), "w") as f:  # index, sentence: no labels
+        f.write("index\tsentence\n")
+        f.writelines(f"{i}\t{line.split(chr(9))[0]}\n" for i, line in enumerate(lines[1:]))
+    run = str(tmp_path / "run")
+    assert main(finetune_args("sst2", sst2, pretrained_run, run, "--epochs", "1", "--predict")) == 0
+    assert {"dev_predictions.tsv", "SST-2.tsv"} <= set(os.listdir(run))
+    open(os.path.join(run, "notes.txt"), "w").close()
+    conll = write_conll(str(tmp_path / "conll"), np.random.default_rng(3))
+    assert main(finetune_args("ner", conll, pretrained_run, run, "--epochs", "1")) == 0
+    assert sorted(os.listdir(run)) == [
+        "best.json",
+        "best.pt",
+        "dev_predictions.txt",
+        "metrics.jsonl",
+        "model.pt",
+        "notes.txt",
+        "results.json",
+    ]
