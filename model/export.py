@@ -18,6 +18,7 @@ import os
 import re
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import save_file
 from tokenizers import BertWordPieceTokenizer
 
@@ -152,9 +153,7 @@ def export(ckpt_path: str, out_dir: str, overwrite: bool = False) -> str:
         if os.path.exists(weights + ".tmp"):
             os.unlink(weights + ".tmp")
         refused = (
-            re.search(r"\(os error (\d+)\)", str(e))
-            if type(e).__name__ == "SafetensorError"
-            else None
+            re.search(r"\(os error (\d+)\)", str(e)) if isinstance(e, SafetensorError) else None
         )
         if refused:  # safetensors' writer: the disk's refusal (full, read-only) as its OSError
             code = int(refused.group(1))
