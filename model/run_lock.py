@@ -1,4 +1,4 @@
-"""One pre-training run at a time in a run directory.
+"""One pre-training or fine-tuning run at a time in a run directory.
 
 Two runs writing one `RUN` would both train, and the later writer would own `last.pt`, the
 metrics and the config without a word. `RunLock` holds an exclusive `flock` on `RUN/.run.lock`
@@ -18,18 +18,23 @@ from model.config import flag_hint
 from schemas import file_lock
 
 LOCK_NAME = ".run.lock"
+# Fine-tuning's own lock file: `.run.lock` tells a pre-training run's folder (`model.folders`).
+FINETUNE_LOCK_NAME = ".finetune.lock"
 
 
-def holder() -> str:
+def holder(command: str = "pretrain") -> str:
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
-    return f"pretrain pid {os.getpid()} on {platform.node()} (since {started})"
+    return f"{command} pid {os.getpid()} on {platform.node()} (since {started})"
 
 
 class RunLock:
-    """An exclusive lock on a run directory while a run trains into it."""
+    """An exclusive lock on a run directory while a run trains into it: pre-training's, or with
+    `command="finetune"` fine-tuning's (its own lock file)."""
 
-    def __init__(self, run: str, take: bool = True):
+    def __init__(self, run: str, take: bool = True, command: str = "pretrain", hint: str = ""):
         self.run, self.take = run, take  # take: False on ranks other than 0 (a no-op)
+        self.command, self.hint = command, hint or flag_hint("--run", "DIR")  # the refusal's
+        self.name = LOCK_NAME if command == "pretrain" else FINETUNE_LOCK_NAME
         self.fd: int | None = None
 
     def acquire(self) -> RunLock:
@@ -37,11 +42,11 @@ class RunLock:
             return self
         os.makedirs(self.run, exist_ok=True)
         try:
-            fd = file_lock.take(os.path.join(self.run, LOCK_NAME), holder())
+            fd = file_lock.take(os.path.join(self.run, self.name), holder(self.command))
         except file_lock.Held as held:
             raise ValueError(
                 f"{self.run}: {held.holder or 'another run'} is training into it now; wait for it "
-                f"to finish, or choose another {flag_hint('--run', 'DIR')}"
+                f"to finish, or choose another {self.hint}"
             ) from None
         self.fd = fd
         return self

@@ -34,6 +34,7 @@ from model.finetune.tag import Tag
 from model.finetune.task import Task
 from model.folders import FINETUNING_RUN, check_own_kind, folder_kind
 from model.run_dir import check_output_dir
+from model.run_lock import RunLock
 from model.safe_load import load_weights, save_weights
 from model.training import (
     MetricsLog,
@@ -161,9 +162,15 @@ def finetune(cfg: FinetuneConfig) -> dict:
         raise ValueError(f"{cfg.data}: the training or dev set is empty")
     torch.manual_seed(cfg.seed)
     model = build_model(ckpt, task.num_labels, cfg.seed, task.pooled, task.head_dropout)
-    clear_earlier_run(cfg.run)
-    os.makedirs(cfg.run, exist_ok=True)
-    run = Finetuning(cfg, task, model.to(device), device, ckpt["vocab"]["special_ids"]["pad"])
+    with RunLock(cfg.run, command="finetune", hint=RUN_HINT):  # a second run is refused
+        clear_earlier_run(cfg.run)
+        run = Finetuning(cfg, task, model.to(device), device, ckpt["vocab"]["special_ids"]["pad"])
+        return _run_and_write(run, model, truncated)
+
+
+def _run_and_write(run: Finetuning, model: TaskModel, truncated: int) -> dict:
+    """Train, then write the run's files (and --predict's, from the best checkpoint)."""
+    cfg, task = run.cfg, run.task
     scores, best = _train(run)
     run.save("model.pt")
     run.write("best.json", json.dumps(best, indent=2) + "\n")

@@ -330,6 +330,7 @@ def test_a_run_into_an_earlier_runs_folder_leaves_none_of_its_files(pretrained_r
     conll = write_conll(str(tmp_path / "conll"), np.random.default_rng(3))
     assert main(finetune_args("ner", conll, pretrained_run, run, "--epochs", "1")) == 0
     assert sorted(os.listdir(run)) == [
+        ".finetune.lock",  # the run's lock file, which stays (tests/model/test_run_lock.py)
         "best.json",
         "best.pt",
         "dev_predictions.txt",

@@ -112,3 +112,29 @@ def test_a_resume_on_another_shard_set_is_refused_unless_meant(
 
 def test_a_checkpoint_from_before_the_digest_is_not_checked(shards_dir):
     assert check_shard_set("old.pt", {"step": 3}, None, allow_other=False, main=True) is None
+
+
+def test_a_second_fine_tuning_into_one_run_folder_is_refused_naming_the_first(
+    pretrained_run, tmp_path, capsys
+):
+    """Two fine-tuning runs into one --run both trained, each replacing the other's files;
+    the second is now refused before it writes, naming the first. Fine-tuning's lock file is
+    its own (`.run.lock` tells a pre-training run's folder)."""
+    import numpy as np
+
+    from model.run_lock import FINETUNE_LOCK_NAME
+    from tests.model.helpers import finetune_args, write_sst2
+
+    data = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(4))
+    run = str(tmp_path / "run")
+    args = finetune_args("sst2", data, pretrained_run, run, "--epochs", "1")
+    with RunLock(run, command="finetune"):  # as a first run holds it
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"bert-model finetune: error: {run}: finetune pid {os.getpid()} on ")
+        assert err.endswith(
+            "is training into it now; wait for it to finish, or choose another --run DIR "
+            "(make: ARGS='--run DIR')\n"
+        )
+        assert os.listdir(run) == [FINETUNE_LOCK_NAME]
+    assert main(args) == 0  # once it is released
