@@ -171,10 +171,9 @@ def check_side_output(out: str, writes: tuple[str, ...], overwrite: bool) -> Non
         names, folders, written = gcs_entries(out)  # first: it says a missing bucket
     manifest = f"{out.rstrip('/')}/{MANIFEST_NAME}"
     if fsio.exists(manifest) and _our_manifest(manifest):
-        raise OutputError(
-            f"--out {out}: holds a shard set, whose vocab.txt and tokenizer.json belong to it; "
-            "choose another OUT"
-        )
+        mine = "vocab.txt" in writes  # else punkt.json, which no set holds
+        said = "whose vocab.txt and tokenizer.json belong to it" if mine else "a build's output"
+        raise OutputError(f"--out {out}: holds a shard set, {said}; choose another OUT")
     if overwrite or (is_local(out) and not os.path.isdir(out)):
         return
     if fsio.is_gcs(out):

@@ -207,7 +207,11 @@ def test_vocab_and_punkt_refuse_a_shard_set_a_file_and_an_out_in_use(
 ):
     out = copy_shards()
     before = file_digests(out)
-    assert "holds a shard set, whose vocab.txt and tokenizer.json belong to it" in (
+    said = {  # punkt writes punkt.json, not the set's vocab
+        "vocab": "whose vocab.txt and tokenizer.json belong to it",
+        "punkt": "a build's output",
+    }
+    assert f"holds a shard set, {said[command]}; choose another OUT" in (
         side_output_error(command, out)
     )
     assert file_digests(out) == before
