@@ -425,6 +425,15 @@ def main(argv: list[str] | None = None) -> int:
         said = unwritable_line(e, how_to_go_on(args)[1])
         print(f"bert-model {args.command}: error: {said}", file=sys.stderr)
         return 1
+    except RuntimeError as e:  # under torchrun: a collective that another rank's end broke
+        from model.training import peer_gone
+
+        if not peer_gone(e):
+            raise
+        rank = os.environ.get("RANK", "?")
+        said = f"rank {rank} stopped: another rank ended first (its line says why)"
+        print(f"bert-model {args.command}: {said}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (`Interrupted`), or a Ctrl-C before
         if os.environ.get("RANK", "0") == "0":  # under torchrun every rank is told: one line
             print(interrupted_line(args), file=sys.stderr)

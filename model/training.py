@@ -62,6 +62,21 @@ def init_distributed(device: str) -> Dist:
     return Dist(rank, world, dev)
 
 
+# What a collective says on one rank when another rank's process has ended (gloo's TCP pair,
+# NCCL's watchdog): that rank's own failure is the one to read.
+PEER_GONE = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "remote process exited",
+)
+
+
+def peer_gone(error: BaseException) -> bool:
+    """Whether `error`, raised on a rank of several, is a collective broken by another rank's
+    end (which says why in its own line), not a failure of this rank's."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and any(s in str(error) for s in PEER_GONE)
+
+
 def micro_batch_size(batch_size: int, world: int, accum: int) -> int:
     """Sequences per rank per micro-batch; refuses a batch that does not split evenly."""
     parts = world * accum

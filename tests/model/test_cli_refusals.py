@@ -442,3 +442,29 @@ def test_help_still_works(capsys, command):
         main([command, "--help"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: bert-model {command}")
+
+
+def test_a_rank_whose_collective_another_ranks_end_broke_says_one_line(monkeypatch, capsys):
+    """Under torchrun, rank 0 stopped by a full disk says why and ends; rank 1's collective
+    then failed (gloo: `Connection closed by peer`) with a traceback of its own. That rank now
+    says one line pointing at the other's. Tried by hand with torchrun, two ranks on gloo and a
+    small tmpfs; here with the error raised where the run would be."""
+    import model.cli
+
+    broken = RuntimeError(
+        "[../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:46783"
+    )
+
+    def run(args):
+        raise broken
+
+    monkeypatch.setattr(model.cli, "_run", run)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert main(["pretrain", "--steps", "1"]) == 1
+    assert _one_line(capsys) == (
+        "bert-model pretrain: rank 1 stopped: another rank ended first (its line says why)"
+    )
+    monkeypatch.setenv("WORLD_SIZE", "1")  # one process: the error is its own, as it is
+    with pytest.raises(RuntimeError, match="Connection closed by peer"):
+        main(["pretrain", "--steps", "1"])
