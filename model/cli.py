@@ -212,8 +212,9 @@ def _finetune_parser(sub) -> None:
     p.add_argument(
         "--run",
         default=None,
-        help="output directory (default: CKPTDIR/finetune-TASK; beside a Hugging Face "
-        "directory DIR: DIR-finetune-TASK)",
+        help="output directory; an earlier fine-tuning run's files there are replaced "
+        "(default: CKPTDIR/finetune-TASK; beside a Hugging Face directory DIR: "
+        "DIR-finetune-TASK)",
     )
     cfg = FinetuneConfig  # each default's one home: its field there
     _finetune_schedule_flags(p, cfg)

@@ -117,7 +117,8 @@ def add_text_args(ap: argparse.ArgumentParser) -> None:
         "--vocab-size",
         type=at_least(1),
         default=field_default("vocab_size"),
-        help="pieces in a trained vocab",
+        help="pieces asked of a trained vocab; a corpus too small for them gives fewer, "
+        "and the command says so",
     )
     ap.add_argument(
         "--vocab-sample-sentences",
