@@ -90,7 +90,14 @@ def check_task(task: str) -> None:
 
 def data_files(task: str, directory: str, names: list[tuple[str, ...]]) -> tuple[str, str]:
     """(train, dev) paths of a task directory: the first of each of the (train, dev) `names`
-    that exists, else a refusal naming them."""
+    that exists, else a refusal naming them (and a `--data` that is no folder, saying so)."""
+    if not os.path.isdir(directory):
+        what = "a file, not a folder" if os.path.exists(directory) else "no such folder"
+        wanted = " and ".join(options[0] for options in names)
+        raise FileNotFoundError(
+            f"--data {directory}: {what}; --task {task} reads the folder that holds {wanted}: "
+            f"give {flag_hint('--data', 'DIR')}"
+        )
     paths = []
     for options in names:
         found = [

@@ -169,7 +169,16 @@ def test_refusals_name_the_problem(pretrained_run, tmp_path, capsys):
     data = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(3))
     args = finetune_args("sst2", str(tmp_path / "missing"), pretrained_run, str(tmp_path / "r"))
     assert main(args) == 2
-    assert "no train.tsv" in capsys.readouterr().err
+    assert "missing: no such folder; --task sst2 reads the folder that holds train.tsv and " in (
+        capsys.readouterr().err
+    )
+    afile = os.path.join(data, "train.tsv")  # the file given for its folder
+    assert main(finetune_args("sst2", afile, pretrained_run, str(tmp_path / "r"))) == 2
+    assert f"--data {afile}: a file, not a folder;" in capsys.readouterr().err
+    os.unlink(os.path.join(data, "dev.tsv"))  # a folder without the dev file: named
+    assert main(finetune_args("sst2", data, pretrained_run, str(tmp_path / "r"))) == 2
+    assert "no dev.tsv" in capsys.readouterr().err
+    write_sst2(data, np.random.default_rng(3))  # the same files again, for what follows
     assert main(finetune_args("imdb", data, pretrained_run, str(tmp_path / "r"))) == 2
     assert "unknown task 'imdb'" in capsys.readouterr().err
     # A vocab beside the checkpoint that is not the one it was trained with.
