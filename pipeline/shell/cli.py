@@ -32,6 +32,7 @@ from pipeline.shell.arguments import (
     flag_said,
 )
 from pipeline.shell.configs import build_config, path_problem, punkt_config, vocab_config
+from pipeline.shell.report import report, vocab_note
 from schemas.cli import COMMANDS as SCHEMAS_COMMANDS  # forwarded to `bert-schemas`
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
@@ -194,8 +195,6 @@ def run_build(args, beam_args: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
-    from pipeline.shell.report import report
-
     manifest = Manifest.from_json(read_text(f"{cfg.out}/manifest.json"))
     report(manifest, cfg.out, time.time() - started)
     return 0
@@ -252,7 +251,6 @@ def run_vocab(args, beam_args: list[str]) -> int:
             run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     from pipeline.files.fsio import read_text
-    from pipeline.shell.report import vocab_note
 
     note = vocab_note(len(read_text(f"{out}/vocab.txt").splitlines()), cfg.vocab.vocab_size)
     if note:

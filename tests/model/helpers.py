@@ -317,3 +317,10 @@ def cli_env(tmp=None) -> dict:
     if tmp is not None:
         env["TMPDIR"] = str(tmp)
     return env
+
+
+def one_line_error(capsys) -> str:
+    """What a command said on stderr, checked to be one line: no traceback, no usage block."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err.strip()

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -19,14 +17,9 @@ from model.finetune.readers import SquadExample
 from model.folders import unwritable_line
 from model.run_dir import removed_unless_used
 from model.run_lock import LOCK_NAME, RunLock
-from tests.helpers import read_only_folder, tmpfs
+from tests.helpers import read_only_folder
 from tests.model.helpers import VOCAB, finetune_args, write_sst2
-
-
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1, err  # one line: no traceback, no usage block
-    return err.strip()
+from tests.model.helpers import one_line_error as _one_line
 
 
 @pytest.mark.parametrize(
@@ -254,56 +247,6 @@ def test_pretrain_into_an_unwritable_folder_is_refused_before_work(
     assert os.listdir(locked) == []
 
 
-def test_a_disk_that_fills_while_pretraining_is_one_line_saying_how_to_go_on(
-    shards_dir, tmp_path, capsys
-):
-    """A checkpoint the disk cannot hold stopped pre-training with torch's own traceback
-    (`RuntimeError: ... unexpected pos`, the OSError it met as its context). Now one line names
-    the checkpoint and says how to go on: the same command before the first checkpoint, with
-    --resume from the last one after it; the last one is left whole."""
-    with tmpfs(tmp_path / "fs", "size=256k", "no other test fills a disk") as where:
-        run = f"{where}/run"
-        args = ["pretrain", "--shards", shards_dir, "--run", run, "--ckpt-every", "2"]
-        assert main([*args, "--steps", "2"]) == 1
-        assert _one_line(capsys) == (
-            f"bert-model pretrain: error: {run}/last.pt: No space left on device; free some "
-            "space there, then run the same command again"
-        )
-        assert not [n for n in os.listdir(run) if n.startswith("last.pt")]
-        subprocess.run(["mount", "-o", "remount,size=64m", where], check=True)
-        assert main([*args, "--steps", "2"]) == 0
-        size = os.path.getsize(f"{run}/last.pt")
-        used = shutil.disk_usage(where).used
-        subprocess.run(["mount", "-o", f"remount,size={used + size // 2}", where], check=True)
-        capsys.readouterr()
-        assert main([*args, "--steps", "4", "--resume"]) == 1
-        assert _one_line(capsys) == (
-            f"bert-model pretrain: error: {run}/last.pt: No space left on device; free some "
-            "space there, then run the same command with --resume (make: ARGS=--resume) to "
-            f"continue from {run}/last.pt, written every --ckpt-every steps"
-        )
-        assert os.path.getsize(f"{run}/last.pt") == size  # step 2's, whole
-        subprocess.run(["mount", "-o", "remount,size=64m", where], check=True)
-        assert main([*args, "--steps", "4", "--resume"]) == 0
-
-
-def test_an_export_that_fills_the_disk_is_one_line_naming_its_weights(
-    pretrained_run, tmp_path, capsys
-):
-    """safetensors' own error (`SafetensorError: ... (os error 28)`) was a traceback."""
-    with tmpfs(tmp_path / "fs", "size=64k", "no other export fills a disk") as where:
-        out = f"{where}/hf"
-        args = ["export", "--ckpt", os.path.join(pretrained_run, "last.pt"), "--out", out]
-        assert main(args) == 1
-        assert _one_line(capsys) == (
-            f"bert-model export: error: {out}/model.safetensors: No space left on device; free "
-            "some space there, then run the same command again"
-        )
-        assert os.listdir(out) == []
-        subprocess.run(["mount", "-o", "remount,size=64m", where], check=True)
-        assert main(args) == 0
-
-
 def test_pretrain_onto_a_read_only_filesystem_is_refused_saying_so(shards_dir, tmp_path, capsys):
     with read_only_folder(tmp_path / "ro") as ro:
         run = f"{ro}/run"
@@ -442,29 +385,3 @@ def test_help_still_works(capsys, command):
         main([command, "--help"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: bert-model {command}")
-
-
-def test_a_rank_whose_collective_another_ranks_end_broke_says_one_line(monkeypatch, capsys):
-    """Under torchrun, rank 0 stopped by a full disk says why and ends; rank 1's collective
-    then failed (gloo: `Connection closed by peer`) with a traceback of its own. That rank now
-    says one line pointing at the other's. Tried by hand with torchrun, two ranks on gloo and a
-    small tmpfs; here with the error raised where the run would be."""
-    import model.cli
-
-    broken = RuntimeError(
-        "[../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:46783"
-    )
-
-    def run(args):
-        raise broken
-
-    monkeypatch.setattr(model.cli, "_run", run)
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("RANK", "1")
-    assert main(["pretrain", "--steps", "1"]) == 1
-    assert _one_line(capsys) == (
-        "bert-model pretrain: rank 1 stopped: another rank ended first (its line says why)"
-    )
-    monkeypatch.setenv("WORLD_SIZE", "1")  # one process: the error is its own, as it is
-    with pytest.raises(RuntimeError, match="Connection closed by peer"):
-        main(["pretrain", "--steps", "1"])
