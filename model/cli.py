@@ -9,6 +9,7 @@ Examples::
     bert-model finetune --task sst2 --data glue/SST-2 --ckpt runs/tiny-sample/last.pt
     bert-model finetune --task sst2 --data glue/SST-2 --ckpt export/tiny --predict
     bert-model export --ckpt runs/tiny-sample/last.pt --out export/tiny
+    bert-model export --ckpt runs/tiny-sample/finetune-sst2/best.pt --out export/tiny-sst2
 """
 
 from __future__ import annotations
@@ -279,14 +280,11 @@ def _finetune_step_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _export_parser(sub) -> None:
-    p = sub.add_parser("export", help="write a Hugging Face BertForPreTraining directory")
-    p.add_argument("--ckpt", required=True, help="pre-training checkpoint (RUN/last.pt)")
-    p.add_argument(
-        "--out",
-        required=True,
-        help="output directory: new, empty, or an earlier export (its files are replaced); "
-        "never a shard set or a run folder",
-    )
+    p = sub.add_parser("export", help="write a Hugging Face directory of a BERT trained here")
+    ckpt = "pre-training checkpoint (RUN/last.pt), or a fine-tuning run's best.pt or model.pt"
+    p.add_argument("--ckpt", required=True, help=ckpt + " (exported as its task's class)")
+    out = "output directory: new, empty, or an earlier export (its files are replaced); never "
+    p.add_argument("--out", required=True, help=out + "a shard set or a run folder")
     p.add_argument(
         "--overwrite",
         action="store_true",

@@ -9,6 +9,13 @@ checkpoint's vocab.txt: vocab.txt, tokenizer.json (all that transformers 5 reads
 there), tokenizer_config.json and special_tokens_map.json. An --out that holds other files is
 refused (unless --overwrite), and so is one that holds a shard set or a run. Needs torch,
 safetensors and tokenizers, not transformers.
+
+A fine-tuning run's best.pt or model.pt is exported as the transformers class of its task,
+which `AutoModelForSequenceClassification` (every GLUE task; STS-B as a regression),
+`AutoModelForTokenClassification` (ner) or `AutoModelForQuestionAnswering` (squad) loads with
+the same outputs: the encoder as above (with the pooler only where the head reads it), the
+head under that class's name, and the task's labels as `id2label`. Its tokenizer is the vocab
+the fine-tuning checkpoint recorded.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 
 import torch
 from safetensors import SafetensorError
@@ -23,16 +31,24 @@ from safetensors.torch import save_file
 from tokenizers import BertWordPieceTokenizer
 
 from model.config import BertConfig, flag_hint
-from model.folders import MODEL_DIRECTORY, check_own_kind, folder_kind, run_folder_line
-from model.run_dir import check_output_dir, checked_vocab, load_checkpoint
+from model.folders import (
+    FINETUNING_RUN,
+    MODEL_DIRECTORY,
+    check_own_kind,
+    folder_kind,
+    run_folder_line,
+)
+from model.run_dir import check_output_dir, checked_vocab, is_finetuned, load_checkpoint
 from schemas.manifest import atomic_write_text, new_file_mode
 from schemas.vocab import Vocab, bert_normalizer, tokenizer_config_files
 
 
-def hf_config(cfg: BertConfig) -> dict:
-    """The `transformers.BertConfig` fields for this model."""
+def hf_config(cfg: BertConfig, architecture: str = "") -> dict:
+    """The `transformers.BertConfig` fields for this model, as `architecture` (by default the
+    pre-training class its heads make)."""
+    pretraining = "BertForPreTraining" if cfg.next_sentence else "BertForMaskedLM"
     return {
-        "architectures": ["BertForPreTraining" if cfg.next_sentence else "BertForMaskedLM"],
+        "architectures": [architecture or pretraining],
         "model_type": "bert",
         "vocab_size": cfg.vocab_size,
         "hidden_size": cfg.hidden_size,
@@ -96,19 +112,115 @@ def _layer(state: dict, i: int) -> dict[str, torch.Tensor]:
     return out
 
 
+def _encoder(state: dict, cfg: BertConfig, pooler: bool) -> dict[str, torch.Tensor]:
+    """The encoder's parameters under transformers' names (`bert.`), the fused QKV split in
+    three; the pooler only if `pooler`."""
+    skip = ("mlm.", "nsp.") if pooler else ("mlm.", "nsp.", "bert.pooler.")
+    out = {theirs: state[ours] for ours, theirs in HF_NAMES.items() if not ours.startswith(skip)}
+    for i in range(cfg.num_layers):
+        out.update(_layer(state, i))
+    return out
+
+
+def _detached(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone().contiguous() for k, v in tensors.items()}
+
+
 def hf_state_dict(state: dict[str, torch.Tensor], cfg: BertConfig) -> dict[str, torch.Tensor]:
     """Our parameter names -> `BertForPreTraining`'s; the fused QKV split in three, the tied
     decoder written out (as the embedding matrix) so that any loader finds it. Masked-LM only:
     without the pooler and the next-sentence head."""
-    names = HF_NAMES
-    if not cfg.next_sentence:
-        names = {k: v for k, v in HF_NAMES.items() if not k.startswith(("nsp.", "bert.pooler."))}
-    out = {theirs: state[ours] for ours, theirs in names.items()}
-    for i in range(cfg.num_layers):
-        out.update(_layer(state, i))
+    out = _encoder(state, cfg, pooler=cfg.next_sentence)
+    heads = ("mlm.", "nsp.") if cfg.next_sentence else ("mlm.",)
+    out.update({theirs: state[ours] for ours, theirs in HF_NAMES.items() if ours.startswith(heads)})
     out["cls.predictions.decoder.weight"] = state["bert.embeddings.word.weight"]
     out["cls.predictions.decoder.bias"] = state["mlm.bias"]
-    return {k: v.detach().clone().contiguous() for k, v in out.items()}
+    return _detached(out)
+
+
+# A fine-tuned model by its --task: the transformers class that holds its head, that class's
+# name for the head's linear layer, and whether the head reads the pooled [CLS] (and so the
+# pooler is exported; transformers' token and span classes have none). GLUE's tasks are the
+# rest (`GLUE_CLASS`).
+TASK_CLASSES = {
+    "ner": ("BertForTokenClassification", "classifier", False),
+    "squad": ("BertForQuestionAnswering", "qa_outputs", False),
+}
+GLUE_CLASS = ("BertForSequenceClassification", "classifier", True)
+REGRESSION_TASKS = ("stsb",)  # one score per pair, trained by mean squared error
+
+
+def task_state_dict(ckpt: dict, cfg: BertConfig) -> dict[str, torch.Tensor]:
+    """A fine-tuning checkpoint's weights under the names of its task's transformers class."""
+    _, head, pooled = TASK_CLASSES.get(ckpt["config"]["task"], GLUE_CLASS)
+    out = _encoder(ckpt["model"], cfg, pooler=pooled)
+    out[f"{head}.weight"] = ckpt["model"]["head.weight"]
+    out[f"{head}.bias"] = ckpt["model"]["head.bias"]
+    return _detached(out)
+
+
+def task_config(ckpt: dict, cfg: BertConfig) -> dict:
+    """The config.json of a fine-tuned model: its task's class, and the head's outputs named
+    (`id2label`: the task's labels, as its files write them; `LABEL_i` where the outputs are
+    no classes, STS-B's score and SQuAD's start and end)."""
+    task, labels = ckpt["config"]["task"], list(ckpt["labels"])
+    architecture = TASK_CLASSES.get(task, GLUE_CLASS)[0]
+    outputs = ckpt["model"]["head.weight"].shape[0]
+    if len(labels) != outputs:
+        labels = [f"LABEL_{i}" for i in range(outputs)]
+    config = hf_config(cfg, architecture)
+    config["finetuning_task"] = task
+    config["id2label"] = {str(i): name for i, name in enumerate(labels)}
+    config["label2id"] = {name: i for i, name in enumerate(labels)}
+    if task not in TASK_CLASSES:
+        config["classifier_dropout"] = None  # as fine-tuning: the encoder's dropout
+        regression = task in REGRESSION_TASKS
+        config["problem_type"] = "regression" if regression else "single_label_classification"
+    return config
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What an export writes: the weights and config.json, and the tokenizer's vocab, casing
+    and longest input."""
+
+    weights: dict[str, torch.Tensor]
+    config: dict
+    vocab: Vocab
+    lowercase: bool
+    max_length: int
+
+
+def exported(ckpt_path: str) -> Exported:
+    """A pre-training or fine-tuning checkpoint, read and mapped for export."""
+    ckpt = load_checkpoint(ckpt_path, finetuned=True)
+    if is_finetuned(ckpt):
+        return _finetuned(ckpt_path, ckpt)
+    cfg = BertConfig(**ckpt["model_config"])
+    vocab = checked_vocab(ckpt_path, ckpt, os.path.join(os.path.dirname(ckpt_path), "vocab.txt"))
+    lowercase = bool(ckpt["shard_config"].get("lowercase", True))
+    return Exported(
+        hf_state_dict(ckpt["model"], cfg), hf_config(cfg), vocab, lowercase, cfg.max_position
+    )
+
+
+def _finetuned(path: str, ckpt: dict) -> Exported:
+    encoder = ckpt.get("encoder")
+    if not isinstance(encoder, dict):  # fine-tuned by a version that did not record it
+        raise ValueError(
+            f"{path}: a fine-tuning checkpoint (--task {ckpt['config']['task']}) without the "
+            "record of its encoder's shape and vocab that an export needs; fine-tune again and "
+            "export the new run's best.pt"
+        )
+    cfg = BertConfig(**encoder["model_config"])
+    vocab = Vocab(tuple(encoder["vocab"]))
+    return Exported(
+        task_state_dict(ckpt, cfg),
+        task_config(ckpt, cfg),
+        vocab,
+        bool(encoder["lowercase"]),
+        cfg.max_position,
+    )
 
 
 # Every file an export writes: the model, and each tokenizer file a loader reads (a stale one
@@ -136,17 +248,14 @@ def export(ckpt_path: str, out_dir: str, overwrite: bool = False) -> str:
     check_ckpt(ckpt_path)
     check_output_dir(out_dir, "--out")
     check_out(out_dir, ckpt_path, overwrite)
-    ckpt = load_checkpoint(ckpt_path)
-    cfg = BertConfig(**ckpt["model_config"])
-    vocab = checked_vocab(ckpt_path, ckpt, os.path.join(os.path.dirname(ckpt_path), "vocab.txt"))
-    lowercase = bool(ckpt["shard_config"].get("lowercase", True))
+    model = exported(ckpt_path)
     os.makedirs(out_dir, exist_ok=True)
     for name in os.listdir(out_dir):  # an earlier export's, killed before it could remove it
         if own_temporary(name):
             os.unlink(os.path.join(out_dir, name))
     weights = os.path.join(out_dir, "model.safetensors")
     try:
-        save_file(hf_state_dict(ckpt["model"], cfg), weights + ".tmp", metadata={"format": "pt"})
+        save_file(model.weights, weights + ".tmp", metadata={"format": "pt"})
         os.chmod(weights + ".tmp", new_file_mode())  # safetensors writes 0600
         os.replace(weights + ".tmp", weights)
     except BaseException as e:  # an interrupt too: "run the same command again" must then work
@@ -159,9 +268,9 @@ def export(ckpt_path: str, out_dir: str, overwrite: bool = False) -> str:
             code = int(refused.group(1))
             raise OSError(code, os.strerror(code), weights) from None
         raise
-    for name, text in tokenizer_files(vocab, lowercase, cfg.max_position).items():
+    for name, text in tokenizer_files(model.vocab, model.lowercase, model.max_length).items():
         atomic_write_text(os.path.join(out_dir, name), text)
-    atomic_write_text(os.path.join(out_dir, "config.json"), _json(hf_config(cfg)))
+    atomic_write_text(os.path.join(out_dir, "config.json"), _json(model.config))
     return out_dir
 
 
@@ -184,11 +293,16 @@ def check_ckpt(path: str) -> None:
     found = folder_kind(path)
     if line := run_folder_line(path, found):
         raise FileNotFoundError(line)
+    if found and found[0] == FINETUNING_RUN:
+        raise FileNotFoundError(
+            f"--ckpt {path} is a fine-tuning run folder; pass its checkpoint of the best dev "
+            f"score, {flag_hint('--ckpt', os.path.join(path, 'best.pt'))} (model.pt: the last)"
+        )
     if os.path.isdir(path):
         what = f"holds {found[0]} ({found[1]})" if found else "is a folder"
         raise FileNotFoundError(
-            f"--ckpt {path} {what}; export takes a pre-training checkpoint, "
-            f"{flag_hint('--ckpt', 'RUN/last.pt')}"
+            f"--ckpt {path} {what}; export takes a checkpoint file, a pre-training run's "
+            f"last.pt or a fine-tuning run's best.pt, {flag_hint('--ckpt', 'RUN/last.pt')}"
         )
     raise FileNotFoundError(
         f"no checkpoint at {path}; `make pretrain` writes one (or pass CKPT=...)"

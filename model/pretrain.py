@@ -163,9 +163,15 @@ def _announce(cfg: TrainConfig, trainer: Trainer, data: PretrainingData, step: i
         f"batch {cfg.batch_size} ({trainer.d.world} rank(s) x {data.cfg.batch_size} x accum "
         f"{cfg.accum}){_packed(data)} | {_recipe(cfg, data)} | "
         f"{trainer.d.device} {'bf16' if trainer.autocast else 'fp32'} | "
-        f"{'resuming at step ' + str(step) if step else 'from scratch'} -> {cfg.run}",
+        f"{_start(cfg, step)} -> {cfg.run}",
         flush=True,
     )
+
+
+def _start(cfg: TrainConfig, step: int) -> str:
+    if step:
+        return f"resuming at step {step}"
+    return "a new run from its weights" if cfg.init else "from scratch"
 
 
 def _packed(data: PretrainingData) -> str:

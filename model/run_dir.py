@@ -221,17 +221,22 @@ CKPT_ADVICE = (
 )
 
 
-def load_checkpoint(path: str, advice: str = CKPT_ADVICE, flag: str = "--ckpt") -> dict:
-    """A pre-training checkpoint of this package; anything else is refused in one line that
-    says what the file is (empty, damaged, a fine-tuning checkpoint) and what to do (`advice`
-    for a file that cannot be read; `flag` names where the right checkpoint goes)."""
+def load_checkpoint(
+    path: str, advice: str = CKPT_ADVICE, flag: str = "--ckpt", finetuned: bool = False
+) -> dict:
+    """A pre-training checkpoint of this package (or, with `finetuned`, a fine-tuning one too:
+    `is_finetuned` tells them apart); anything else is refused in one line that says what the
+    file is (empty, damaged, a fine-tuning checkpoint) and what to do (`advice` for a file that
+    cannot be read; `flag` names where the right checkpoint goes)."""
     try:
         ckpt = load_weights(path)
     except PickledCodeError:
         raise
     except Exception as e:  # torch raises several types for a damaged file
         raise ValueError(f"{path}: {_unreadable(path, e)}; {advice}") from None
-    if isinstance(ckpt, dict) and _finetuned(ckpt):
+    if isinstance(ckpt, dict) and is_finetuned(ckpt):
+        if finetuned:
+            return ckpt
         raise ValueError(_finetuned_refusal(path, ckpt, flag))
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(
@@ -286,7 +291,7 @@ def _unreadable(path: str, error: Exception) -> str:
     return f"not a file torch.save writes ({type(error).__name__}), or a damaged one"
 
 
-def _finetuned(ckpt: dict) -> bool:
+def is_finetuned(ckpt: dict) -> bool:
     """A fine-tuning run's model.pt or best.pt (`model.finetune.loop`): its config and labels."""
     config = ckpt.get("config")
     return "labels" in ckpt and isinstance(config, dict) and "task" in config

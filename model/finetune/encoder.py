@@ -57,14 +57,16 @@ def build_model(
 
 
 def read_encoder(cfg: FinetuneConfig) -> tuple[dict, BertWordPieceTokenizer]:
-    """The pre-trained weights (as a checkpoint's fields) and their tokenizer, checked to fit
-    each other and --max-seq-length."""
+    """The pre-trained weights (as a checkpoint's fields, the vocab's pieces added to its
+    `vocab`) and their tokenizer, checked to fit each other and --max-seq-length."""
     ckpt, vocab = _read_weights(cfg)
     lowercase = bool(ckpt["shard_config"].get("lowercase", True))
     if isinstance(vocab, Vocab):  # a tokenizer.json's pieces: no vocab.txt to read
         tok = BertWordPieceTokenizer(dict(vocab.index), lowercase=lowercase)
     else:
         tok = load_tokenizer(vocab, lowercase)
+        vocab = Vocab.load(vocab)
+    ckpt["vocab"] = {**ckpt["vocab"], "pieces": list(vocab.pieces)}
     positions = ckpt["model_config"]["max_position"]
     if cfg.max_seq_length > positions:
         raise ValueError(
@@ -72,6 +74,17 @@ def read_encoder(cfg: FinetuneConfig) -> tuple[dict, BertWordPieceTokenizer]:
             f"{cfg.max_seq_length}; lower it ({flag_hint('--max-seq-length', str(positions))})"
         )
     return ckpt, tok
+
+
+def encoder_record(ckpt: dict) -> dict:
+    """What a fine-tuning checkpoint keeps of the encoder it started from, so that `bert-model
+    export` can write the fine-tuned model with its tokenizer (`model.export`): the model's
+    shape, the vocab's pieces and the casing (of a checkpoint `read_encoder` returned)."""
+    return {
+        "model_config": dict(ckpt["model_config"]),
+        "vocab": list(ckpt["vocab"]["pieces"]),
+        "lowercase": bool(ckpt["shard_config"].get("lowercase", True)),
+    }
 
 
 def _read_weights(cfg: FinetuneConfig) -> tuple[dict, str | Vocab]:

@@ -26,7 +26,7 @@ import model.training as training
 from model.data import PAD_MULTIPLE
 from model.finetune.classify import Classify, Regress
 from model.finetune.config import FinetuneConfig, default_run
-from model.finetune.encoder import TaskModel, build_model, read_encoder
+from model.finetune.encoder import TaskModel, build_model, encoder_record, read_encoder
 from model.finetune.features import truncation_report
 from model.finetune.readers import GLUE_TASKS, check_task
 from model.finetune.spans import Spans
@@ -115,6 +115,7 @@ class Finetuning:
     model: TaskModel
     device: torch.device
     pad_id: int
+    encoder: dict  # `encoder_record`: saved with the weights, for `bert-model export`
 
     @torch.no_grad()
     def predict(self, features: list[dict]) -> list[np.ndarray]:
@@ -136,7 +137,7 @@ class Finetuning:
 
     def save(self, name: str) -> None:
         path = os.path.join(self.cfg.run, name)
-        state = {"config": asdict(self.cfg), "labels": self.task.labels}
+        state = {"config": asdict(self.cfg), "labels": self.task.labels, "encoder": self.encoder}
         state["model"] = self.model.state_dict()
         save_weights(path, state)
 
@@ -164,7 +165,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
     model = build_model(ckpt, task.num_labels, cfg.seed, task.pooled, task.head_dropout)
     with RunLock(cfg.run, command="finetune", hint=RUN_HINT):  # a second run is refused
         clear_earlier_run(cfg.run)
-        run = Finetuning(cfg, task, model.to(device), device, ckpt["vocab"]["special_ids"]["pad"])
+        pad = ckpt["vocab"]["special_ids"]["pad"]
+        run = Finetuning(cfg, task, model.to(device), device, pad, encoder_record(ckpt))
         return _run_and_write(run, model, truncated)
 
 

@@ -27,8 +27,8 @@ def test_export_with_a_folder_for_a_checkpoint_says_what_the_folder_is(tmp_path,
         return capsys.readouterr().err.strip().removeprefix("bert-model export: error: ")
 
     assert said(tmp_path) == (
-        f"--ckpt {tmp_path} is a folder; export takes a pre-training checkpoint, "
-        "--ckpt RUN/last.pt (make: CKPT=RUN/last.pt)"
+        f"--ckpt {tmp_path} is a folder; export takes a checkpoint file, a pre-training run's "
+        "last.pt or a fine-tuning run's best.pt, --ckpt RUN/last.pt (make: CKPT=RUN/last.pt)"
     )
     run = tmp_path / "run"
     run.mkdir()
@@ -42,7 +42,7 @@ def test_export_with_a_folder_for_a_checkpoint_says_what_the_folder_is(tmp_path,
     (exported / "model.safetensors").write_bytes(b"")
     assert said(exported).startswith(
         f"--ckpt {exported} holds a Hugging Face model directory (model.safetensors); export "
-        "takes a pre-training checkpoint"
+        "takes a checkpoint file"
     )
     assert not (tmp_path / "e").exists()
 

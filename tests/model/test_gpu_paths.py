@@ -25,7 +25,7 @@ import model.training as training
 from model.bert import attend, block_mask
 from model.cli import main
 from model.finetune.config import FinetuneConfig
-from model.finetune.encoder import build_model, read_encoder
+from model.finetune.encoder import build_model, encoder_record, read_encoder
 from model.finetune.loop import Finetuning, _batches, kind_of
 from model.run_dir import load_checkpoint
 from model.training import Stepper, adamw, warmup_linear
@@ -179,7 +179,8 @@ def _finetuning(pretrained_run: str, run: str) -> Finetuning:
     task = kind_of("sst2").read(cfg, tok)
     torch.manual_seed(cfg.seed)
     model = build_model(ckpt, task.num_labels, cfg.seed, task.pooled, task.head_dropout)
-    return Finetuning(cfg, task, model, torch.device("cpu"), ckpt["vocab"]["special_ids"]["pad"])
+    pad = ckpt["vocab"]["special_ids"]["pad"]
+    return Finetuning(cfg, task, model, torch.device("cpu"), pad, encoder_record(ckpt))
 
 
 def _finetune_losses(run: Finetuning, *, backend=None, autocast=False, fused=None) -> list:

@@ -132,6 +132,7 @@ def test_a_bert_model_gets_its_heads_initialised_and_reported(tmp_path, shards_d
     assert main(args) == 0
     out = capsys.readouterr().out
     assert f"from {tmp_path / 'hf'}: 2 layers, hidden 32" in out
+    assert f"| a new run from its weights -> {run}" in out and "from scratch" not in out
     notes = [line for line in out.splitlines() if line.startswith("note:")]
     hf = tmp_path / "hf"
     assert notes == [f"note: no masked-LM head, next-sentence head in {hf}: initialised"]
