@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from model.finetune.config import FinetuneConfig
 from model.finetune.features import sequence_features
+from model.finetune.hub import HUB_TASKS, holds_hub_layout, read_split, split_files
 from model.finetune.metrics import accuracy, binary_f1, matthews_corrcoef, pearson, spearman
 from model.finetune.readers import (
     DEV_WHOLE,
@@ -40,12 +41,13 @@ class Classify(Task):
 
     @classmethod
     def read(cls, cfg: FinetuneConfig, tok) -> Classify:
-        spec = GLUE_TASKS[cfg.task]
-        train_path, dev_path = data_files(cfg.task, cfg.data, [("train.tsv",), (spec.dev_file,)])
-        columns = (*spec.text_columns, spec.label_column)
-        train, skipped = read_tsv(train_path, columns, spec.labels, spec.names)
-        dev, _ = read_tsv(dev_path, columns, spec.labels, spec.names, whole=DEV_WHOLE)
-        notes = [f"{train_path}: skipped {skipped} malformed row(s)"] if skipped else []
+        spec, hub = GLUE_TASKS[cfg.task], holds_hub_layout(cfg.data)
+        if hub:  # the Hugging Face Hub's Parquet files (`model.finetune.hub`)
+            train = read_split(cfg.data, cfg.task, "train")[1]
+            dev = read_split(cfg.data, cfg.task, HUB_TASKS[cfg.task].dev)[1]
+            notes = []
+        else:
+            train, dev, notes = cls._read_tsv(cfg, spec)
         target = cls._target(spec)
 
         def features(rows):
@@ -54,10 +56,20 @@ class Classify(Task):
 
         gold = [cls._gold(r[-1]) for r in dev]
         task = cls(spec, features(train), features(dev), gold, notes)
-        task._read_extra_dev(cfg, features)
+        task._read_extra_dev(cfg, features, hub)
         if cfg.predict:
-            task._read_test(cfg, tok)
+            task._read_test(cfg, tok, hub)
         return task
+
+    @staticmethod
+    def _read_tsv(cfg: FinetuneConfig, spec: GlueTask):
+        """GLUE's own TSV files: the training and dev rows, and a note of skipped rows."""
+        train_path, dev_path = data_files(cfg.task, cfg.data, [("train.tsv",), (spec.dev_file,)])
+        columns = (*spec.text_columns, spec.label_column)
+        train, skipped = read_tsv(train_path, columns, spec.labels, spec.names)
+        dev, _ = read_tsv(dev_path, columns, spec.labels, spec.names, whole=DEV_WHOLE)
+        notes = [f"{train_path}: skipped {skipped} malformed row(s)"] if skipped else []
+        return train, dev, notes
 
     @staticmethod
     def _target(spec: GlueTask):
@@ -68,22 +80,32 @@ class Classify(Task):
     def _gold(label: str):
         return label
 
-    def _read_extra_dev(self, cfg: FinetuneConfig, features) -> None:
+    def _read_extra_dev(self, cfg: FinetuneConfig, features, hub: bool) -> None:
         columns = (*self.spec.text_columns, self.spec.label_column)
-        for suffix, name in self.spec.extra_dev:
+        extra = HUB_TASKS[cfg.task].extra_dev if hub else self.spec.extra_dev
+        for suffix, name in extra:
             path = os.path.join(cfg.data, name)
-            if not os.path.exists(path):
-                self.notes.append(f"{cfg.data}: no {name}, so no {suffix} dev scores")
+            if not (split_files(cfg.data, name) if hub else os.path.exists(path)):
+                said = f"{name}.parquet" if hub else name
+                self.notes.append(f"{cfg.data}: no {said}, so no {suffix} dev scores")
                 continue
-            rows, _ = read_tsv(path, columns, self.spec.labels, self.spec.names, whole=DEV_WHOLE)
+            if hub:
+                rows = read_split(cfg.data, cfg.task, name)[1]
+            else:
+                rows = read_tsv(path, columns, self.spec.labels, self.spec.names, DEV_WHOLE)[0]
             self.extra_dev[suffix] = (features(rows), [r[-1] for r in rows])
 
-    def _read_test(self, cfg: FinetuneConfig, tok) -> None:
-        for name, server_name in self.spec.test_files:
+    def _read_test(self, cfg: FinetuneConfig, tok, hub: bool) -> None:
+        splits = HUB_TASKS[cfg.task].test if hub else [name for name, _ in self.spec.test_files]
+        for name, (_, server_name) in zip(splits, self.spec.test_files, strict=True):
             path = os.path.join(cfg.data, name)
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"{cfg.data}: no {name} for --predict to label")
-            ids, texts = read_glue_test(path, cfg.task)
+            if not (split_files(cfg.data, name) if hub else os.path.exists(path)):
+                said = f"{name}.parquet" if hub else name
+                raise FileNotFoundError(f"{cfg.data}: no {said} for --predict to label")
+            if hub:
+                ids, texts = read_split(cfg.data, cfg.task, name, test=True)
+            else:
+                ids, texts = read_glue_test(path, cfg.task)
             features = sequence_features(tok, texts, [0] * len(texts), cfg.max_seq_length)
             self.test[server_name] = (ids, features)
 

@@ -1,0 +1,147 @@
+"""GLUE as the Hugging Face Hub publishes it (the `nyu-mll/glue` dataset, and what the
+`datasets` library's `to_parquet` writes): a folder per task holding one Parquet file per
+split, or its shards (`train-00000-of-00001.parquet`, `validation-...`, `test-...`; MNLI's
+`validation_matched`, `validation_mismatched`, `test_matched`, `test_mismatched`), the texts
+under the `datasets` column names (`premise`, `hypothesis`, ...), the label as the index of its
+class (-1 in the test splits) and each row's id as `idx`.
+
+Read into the rows the TSV reader gives (`readers.read_tsv`), each label as GLUE's own files
+write it (`0`/`1`, `entailment`, ...): training, scoring, the dev predictions and `--predict`'s
+server files are then the same whichever layout a task came in.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+from dataclasses import dataclass
+
+from model.config import flag_hint
+from model.finetune.readers import ENTAILMENT
+
+BINARY = ("0", "1")  # CoLA, SST-2, MRPC, QQP, WNLI: GLUE writes the class index itself
+
+
+@dataclass(frozen=True)
+class HubTask:
+    text_columns: tuple[str, ...]
+    labels: tuple[str, ...]  # class index -> the label as GLUE's files write it; () a score
+    dev: str = "validation"
+    extra_dev: tuple[tuple[str, str], ...] = ()  # (suffix, split), as GlueTask.extra_dev
+    test: tuple[str, ...] = ("test",)  # the test splits, in the order of GlueTask.test_files
+
+
+PAIR = ("sentence1", "sentence2")
+HUB_TASKS = {
+    "cola": HubTask(("sentence",), BINARY),
+    "sst2": HubTask(("sentence",), BINARY),
+    "mrpc": HubTask(PAIR, BINARY),
+    "qqp": HubTask(("question1", "question2"), BINARY),
+    "stsb": HubTask(PAIR, ()),
+    "mnli": HubTask(
+        ("premise", "hypothesis"),
+        ("entailment", "neutral", "contradiction"),
+        dev="validation_matched",
+        extra_dev=(("mm", "validation_mismatched"),),
+        test=("test_matched", "test_mismatched"),
+    ),
+    "qnli": HubTask(("question", "sentence"), ENTAILMENT),
+    "rte": HubTask(PAIR, ENTAILMENT),
+    "wnli": HubTask(PAIR, BINARY),
+}
+
+
+def split_files(directory: str, split: str) -> list[str]:
+    """A split's Parquet files in `directory`: `SPLIT.parquet`, or its shards
+    `SPLIT-*.parquet` in order; none if it has neither."""
+    whole = os.path.join(directory, f"{split}.parquet")
+    if os.path.isfile(whole):
+        return [whole]
+    return sorted(glob.glob(os.path.join(glob.escape(directory), f"{split}-*.parquet")))
+
+
+def holds_hub_layout(directory: str) -> bool:
+    """A task folder in the Hub's layout: a training split in Parquet and no train.tsv."""
+    tsv = os.path.exists(os.path.join(directory, "train.tsv"))
+    return os.path.isdir(directory) and not tsv and bool(split_files(directory, "train"))
+
+
+def read_split(
+    directory: str, task: str, split: str, test: bool = False
+) -> tuple[list[str], list[tuple[str, ...]]]:
+    """A split's rows: their texts followed by the label as GLUE's files write it, or, for a
+    `test` split, their ids (`idx`) and texts. A split the folder lacks, a missing column, an
+    empty text or a label outside the task's classes is refused in one line naming the file
+    (and the row)."""
+    spec = HUB_TASKS[task]
+    paths = split_files(directory, split)
+    if not paths:
+        raise FileNotFoundError(
+            f"{directory}: no {split}.parquet or {split}-*.parquet; --task {task} in the "
+            f"Hugging Face Hub's layout reads the Parquet files of that task's folder, "
+            f"{flag_hint('--data', 'DIR')}"
+        )
+    last = "idx" if test else "label"
+    ids, rows = [], []
+    for path in paths:
+        columns, label = _columns(path, (*spec.text_columns, last))
+        for i, values in enumerate(zip(*columns, strict=True)):
+            texts = values[:-1]
+            if any(not isinstance(v, str) for v in texts):
+                raise ValueError(f"{path}: row {i + 1} has no text in {_empty(spec, texts)}")
+            if test:
+                ids.append(str(values[-1]))
+                rows.append(texts)
+            else:
+                rows.append((*texts, label(path, i, spec, values[-1])))
+    return ids, rows
+
+
+def _columns(path: str, names: tuple[str, ...]):
+    """The named columns of a Parquet file, as lists, and how its label reads (`_label`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # pyarrow raises several types for a file it cannot read
+        raise ValueError(
+            f"{path}: not a Parquet file pyarrow can read ({type(e).__name__}); download it again"
+        ) from None
+    missing = [c for c in names if c not in table.column_names]
+    if missing:
+        raise ValueError(
+            f"{path}: no column(s) {', '.join(missing)} among {table.column_names}; is this the "
+            f"right {flag_hint('--task', 'TASK')}?"
+        )
+    single = table.schema.field(names[-1]).type == pa.float32()
+    return [table.column(c).to_pylist() for c in names], _single_label if single else _label
+
+
+def _empty(spec: HubTask, values: tuple) -> str:
+    return ", ".join(c for c, v in zip(spec.text_columns, values, strict=True) if v is None)
+
+
+def _label(path: str, i: int, spec: HubTask, value) -> str:
+    """A label as GLUE's files write it: the class's name by its index, or a finite score."""
+    if not spec.labels:
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            return repr(float(value))
+        raise ValueError(f"{path}: row {i + 1}: label {value!r} is not a finite number")
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(spec.labels):
+        return spec.labels[value]
+    named = ", ".join(f"{n} ({name})" for n, name in enumerate(spec.labels))
+    classes = "0 or 1" if spec.labels == BINARY else named
+    raise ValueError(f"{path}: row {i + 1}: label {value!r} is not a class of the task: {classes}")
+
+
+def _single_label(path: str, i: int, spec: HubTask, value) -> str:
+    """A score stored as float32 (STS-B's on the Hub), written as its shortest decimal: the
+    score as GLUE's file writes it (`3.800`, not float32's 3.7999999523)."""
+    label = _label(path, i, spec, value)
+    if not spec.labels:
+        import numpy as np
+
+        return np.format_float_positional(np.float32(value), trim="-")
+    return label

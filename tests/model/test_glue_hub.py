@@ -1,0 +1,142 @@
+"""GLUE in the Hugging Face Hub's layout (`model.finetune.hub`): Parquet files by split, the
+`datasets` column names, labels as class indices. The same rows fine-tune, score and label
+their test splits exactly as GLUE's own TSV files do; what cannot be read is refused in one
+line naming the file and row."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from model.cli import main
+from model.finetune.hub import HUB_TASKS
+from model.finetune.readers import GLUE_TASKS, read_tsv
+from tests.model.helpers import (
+    finetune_args,
+    one_line_error,
+    without_timing,
+    write_mnli,
+    write_sst2,
+    write_stsb,
+)
+
+WRITERS = {"sst2": write_sst2, "stsb": write_stsb, "mnli": write_mnli}
+
+
+def hub_table(task: str, rows: list[tuple[str, ...]], ids: list[int] | None = None) -> pa.Table:
+    """Rows as GLUE's TSV reader gives them (texts, label) in the Hub's columns: the label as
+    its class index (STS-B's score as float32), -1 in a test split (`ids` given)."""
+    hub = HUB_TASKS[task]
+    columns = {c: [r[i] for r in rows] for i, c in enumerate(hub.text_columns)}
+    if ids is not None:
+        columns["label"] = pa.array([-1] * len(rows), pa.int64())
+    elif hub.labels:
+        columns["label"] = pa.array([hub.labels.index(r[-1]) for r in rows], pa.int64())
+    else:
+        columns["label"] = pa.array([float(r[-1]) for r in rows], pa.float32())
+    columns["idx"] = pa.array(ids if ids is not None else range(len(rows)), pa.int32())
+    return pa.table(columns)
+
+
+def write_both(task: str, where) -> tuple[str, str]:
+    """The same task data as GLUE's TSV files and in the Hub's layout (MNLI's training split
+    in two shards, and its two test splits beside the TSV test files)."""
+    tsv = WRITERS[task](str(where / "tsv"), np.random.default_rng(4))
+    hub = where / "hub"
+    hub.mkdir()
+    spec, splits = GLUE_TASKS[task], HUB_TASKS[task]
+    files = {"train.tsv": "train", spec.dev_file: splits.dev}
+    for (_, name), (_, split) in zip(spec.extra_dev, splits.extra_dev, strict=True):
+        files[name] = split  # MNLI's mismatched dev split
+    for name, split in files.items():
+        rows, _ = read_tsv(os.path.join(tsv, name), (*spec.text_columns, spec.label_column))
+        shards = 2 if task == "mnli" and split == "train" else 1
+        for k, part in enumerate(np.array_split(np.arange(len(rows)), shards)):
+            table = hub_table(task, [rows[i] for i in part])
+            pq.write_table(table, hub / f"{split}-{k:05d}-of-{shards:05d}.parquet")
+    for (name, _), split in zip(spec.test_files, splits.test, strict=True):
+        second = ("the film was bad .",) if len(spec.text_columns) == 2 else ()
+        texts = [(f"the film was {a} .", *second) for a in ("good", "old", "bad")]
+        ids = [100 + 3 * i for i in range(len(texts))]
+        header = [spec.test_index, "genre", *spec.text_columns]
+        lines = ["\t".join(header)] + [
+            "\t".join((str(i), "g", *t)) for i, t in zip(ids, texts, strict=True)
+        ]
+        with open(os.path.join(tsv, name), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        pq.write_table(hub_table(task, texts, ids), hub / f"{split}-00000-of-00001.parquet")
+    return tsv, str(hub)
+
+
+def run_files(run: str) -> dict[str, str]:
+    out = {}
+    for name in sorted(os.listdir(run)):
+        if name.endswith((".tsv", ".json")) and name != "best.json":
+            with open(os.path.join(run, name)) as f:
+                out[name] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("task", list(WRITERS))
+def test_the_hubs_parquet_fine_tunes_scores_and_labels_as_the_tsv_files(
+    task, pretrained_run, tmp_path
+):
+    tsv, hub = write_both(task, tmp_path)
+    predict = ("--predict",)
+    runs = {}
+    for name, data in (("tsv", tsv), ("hub", hub)):
+        runs[name] = run = str(tmp_path / f"run-{name}")
+        assert main(finetune_args(task, data, pretrained_run, run, "--epochs", "2", *predict)) == 0
+    made = run_files(runs["hub"])
+    assert made == run_files(runs["tsv"])
+    with open(os.path.join(runs["hub"], "metrics.jsonl")) as a:
+        with open(os.path.join(runs["tsv"], "metrics.jsonl")) as b:
+            ours = [json.loads(line) for line in a]
+            assert without_timing(ours) == without_timing([json.loads(line) for line in b])
+    servers = [server for _, server in GLUE_TASKS[task].test_files]
+    assert set(made) == {"dev_predictions.tsv", "results.json", *servers} | (
+        {"dev_predictions_mm.tsv"} if task == "mnli" else set()
+    )
+    for server in servers:  # the test splits' own ids
+        assert [r.split("\t")[0] for r in made[server].splitlines()] == [
+            "index",
+            "100",
+            "103",
+            "106",
+        ]
+    if task == "mnli":  # the mismatched dev split scored too
+        assert "accuracy_mm" in json.loads(made["results.json"])
+
+
+def test_what_cannot_be_read_is_refused_in_one_line(pretrained_run, tmp_path, capsys):
+    _, hub = write_both("sst2", tmp_path)
+    train = os.path.join(hub, "train-00000-of-00001.parquet")
+    rows = [("a film .", "1"), ("the plot .", "0")]
+
+    def refused(task: str = "sst2", *extra: str) -> str:
+        args = finetune_args(task, hub, pretrained_run, str(tmp_path / "r"), *extra)
+        assert main(args) == 2
+        return one_line_error(capsys)
+
+    line = refused("mrpc")
+    assert f"{train}: no column(s) sentence1, sentence2 among ['sentence', 'label', 'idx']" in line
+    assert "is this the right --task TASK" in line
+    table = hub_table("sst2", rows)
+    pq.write_table(table.set_column(1, "label", pa.array([1, 3], pa.int64())), train)
+    assert f"{train}: row 2: label 3 is not a class of the task: 0 or 1" in refused()
+    pq.write_table(table.set_column(0, "sentence", pa.array(["a", None])), train)
+    assert f"{train}: row 2 has no text in sentence" in refused()
+    with open(train, "wb") as f:
+        f.write(b"PAR1 not really")
+    assert f"{train}: not a Parquet file pyarrow can read" in refused()
+    pq.write_table(table, train)
+    os.unlink(os.path.join(hub, "test-00000-of-00001.parquet"))
+    assert f"{hub}: no test.parquet for --predict to label" in refused("sst2", "--predict")
+    os.unlink(os.path.join(hub, "validation-00000-of-00001.parquet"))
+    assert f"{hub}: no validation.parquet or validation-*.parquet" in refused()
+    assert not (tmp_path / "r").exists()
