@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 
 from model.config import flag_hint
-from model.finetune.readers import ENTAILMENT
+from model.finetune.readers import ENTAILMENT, read_parquet
 
 BINARY = ("0", "1")  # CoLA, SST-2, MRPC, QQP, WNLI: GLUE writes the class index itself
 
@@ -61,10 +61,24 @@ def split_files(directory: str, split: str) -> list[str]:
     return sorted(glob.glob(os.path.join(glob.escape(directory), f"{split}-*.parquet")))
 
 
-def holds_hub_layout(directory: str) -> bool:
-    """A task folder in the Hub's layout: a training split in Parquet and no train.tsv."""
-    tsv = os.path.exists(os.path.join(directory, "train.tsv"))
-    return os.path.isdir(directory) and not tsv and bool(split_files(directory, "train"))
+def holds_hub_layout(directory: str, own: tuple[str, ...] = ("train.tsv",)) -> bool:
+    """A task folder in the Hub's layout: a training split in Parquet and none of the task's
+    own training files (`own`: GLUE's train.tsv by default)."""
+    if not os.path.isdir(directory) or any(os.path.exists(os.path.join(directory, n)) for n in own):
+        return False
+    return bool(split_files(directory, "train"))
+
+
+def split_paths(directory: str, task: str, split: str) -> list[str]:
+    """`split_files`, refused in one line where the folder has none."""
+    paths = split_files(directory, split)
+    if not paths:
+        raise FileNotFoundError(
+            f"{directory}: no {split}.parquet or {split}-*.parquet; --task {task} in the "
+            f"Hugging Face Hub's layout reads the Parquet files of that task's folder, "
+            f"{flag_hint('--data', 'DIR')}"
+        )
+    return paths
 
 
 def read_split(
@@ -75,13 +89,7 @@ def read_split(
     empty text or a label outside the task's classes is refused in one line naming the file
     (and the row)."""
     spec = HUB_TASKS[task]
-    paths = split_files(directory, split)
-    if not paths:
-        raise FileNotFoundError(
-            f"{directory}: no {split}.parquet or {split}-*.parquet; --task {task} in the "
-            f"Hugging Face Hub's layout reads the Parquet files of that task's folder, "
-            f"{flag_hint('--data', 'DIR')}"
-        )
+    paths = split_paths(directory, task, split)
     last = "idx" if test else "label"
     ids, rows = [], []
     for path in paths:
@@ -101,14 +109,8 @@ def read_split(
 def _columns(path: str, names: tuple[str, ...]):
     """The named columns of a Parquet file, as lists, and how its label reads (`_label`)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    try:
-        table = pq.read_table(path)
-    except Exception as e:  # pyarrow raises several types for a file it cannot read
-        raise ValueError(
-            f"{path}: not a Parquet file pyarrow can read ({type(e).__name__}); download it again"
-        ) from None
+    table = read_parquet(path)
     missing = [c for c in names if c not in table.column_names]
     if missing:
         raise ValueError(

@@ -271,10 +271,25 @@ def _field(obj, key: str, path: str, where: str):
     return obj[key]
 
 
+def read_parquet(path: str):
+    """A Parquet file as a pyarrow table; a file pyarrow cannot read is refused in one line."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path)
+    except Exception as e:  # pyarrow raises several types for a file it cannot read
+        raise ValueError(
+            f"{path}: not a Parquet file pyarrow can read ({type(e).__name__}); download it again"
+        ) from None
+
+
 def _squad_records(path: str) -> tuple[list, str]:
     """The file's JSON: the official nested layout (an object with `data`), a JSON list of flat
-    records or JSON lines of them (as the `datasets` library exports SQuAD). Returns the
-    articles or records and which layout ("nested" | "flat")."""
+    records or JSON lines of them (as the `datasets` library exports SQuAD), or those records
+    in Parquet (as the Hugging Face Hub publishes SQuAD). Returns the articles or records and
+    which layout ("nested" | "flat")."""
+    if path.endswith(".parquet"):
+        return read_parquet(path).to_pylist(), "flat"
     with utf8_text(path) as f:
         text = f.read()
     try:
@@ -353,9 +368,10 @@ def _squad_example(path: str, where: str, qa: dict, context) -> SquadExample:
 
 def read_squad(path: str) -> list[SquadExample]:
     """SQuAD v1.1 questions, from the official nested JSON or the flat records the `datasets`
-    library exports (a JSON list or JSON lines; `answers` as {"text": [...], "answer_start":
-    [...]} or flattened `answers.text` / `answers.answer_start`). SQuAD 2.0 is refused, and a
-    malformed file gives one line naming the file, the place and the missing key."""
+    library exports (a JSON list, JSON lines or Parquet; `answers` as {"text": [...],
+    "answer_start": [...]} or flattened `answers.text` / `answers.answer_start`). SQuAD 2.0 is
+    refused, and a malformed file gives one line naming the file, the place and the missing
+    key."""
     records, layout = _squad_records(path)
     examples = []
     if layout == "flat":

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from model.finetune.config import FinetuneConfig
 from model.finetune.features import span_features
+from model.finetune.hub import holds_hub_layout, split_paths
 from model.finetune.metrics import squad_scores
 from model.finetune.readers import SquadExample, answer_is_aligned, data_files, read_squad
 from model.finetune.task import Predict, Task
@@ -34,9 +35,7 @@ class Spans(Task):
 
     @classmethod
     def read(cls, cfg: FinetuneConfig, tok) -> Spans:
-        names = [("train-v1.1.json", "train.json"), ("dev-v1.1.json", "dev.json")]
-        train_path, dev_path = data_files(cfg.task, cfg.data, names)
-        train, dev = read_squad(train_path), read_squad(dev_path)
+        train_path, train, dev = cls._read_files(cfg)
         # As the paper's run_squad.py: a training answer whose answer_start does not point at
         # its text is skipped (training on it would teach the wrong span), and counted.
         aligned = [ex for ex in train if answer_is_aligned(ex)]
@@ -50,6 +49,21 @@ class Spans(Task):
         train_f = span_features(tok, aligned, *args)
         dev_f = span_features(tok, dev, *args)
         return cls(train_f, dev_f, dev, notes, cfg.max_answer_length)
+
+    @staticmethod
+    def _read_files(cfg: FinetuneConfig) -> tuple[str, list[SquadExample], list[SquadExample]]:
+        """The training file (or folder) and the training and dev questions: SQuAD's JSON, or
+        the Hugging Face Hub's Parquet splits (`train-*.parquet`, `validation-*.parquet`, as
+        `rajpurkar/squad` publishes them) where the folder holds no JSON of either."""
+        json_names = [("train-v1.1.json", "train.json"), ("dev-v1.1.json", "dev.json")]
+        if holds_hub_layout(cfg.data, json_names[0]):
+            train, dev = (
+                [ex for path in split_paths(cfg.data, cfg.task, s) for ex in read_squad(path)]
+                for s in ("train", "validation")
+            )
+            return cfg.data, train, dev
+        train_path, dev_path = data_files(cfg.task, cfg.data, json_names)
+        return train_path, read_squad(train_path), read_squad(dev_path)
 
     @property
     def num_labels(self) -> int:

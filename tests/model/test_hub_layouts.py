@@ -1,7 +1,7 @@
-"""GLUE in the Hugging Face Hub's layout (`model.finetune.hub`): Parquet files by split, the
-`datasets` column names, labels as class indices. The same rows fine-tune, score and label
-their test splits exactly as GLUE's own TSV files do; what cannot be read is refused in one
-line naming the file and row."""
+"""GLUE and SQuAD in the Hugging Face Hub's layout (`model.finetune.hub`): Parquet files by
+split, the `datasets` column names, GLUE's labels as class indices. The same rows fine-tune,
+score and label their test splits exactly as the tasks' own files do; what cannot be read is
+refused in one line naming the file and row."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tests.model.helpers import (
     one_line_error,
     without_timing,
     write_mnli,
+    write_squad,
     write_sst2,
     write_stsb,
 )
@@ -74,11 +75,14 @@ def write_both(task: str, where) -> tuple[str, str]:
 
 
 def run_files(run: str) -> dict[str, str]:
+    """A run's prediction and score files, and its metrics without their timings."""
     out = {}
     for name in sorted(os.listdir(run)):
         if name.endswith((".tsv", ".json")) and name != "best.json":
             with open(os.path.join(run, name)) as f:
                 out[name] = f.read()
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        out["metrics"] = without_timing([json.loads(line) for line in f])
     return out
 
 
@@ -94,12 +98,8 @@ def test_the_hubs_parquet_fine_tunes_scores_and_labels_as_the_tsv_files(
         assert main(finetune_args(task, data, pretrained_run, run, "--epochs", "2", *predict)) == 0
     made = run_files(runs["hub"])
     assert made == run_files(runs["tsv"])
-    with open(os.path.join(runs["hub"], "metrics.jsonl")) as a:
-        with open(os.path.join(runs["tsv"], "metrics.jsonl")) as b:
-            ours = [json.loads(line) for line in a]
-            assert without_timing(ours) == without_timing([json.loads(line) for line in b])
     servers = [server for _, server in GLUE_TASKS[task].test_files]
-    assert set(made) == {"dev_predictions.tsv", "results.json", *servers} | (
+    assert set(made) == {"metrics", "dev_predictions.tsv", "results.json", *servers} | (
         {"dev_predictions_mm.tsv"} if task == "mnli" else set()
     )
     for server in servers:  # the test splits' own ids
@@ -140,3 +140,44 @@ def test_what_cannot_be_read_is_refused_in_one_line(pretrained_run, tmp_path, ca
     os.unlink(os.path.join(hub, "validation-00000-of-00001.parquet"))
     assert f"{hub}: no validation.parquet or validation-*.parquet" in refused()
     assert not (tmp_path / "r").exists()
+
+
+def test_squad_from_the_hubs_parquet_is_squad_from_its_json(pretrained_run, tmp_path, capsys):
+    """`rajpurkar/squad`'s layout: flat records (`answers` a struct of lists) by split, the
+    training split here in two shards."""
+    data = write_squad(str(tmp_path / "json"), np.random.default_rng(2))
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    for name, split in (("train-v1.1.json", "train"), ("dev-v1.1.json", "validation")):
+        with open(os.path.join(data, name)) as f:
+            articles = json.load(f)["data"]
+        records = [
+            {
+                "id": qa["id"],
+                "title": article["title"],
+                "context": paragraph["context"],
+                "question": qa["question"],
+                "answers": {
+                    "text": [a["text"] for a in qa["answers"]],
+                    "answer_start": [a["answer_start"] for a in qa["answers"]],
+                },
+            }
+            for article in articles
+            for paragraph in article["paragraphs"]
+            for qa in paragraph["qas"]
+        ]
+        shards = np.array_split(np.arange(len(records)), 2 if split == "train" else 1)
+        for k, part in enumerate(shards):
+            table = pa.Table.from_pylist([records[i] for i in part])
+            pq.write_table(table, hub / f"{split}-{k:05d}-of-{len(shards):05d}.parquet")
+    extra = ("--epochs", "2", "--max-seq-length", "32", "--doc-stride", "8")
+    runs = [str(tmp_path / "run-json"), str(tmp_path / "run-hub")]
+    for source, run in zip((data, str(hub)), runs, strict=True):
+        assert main(finetune_args("squad", source, pretrained_run, run, *extra)) == 0
+    made = run_files(runs[1])
+    assert made == run_files(runs[0])
+    assert set(made) == {"metrics", "predictions.json", "nbest_predictions.json", "results.json"}
+    os.unlink(hub / "validation-00000-of-00001.parquet")
+    capsys.readouterr()
+    assert main(finetune_args("squad", str(hub), pretrained_run, str(tmp_path / "r"))) == 2
+    assert f"{hub}: no validation.parquet or validation-*.parquet" in one_line_error(capsys)
