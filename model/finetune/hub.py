@@ -7,12 +7,18 @@ class (-1 in the test splits) and each row's id as `idx`.
 
 Read into the rows the TSV reader gives (`readers.read_tsv`), each label as GLUE's own files
 write it (`0`/`1`, `entailment`, ...): training, scoring, the dev predictions and `--predict`'s
-server files are then the same whichever layout a task came in.
+server files are then the same whichever layout a task came in. Where a file records its class
+names (`datasets` writes its features into the schema's metadata), they must be the Hub's, in
+the Hub's order: read by index, another order would swap the labels without a sign.
+
+SQuAD's Parquet splits (`rajpurkar/squad`) hold the flat records `readers.read_squad` reads;
+`split_paths` finds them.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -27,28 +33,31 @@ BINARY = ("0", "1")  # CoLA, SST-2, MRPC, QQP, WNLI: GLUE writes the class index
 class HubTask:
     text_columns: tuple[str, ...]
     labels: tuple[str, ...]  # class index -> the label as GLUE's files write it; () a score
+    names: tuple[str, ...] = ()  # the Hub's names of the classes (its `ClassLabel`), by index
     dev: str = "validation"
     extra_dev: tuple[tuple[str, str], ...] = ()  # (suffix, split), as GlueTask.extra_dev
     test: tuple[str, ...] = ("test",)  # the test splits, in the order of GlueTask.test_files
 
 
 PAIR = ("sentence1", "sentence2")
+MNLI = ("entailment", "neutral", "contradiction")
 HUB_TASKS = {
-    "cola": HubTask(("sentence",), BINARY),
-    "sst2": HubTask(("sentence",), BINARY),
-    "mrpc": HubTask(PAIR, BINARY),
-    "qqp": HubTask(("question1", "question2"), BINARY),
+    "cola": HubTask(("sentence",), BINARY, ("unacceptable", "acceptable")),
+    "sst2": HubTask(("sentence",), BINARY, ("negative", "positive")),
+    "mrpc": HubTask(PAIR, BINARY, ("not_equivalent", "equivalent")),
+    "qqp": HubTask(("question1", "question2"), BINARY, ("not_duplicate", "duplicate")),
     "stsb": HubTask(PAIR, ()),
     "mnli": HubTask(
         ("premise", "hypothesis"),
-        ("entailment", "neutral", "contradiction"),
+        MNLI,
+        MNLI,
         dev="validation_matched",
         extra_dev=(("mm", "validation_mismatched"),),
         test=("test_matched", "test_mismatched"),
     ),
-    "qnli": HubTask(("question", "sentence"), ENTAILMENT),
-    "rte": HubTask(PAIR, ENTAILMENT),
-    "wnli": HubTask(PAIR, BINARY),
+    "qnli": HubTask(("question", "sentence"), ENTAILMENT, ENTAILMENT),
+    "rte": HubTask(PAIR, ENTAILMENT, ENTAILMENT),
+    "wnli": HubTask(PAIR, BINARY, ("not_entailment", "entailment")),
 }
 
 
@@ -93,7 +102,7 @@ def read_split(
     last = "idx" if test else "label"
     ids, rows = [], []
     for path in paths:
-        columns, label = _columns(path, (*spec.text_columns, last))
+        columns, label = _columns(path, task, (*spec.text_columns, last))
         for i, values in enumerate(zip(*columns, strict=True)):
             texts = values[:-1]
             if any(not isinstance(v, str) for v in texts):
@@ -106,7 +115,7 @@ def read_split(
     return ids, rows
 
 
-def _columns(path: str, names: tuple[str, ...]):
+def _columns(path: str, task: str, names: tuple[str, ...]):
     """The named columns of a Parquet file, as lists, and how its label reads (`_label`)."""
     import pyarrow as pa
 
@@ -117,8 +126,26 @@ def _columns(path: str, names: tuple[str, ...]):
             f"{path}: no column(s) {', '.join(missing)} among {table.column_names}; is this the "
             f"right {flag_hint('--task', 'TASK')}?"
         )
+    classes = _class_names(table.schema.metadata or {})
+    if classes is not None and classes != HUB_TASKS[task].names:
+        raise ValueError(
+            f"{path}: its label classes are {', '.join(classes)} by index, not the Hub's "
+            f"{', '.join(HUB_TASKS[task].names)} for --task {task}; read by index, they would "
+            f"be other labels: is this the right {flag_hint('--task', 'TASK')}?"
+        )
     single = table.schema.field(names[-1]).type == pa.float32()
     return [table.column(c).to_pylist() for c in names], _single_label if single else _label
+
+
+def _class_names(metadata: dict) -> tuple[str, ...] | None:
+    """The class names the `datasets` library recorded for `label` in a file it wrote (its
+    features, in the schema's `huggingface` metadata), or None where it recorded none."""
+    try:
+        label = json.loads(metadata[b"huggingface"])["info"]["features"]["label"]
+        names = label["names"] if label.get("_type") == "ClassLabel" else None
+    except (KeyError, TypeError, ValueError):
+        return None
+    return tuple(str(n) for n in names) if isinstance(names, list) else None
 
 
 def _empty(spec: HubTask, values: tuple) -> str:

@@ -41,7 +41,16 @@ def hub_table(task: str, rows: list[tuple[str, ...]], ids: list[int] | None = No
     else:
         columns["label"] = pa.array([float(r[-1]) for r in rows], pa.float32())
     columns["idx"] = pa.array(ids if ids is not None else range(len(rows)), pa.int32())
-    return pa.table(columns)
+    return with_classes(pa.table(columns), hub.names)
+
+
+def with_classes(table: pa.Table, names: tuple[str, ...]) -> pa.Table:
+    """The table with the features `datasets` records in the files it writes: the label's
+    class names by index (a `ClassLabel`; a float32 score where `names` is empty)."""
+    label = {"names": list(names), "_type": "ClassLabel"} if names else {"dtype": "float32"}
+    features = {"label": label, "idx": {"dtype": "int32", "_type": "Value"}}
+    meta = {b"huggingface": json.dumps({"info": {"features": features}}).encode()}
+    return table.replace_schema_metadata(meta)
 
 
 def write_both(task: str, where) -> tuple[str, str]:
@@ -134,6 +143,11 @@ def test_what_cannot_be_read_is_refused_in_one_line(pretrained_run, tmp_path, ca
     with open(train, "wb") as f:
         f.write(b"PAR1 not really")
     assert f"{train}: not a Parquet file pyarrow can read" in refused()
+    # a file whose classes are in another order than the Hub's SST-2: index 1 is not positive
+    pq.write_table(with_classes(table, ("positive", "negative")), train)
+    line = refused()
+    assert f"{train}: its label classes are positive, negative by index, not the Hub's " in line
+    assert "negative, positive for --task sst2" in line
     pq.write_table(table, train)
     os.unlink(os.path.join(hub, "test-00000-of-00001.parquet"))
     assert f"{hub}: no test.parquet for --predict to label" in refused("sst2", "--predict")
