@@ -129,6 +129,9 @@ def init_model(cfg: TrainConfig, shards: ShardSet) -> Imported:
     imported = load_pretrained(
         cfg.init, cfg.seed, shards.vocab, f"the shards in {shards.directory}", cfg.init_map_vocab
     )
+    built_lowercase = shards.shard_config.lowercase
+    if imported.lowercase != built_lowercase:  # the same vocab, other text: no sign of it later
+        raise ValueError(_casing_mismatch(cfg.init, imported.lowercase, shards.directory))
     rows = shards.shard_config.max_seq_length
     if imported.cfg.max_position < rows:
         raise ValueError(
@@ -165,6 +168,22 @@ def _announce(cfg: TrainConfig, trainer: Trainer, data: PretrainingData, step: i
         f"{trainer.d.device} {'bf16' if trainer.autocast else 'fp32'} | "
         f"{_start(cfg, step)} -> {cfg.run}",
         flush=True,
+    )
+
+
+def _casing_mismatch(init: str, lowercase: bool, shards: str) -> str:
+    """An --init model whose tokenizer lowercases where the shards kept case, or the reverse:
+    pre-training would go on with text of another casing than the model's pieces."""
+    if lowercase:
+        return (
+            f"{init}: its tokenizer lowercases (do_lower_case true), but the shards in {shards} "
+            "were built with --cased; build them lowercased, as the model was (make shards "
+            "without --cased)"
+        )
+    return (
+        f"{init}: its tokenizer keeps case (do_lower_case false), but the shards in {shards} "
+        "were built lowercased, accents stripped; build them as the model was, with --cased "
+        "(make shards ARGS=--cased)"
     )
 
 

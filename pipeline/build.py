@@ -109,9 +109,11 @@ class BuildConfig(VocabCommandConfig):
         }
 
 
-def load_vocab(path: str) -> Vocab:
+def load_vocab(path: str, lowercase: bool | None = None) -> Vocab:
     """A `--vocab` file, refused in one line when it is missing, unreadable or lists a piece
-    twice (the shards would then disagree with `vocab.txt` on the vocab's size)."""
+    twice (the shards would then disagree with `vocab.txt` on the vocab's size); with
+    `lowercase` (the build's casing), also when it was made for the other casing
+    (`check_vocab_casing`)."""
     try:
         text = read_bytes(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -126,9 +128,34 @@ def load_vocab(path: str) -> Vocab:
             )
         seen.setdefault(piece, line)
     try:
-        return Vocab.from_text(text)
+        vocab = Vocab.from_text(text)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
+    if lowercase is not None:
+        check_vocab_casing(path, vocab, lowercase)
+    return vocab
+
+
+def check_vocab_casing(path: str, vocab: Vocab, lowercase: bool) -> None:
+    """Refuse a vocab made for the other casing, told by its alphabet: WordPiece keeps every
+    letter of its training text as a piece, so a cased vocab holds `A`-`Z` and an uncased one
+    `a`-`z` alone. Lowercased text never reaches a cased vocab's capitalised pieces (rows the
+    model would never train); cased text through an uncased vocab makes every capitalised word
+    `[UNK]`."""
+    letters = {p for p in vocab.pieces if len(p) == 1 and p.isascii() and p.isalpha()}
+    upper = sum(p.isupper() for p in letters)
+    if lowercase and upper >= 13:
+        raise ValueError(
+            f"--vocab {path}: a cased vocab (it holds {upper} of the capitals A-Z as pieces), "
+            "and the build lowercases, so its capitalised pieces would never be used; pass "
+            "--cased (make: ARGS=--cased) to keep case as the vocab was made"
+        )
+    if not lowercase and upper == 0 and len(letters) >= 13:
+        raise ValueError(
+            f"--vocab {path}: an uncased vocab (it holds a-z and none of the capitals A-Z as "
+            "pieces), and --cased keeps case, so every capitalised word would become [UNK]; "
+            "drop --cased to lowercase as the vocab was made"
+        )
 
 
 def temp_area(out: str) -> str:

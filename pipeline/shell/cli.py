@@ -156,7 +156,7 @@ def run_build(args, beam_args: list[str]) -> int:
     cfg = command_config(args)
     try:
         if cfg.vocab_path:
-            load_vocab(cfg.vocab_path)  # refused here, before any work starts
+            load_vocab(cfg.vocab_path, cfg.vocab.lowercase)  # refused before any work starts
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     cfg = check_inputs(cfg, args.verbose)

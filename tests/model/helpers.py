@@ -92,10 +92,11 @@ def write_shard_set(
     max_len: int = 64,
     vocab: Vocab = VOCAB,
     schema_version: int | None = None,
+    lowercase: bool = True,
 ) -> str:
     """A finished shard set in `directory`: shards/, manifest.json, vocab.txt."""
     os.makedirs(os.path.join(directory, SHARDS_DIR), exist_ok=True)
-    config = dict(CONFIG, max_seq_length=max_len, seed=seed)
+    config = dict(CONFIG, max_seq_length=max_len, seed=seed, lowercase=lowercase)
     metadata = shard_metadata(vocab.sha256, len(vocab), vocab.special_ids.to_dict(), config)
     if schema_version is not None:
         metadata[META_SCHEMA_VERSION] = str(schema_version).encode()

@@ -20,7 +20,7 @@ from model.config import BertConfig
 from model.hf_import import load_pretrained
 from model.run_dir import load_checkpoint
 from schemas.vocab import Vocab
-from tests.model.helpers import VOCAB, finetune_args, results, write_sst2
+from tests.model.helpers import VOCAB, finetune_args, one_line_error, results, write_sst2
 
 transformers = pytest.importorskip("transformers")
 
@@ -162,6 +162,32 @@ def test_a_vocab_other_than_the_shards_is_refused_naming_both(tmp_path, shards_d
         "ARGS=--init-map-vocab) to map the embedding rows by piece"
     )
     assert not (run / "last.pt").exists()
+
+
+@pytest.mark.parametrize("lowercases", [False, True])
+def test_a_model_of_the_other_casing_than_the_shards_is_refused(
+    tmp_path, make_shards, capsys, lowercases
+):
+    """The same vocab, the text of another casing: a cased model on lowercased shards, or an
+    uncased one on shards built with --cased."""
+    save_hf(tmp_path / "hf", transformers.BertForPreTraining)
+    (tmp_path / "hf" / "tokenizer_config.json").write_text(
+        json.dumps({"do_lower_case": lowercases})
+    )
+    shards = make_shards(str(tmp_path / "shards"), num_shards=2, lowercase=not lowercases)
+    run = tmp_path / "run"
+    args = ["pretrain", "--shards", shards, "--run", str(run), "--init", str(tmp_path / "hf")]
+    capsys.readouterr()
+    assert main([*args, "--steps", "1"]) == 2
+    line = one_line_error(capsys)
+    if lowercases:
+        said = "its tokenizer lowercases (do_lower_case true), but the shards in "
+        assert f"{said}{shards} were built with --cased; build them lowercased" in line
+    else:
+        said = "its tokenizer keeps case (do_lower_case false), but the shards in "
+        assert f"{said}{shards} were built lowercased, accents stripped" in line
+        assert "with --cased (make shards ARGS=--cased)" in line
+    assert not run.exists()
 
 
 def test_init_map_vocab_moves_embedding_rows_by_piece(tmp_path):

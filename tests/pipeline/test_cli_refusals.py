@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from pipeline.build import load_vocab
 from pipeline.runners.options import unknown_args
 from pipeline.shell.cli import main
 from tests.helpers import SAMPLE_TEXT as TEXT
@@ -167,6 +168,34 @@ def test_a_vocab_with_a_repeated_piece_is_refused(tmp_path, capsys):
     message = refusal(capsys, "--out", str(out), "--vocab", str(vocab))
     assert "line 8 repeats the piece 'the' of line 6" in message
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "letters, flags, said",
+    [
+        (
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+            [],
+            "a cased vocab (it holds 26 of the capitals A-Z as pieces), and the build lowercases",
+        ),
+        (
+            "abcdefghijklmnopqrstuvwxyz",
+            ["--cased"],
+            "an uncased vocab (it holds a-z and none of the capitals A-Z as pieces), and --cased",
+        ),
+    ],
+    ids=["cased-vocab-lowercased", "uncased-vocab-cased"],
+)
+def test_a_vocab_of_the_other_casing_is_refused(tmp_path, capsys, letters, flags, said):
+    """Told by its alphabet; with the other flag, the build's casing is the vocab's and the
+    same file is taken."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n" + "\n".join(letters) + "\nthe\n")
+    out = tmp_path / "out"
+    message = refusal(capsys, "--out", str(out), "--vocab", str(vocab), *flags)
+    assert message.startswith(f"error: --vocab {vocab}: {said}") and "\n" not in message
+    assert not out.exists()
+    assert load_vocab(str(vocab), lowercase=bool(flags)).pieces[5] == letters[0]
 
 
 def test_a_missing_vocab_is_one_line(tmp_path, capsys):
