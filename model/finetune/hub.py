@@ -12,7 +12,8 @@ names (`datasets` writes its features into the schema's metadata), they must be 
 the Hub's order: read by index, another order would swap the labels without a sign.
 
 SQuAD's Parquet splits (`rajpurkar/squad`) hold the flat records `readers.read_squad` reads;
-`split_paths` finds them.
+`split_paths` finds them. CoNLL-2003's (`eriktks/conll2003`) hold a sentence a row, read by
+`read_tagged`.
 """
 
 from __future__ import annotations
@@ -62,12 +63,18 @@ HUB_TASKS = {
 
 
 def split_files(directory: str, split: str) -> list[str]:
-    """A split's Parquet files in `directory`: `SPLIT.parquet`, or its shards
-    `SPLIT-*.parquet` in order; none if it has neither."""
+    """A split's Parquet files in `directory`: `SPLIT.parquet`, or its shards in order,
+    `SPLIT-*.parquet` (the Hub's data files) or `SPLIT/*.parquet` (its Parquet conversion of a
+    dataset, `SPLIT/0000.parquet`, ...); none if it has none of them."""
     whole = os.path.join(directory, f"{split}.parquet")
     if os.path.isfile(whole):
         return [whole]
-    return sorted(glob.glob(os.path.join(glob.escape(directory), f"{split}-*.parquet")))
+    here = glob.escape(directory)
+    for pattern in (f"{split}-*.parquet", os.path.join(glob.escape(split), "*.parquet")):
+        found = sorted(glob.glob(os.path.join(here, pattern)))
+        if found:
+            return found
+    return []
 
 
 def holds_hub_layout(directory: str, own: tuple[str, ...] = ("train.tsv",)) -> bool:
@@ -174,3 +181,55 @@ def _single_label(path: str, i: int, spec: HubTask, value) -> str:
 
         return np.format_float_positional(np.float32(value), trim="-")
     return label
+
+
+def read_tagged(directory: str, split: str) -> list[tuple[list[str], list[str]]]:
+    """CoNLL-2003 as the Hub publishes it (`eriktks/conll2003`): a row per sentence, its words
+    in `tokens` and their entity tags in `ner_tags` as class indices, named by the file's
+    recorded features (`datasets`' ClassLabel). Returned as `readers.read_conll` returns the
+    text files: (words, tags) per sentence, `-DOCSTART-` rows and empty rows left out."""
+    sentences = []
+    for path in split_paths(directory, "ner", split):
+        table = read_parquet(path)
+        missing = [c for c in ("tokens", "ner_tags") if c not in table.column_names]
+        if missing:
+            raise ValueError(
+                f"{path}: no column(s) {', '.join(missing)} among {table.column_names}; --task "
+                "ner reads a sentence's words from tokens and their tags from ner_tags"
+            )
+        names = _tag_names(table.schema.metadata or {})
+        if names is None:
+            raise ValueError(
+                f"{path}: no record of the names of ner_tags' classes (the features `datasets` "
+                "writes into a Parquet file's metadata); without them the tags are numbers "
+                "alone: use the Hub's files as published, or CoNLL's text files"
+            )
+        words_and_tags = [table.column(c).to_pylist() for c in ("tokens", "ner_tags")]
+        for i, (words, tags) in enumerate(zip(*words_and_tags, strict=True)):
+            if not words or words == ["-DOCSTART-"]:
+                continue
+            sentences.append((words, _tags(path, i, words, tags, names)))
+    return sentences
+
+
+def _tags(path: str, i: int, words: list, tags: list, names: tuple[str, ...]) -> list[str]:
+    if not all(isinstance(w, str) and w for w in words) or not isinstance(tags, list):
+        raise ValueError(f"{path}: row {i + 1}: a word that is empty or no text, or no tags")
+    if len(tags) != len(words):
+        raise ValueError(f"{path}: row {i + 1}: {len(words)} tokens but {len(tags)} ner_tags")
+    for t in tags:
+        if not (isinstance(t, int) and 0 <= t < len(names)):
+            raise ValueError(
+                f"{path}: row {i + 1}: tag {t!r} is not one of ner_tags' {len(names)} classes"
+            )
+    return [names[t] for t in tags]
+
+
+def _tag_names(metadata: dict) -> tuple[str, ...] | None:
+    """The class names `datasets` recorded for `ner_tags`, a sequence of a ClassLabel."""
+    try:
+        tags = json.loads(metadata[b"huggingface"])["info"]["features"]["ner_tags"]
+        names = tags["feature"]["names"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return tuple(str(n) for n in names) if isinstance(names, list) else None

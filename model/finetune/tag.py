@@ -3,12 +3,15 @@ entity-level F1 on dev, the dev predictions in conlleval's layout."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from model.finetune.config import FinetuneConfig
 from model.finetune.features import IGNORE, token_features
+from model.finetune.hub import holds_hub_layout, read_tagged
 from model.finetune.metrics import entity_f1
 from model.finetune.readers import data_files, read_conll
 from model.finetune.task import Predict, Task
@@ -29,8 +32,13 @@ class Tag(Task):
     @classmethod
     def read(cls, cfg: FinetuneConfig, tok) -> Tag:
         names = [("train.txt",), ("dev.txt", "valid.txt")]
-        train_path, dev_path = data_files(cfg.task, cfg.data, names)
-        train, dev = read_conll(train_path), read_conll(dev_path)
+        if holds_hub_layout(cfg.data, names[0]):  # the Hub's Parquet files (`hub.read_tagged`)
+            train_path, dev_path = (os.path.join(cfg.data, s) for s in ("train", "validation"))
+            train = read_tagged(cfg.data, "train")
+            dev = read_tagged(cfg.data, "validation")
+        else:
+            train_path, dev_path = data_files(cfg.task, cfg.data, names)
+            train, dev = read_conll(train_path), read_conll(dev_path)
         labels = sorted({t for _, tags in train for t in tags})
         index = {name: i for i, name in enumerate(labels)}
         unknown = sorted({t for _, tags in dev for t in tags} - set(index))

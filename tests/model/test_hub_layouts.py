@@ -15,11 +15,12 @@ import pytest
 
 from model.cli import main
 from model.finetune.hub import HUB_TASKS
-from model.finetune.readers import GLUE_TASKS, read_tsv
+from model.finetune.readers import GLUE_TASKS, read_conll, read_tsv
 from tests.model.helpers import (
     finetune_args,
     one_line_error,
     without_timing,
+    write_conll,
     write_mnli,
     write_squad,
     write_sst2,
@@ -195,3 +196,57 @@ def test_squad_from_the_hubs_parquet_is_squad_from_its_json(pretrained_run, tmp_
     capsys.readouterr()
     assert main(finetune_args("squad", str(hub), pretrained_run, str(tmp_path / "r"))) == 2
     assert f"{hub}: no validation.parquet or validation-*.parquet" in one_line_error(capsys)
+
+
+CONLL_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+
+
+def conll_table(sentences: list, names: list[str] | None = CONLL_TAGS) -> pa.Table:
+    """Sentences as `eriktks/conll2003` holds them: a `-DOCSTART-` row first, tags as class
+    indices, their names in the features `datasets` records (none if `names` is None)."""
+    rows = [(["-DOCSTART-"], ["O"]), *sentences]
+    table = pa.table(
+        {
+            "id": [str(i) for i in range(len(rows))],
+            "tokens": [words for words, _ in rows],
+            "ner_tags": [[CONLL_TAGS.index(t) for t in tags] for _, tags in rows],
+        }
+    )
+    if names is None:
+        return table
+    tags = {"feature": {"names": names, "_type": "ClassLabel"}, "_type": "Sequence"}
+    meta = {"info": {"features": {"ner_tags": tags}}}
+    return table.replace_schema_metadata({b"huggingface": json.dumps(meta).encode()})
+
+
+def test_conll_from_the_hubs_parquet_is_conll_from_its_text_files(pretrained_run, tmp_path, capsys):
+    """The training split in the Hub's Parquet conversion layout (`train/0000.parquet`), dev
+    as its data files name them; the same runs, file for file."""
+    data = write_conll(str(tmp_path / "text"), np.random.default_rng(1))
+    hub = tmp_path / "hub"
+    (hub / "train").mkdir(parents=True)
+    train = read_conll(os.path.join(data, "train.txt"))
+    pq.write_table(conll_table(train), hub / "train" / "0000.parquet")
+    dev = hub / "validation-00000-of-00001.parquet"
+    pq.write_table(conll_table(read_conll(os.path.join(data, "dev.txt"))), dev)
+    runs = [str(tmp_path / "run-text"), str(tmp_path / "run-hub")]
+    for source, run in zip((data, str(hub)), runs, strict=True):
+        assert main(finetune_args("ner", source, pretrained_run, run, "--epochs", "2")) == 0
+    made = run_files(runs[1])
+    assert made == run_files(runs[0]) and "results.json" in made
+    with open(os.path.join(runs[1], "dev_predictions.txt")) as a:
+        with open(os.path.join(runs[0], "dev_predictions.txt")) as b:
+            assert a.read() == b.read()
+    # refused in one line: no record of the tags' names, a tag beyond them, lengths unequal
+    cases = [
+        (conll_table(train, names=None), "no record of the names of ner_tags' classes"),
+        (
+            conll_table(train, names=CONLL_TAGS[:3]),
+            "row 2: tag 3 is not one of ner_tags' 3 classes",
+        ),
+        (conll_table([(["a", "b"], ["O"])]), "row 2: 2 tokens but 1 ner_tags"),
+    ]
+    for table, said in cases:
+        pq.write_table(table, hub / "train" / "0000.parquet")
+        assert main(finetune_args("ner", str(hub), pretrained_run, str(tmp_path / "r"))) == 2
+        assert f"{hub / 'train' / '0000.parquet'}: {said}" in one_line_error(capsys)
