@@ -83,6 +83,11 @@ REPEAT_CAUSES = {
         "with the same name within their inputs",
         "remove the repeat, or rename one file",
     ),
+    "parquet": (
+        "Parquet rows with the same id in two files, or, for rows without an id, two files "
+        "with the same name within their inputs",
+        "remove the repeat, or rename one file",
+    ),
     "wikipedia": ("one Wikipedia page in two dumps", "give each dump once"),
     "": ("two documents with one id", "remove the repeat"),
 }

@@ -333,10 +333,11 @@ def stale(holder: str) -> bool:
 # Disk a local build needs, per byte of input text, at its peak: the chunk files of documents,
 # sentences and tokenized passes beside the finished shards, set just above the peak measured on
 # prose in the reference format at seq 128, dupe 5 (docs/benchmarks.md, "Scale on one machine").
-# Compressed input counts as COMPRESSED_TEXT times its stored size.
+# Compressed input counts as COMPRESSED_TEXT times its stored size; so does Parquet, whose pages
+# are compressed (snappy by default) and hold columns beside the text.
 DISK_PER_TEXT_BYTE = 8.5
 COMPRESSED_TEXT = 4
-COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd", ".lz4")
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd", ".lz4", ".parquet")
 
 
 def text_bytes(files: list[tuple[str, int]]) -> int:

@@ -17,6 +17,7 @@ from typing import BinaryIO
 from pipeline.sources.compressed import decompressed
 from pipeline.sources.documents import BadInputError, Tally
 from pipeline.sources.jsonl import read_jsonl
+from pipeline.sources.parquet import MAGIC, opened
 from pipeline.sources.streams import text_stream
 from pipeline.sources.wikipedia.pages import refuse_non_export
 from pipeline.sources.wikipedia.split import PAGE_OPEN, as_utf8
@@ -40,6 +41,12 @@ def check_head(fmt: str, path: str, rel: str, open_raw, strict: bool = True) -> 
             raise
         return
     whole = len(head) < HEAD_BYTES
+    if fmt == "parquet" or head.startswith(MAGIC):
+        refuse_parquet_mismatch(fmt, head, rel, strict)
+        if strict and head:  # its columns, from the footer at its end
+            with open_raw(path) as raw:
+                opened(raw, rel)
+        return
     if fmt == "wikipedia":
         text = read_all(as_utf8(io.BytesIO(head)))
         if strict and text.strip():  # an empty file is dropped and counted, not refused
@@ -57,6 +64,22 @@ def check_head(fmt: str, path: str, rel: str, open_raw, strict: bool = True) -> 
             text = text[: text.rfind(b"\n") + 1]
         for _ in read_jsonl(io.BytesIO(text), rel, tally):
             pass
+
+
+def refuse_parquet_mismatch(fmt: str, head: bytes, rel: str, strict: bool) -> None:
+    """A Parquet file given as another format, or (`strict`) a parquet input that is not one;
+    the reader itself finds what else is wrong with a Parquet file (its columns, its rows)."""
+    if fmt != "parquet":
+        raise BadInputError(
+            f"{rel}: a Parquet file, whose bytes the {fmt} format would take as text; pass "
+            "--format parquet (make: FORMAT=parquet) or prefix the input with parquet:, or "
+            "leave the file out of the input"
+        )
+    if strict and head and not head.startswith(MAGIC):
+        raise BadInputError(
+            f"{rel}: not a Parquet file (it does not start with {MAGIC.decode()}); is this the "
+            "right --format?"
+        )
 
 
 def refuse_other_format(fmt: str, text: bytes, whole: bool, rel: str) -> None:

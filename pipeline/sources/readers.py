@@ -10,12 +10,19 @@ from pipeline.sources.books import read_book
 from pipeline.sources.compressed import decompressed
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.jsonl import read_jsonl
+from pipeline.sources.parquet import read_parquet
 from pipeline.sources.text import read_text
 from pipeline.sources.wikipedia.pages import WikiPage, iter_pages
 from pipeline.sources.wikipedia.reader import read_wikipedia
 from pipeline.sources.wikipedia.spans import read_span
 
-READERS = {"text": read_text, "books": read_book, "wikipedia": read_wikipedia, "jsonl": read_jsonl}
+READERS = {
+    "text": read_text,
+    "books": read_book,
+    "wikipedia": read_wikipedia,
+    "jsonl": read_jsonl,
+    "parquet": read_parquet,
+}
 
 
 def read_input(item: tuple, tally: Tally, open_raw) -> Iterator[Document | WikiPage]:

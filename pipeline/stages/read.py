@@ -14,6 +14,7 @@ a multistream index, and large uncompressed exports, are cut into spans read in 
 
 from __future__ import annotations
 
+import io
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -112,21 +113,35 @@ class Opener:
 
 class TrackedFile:
     """A file object that remembers its position after every read (it stays known once the
-    reader has closed the file)."""
+    reader has closed the file). A reader that seeks (Parquet's, to the footer first, then to
+    each row group) is followed by the bytes it has read instead, up to the file's size, so the
+    progress line does not take the footer for the end of the work."""
 
     def __init__(self, f):
         self._f = f
         self.pos = 0
+        self._size = None  # known once the reader seeks
 
     def read(self, n=-1):
         data = self._f.read(n)
-        self.pos = self._f.tell()
+        self._moved(len(data))
         return data
 
     def readinto(self, buffer):
         n = self._f.readinto(buffer)
-        self.pos = self._f.tell()
+        self._moved(n)
         return n
+
+    def seek(self, offset, whence=0):
+        if self._size is None:
+            self._size = self._f.seek(0, io.SEEK_END)
+        return self._f.seek(offset, whence)
+
+    def _moved(self, n: int) -> None:
+        if self._size is None:
+            self.pos = self._f.tell()
+        else:
+            self.pos = min(self._size, self.pos + n)
 
     def __getattr__(self, name):
         return getattr(self._f, name)

@@ -1,0 +1,128 @@
+"""Parquet: one document per row, its text in a string column `text` and an optional `id`
+(string or integer), as the Hugging Face Hub publishes text corpora (`wikimedia/wikipedia`:
+`id`, `url`, `title`, `text`) and as the `datasets` library's `to_parquet` writes them. Other
+columns are not read.
+
+A row is what a JSON Lines record is (`pipeline.sources.jsonl`): its text splits into
+paragraphs on blank lines; its id is `source:id`, else `source:relative/path#row` (1-based),
+so ids never depend on the reading order; a row whose text is null, or whose id an earlier row
+of the file holds, is a bad record: the run stops naming the file and row, or with
+`--skip-bad-input` it is skipped and counted (`documents_dropped.parquet_bad_record`). A file
+with no string `text` column, or that is not Parquet, is a bad file.
+
+The file is read a row group at a time (pyarrow seeks to each, the footer first), so memory
+follows the row group, not the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from pipeline.sources.documents import BadInputError, Document, Tally
+from pipeline.sources.jsonl import text_paragraphs
+
+MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
+BLANK_BYTES = 1 << 16  # white space beyond this is no blank file: read on as Parquet, refused
+
+
+def read_parquet(
+    f: BinaryIO, rel: str, tally: Tally, source: str = "parquet"
+) -> Iterator[Document]:
+    """Documents of one Parquet file (see the module docstring)."""
+    if _blank(f, rel):  # as every reader counts a file of nothing or white space
+        tally.drop("empty_file")
+        return
+    pf, columns = opened(f, rel)
+    if pf.metadata.num_rows == 0:
+        tally.drop("empty_file")
+        return
+    row, first_row = 0, {}  # id -> row: two rows with one id are one document
+    for group in range(pf.num_row_groups):  # one in memory at a time, read when it is reached
+        table = pf.read_row_group(group, columns=columns, use_threads=False)
+        texts = table.column("text").to_pylist()
+        ids = table.column("id").to_pylist() if "id" in columns else [None] * len(texts)
+        del table
+        for text, ident in zip(texts, ids, strict=True):
+            row += 1
+            doc = _document(text, ident, row, rel, source, tally, first_row)
+            if doc is not None:
+                yield doc
+
+
+def _blank(f: BinaryIO, rel: str) -> bool:
+    """Whether the file holds nothing or white space alone; else it is left at its start (a
+    Parquet file is read by seeking: a compressed one cannot be)."""
+    head = f.read(len(MAGIC))
+    while head and not head.strip() and len(head) <= BLANK_BYTES:
+        more = f.read(BLANK_BYTES)
+        if not more:
+            return True
+        head += more
+    if not head:
+        return True
+    if not f.seekable():
+        raise BadInputError(
+            f"{rel}: a compressed Parquet file; decompress it (Parquet compresses its own pages)"
+        )
+    f.seek(0)
+    return False
+
+
+def opened(f: BinaryIO, rel: str):
+    """The Parquet file and the columns it is read by; a file that is not Parquet, or has no
+    string `text` column, raises `BadInputError` naming it (its footer alone is read)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(f)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise BadInputError(f"{rel}: not a Parquet file pyarrow can read ({e})") from None
+    return pf, _columns(pf.schema_arrow, rel)
+
+
+def _columns(schema, rel: str) -> list[str]:
+    """The columns read: `text`, which must hold strings, and `id` where it holds strings or
+    integers (another `id` is not an id: rows are then named by their number)."""
+    import pyarrow as pa
+
+    if "text" not in schema.names:
+        raise BadInputError(
+            f"{rel}: no `text` column among {schema.names}; the parquet format reads a "
+            "document's text from a string column named text"
+        )
+    kind = schema.field("text").type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise BadInputError(f"{rel}: its `text` column holds {kind}, not strings")
+    if "id" not in schema.names:
+        return ["text"]
+    ident = schema.field("id").type
+    strings = pa.types.is_string(ident) or pa.types.is_large_string(ident)
+    return ["text", "id"] if strings or pa.types.is_integer(ident) else ["text"]
+
+
+def _document(
+    text, ident, row: int, rel: str, source: str, tally: Tally, first_row: dict
+) -> Document | None:
+    where = f"{rel}: row {row}"
+    if text is None:
+        tally.bad("parquet_bad_record", where, "its text is null")
+        return None
+    ident = None if ident is None or str(ident) == "" else str(ident)
+    if ident is not None:
+        if ident in first_row:
+            tally.bad(
+                "parquet_duplicate_id",
+                where,
+                f"id {ident!r} was already used on row {first_row[ident]}; ids name one "
+                "document each",
+            )
+            return None
+        first_row[ident] = row
+    paragraphs = text_paragraphs(text)
+    if not paragraphs:
+        tally.drop("parquet_empty_text")
+        return None
+    doc_id = f"{source}:{ident}" if ident is not None else f"{source}:{rel}#{row}"
+    return Document(doc_id, source, paragraphs)

@@ -1,0 +1,162 @@
+"""Parquet input: a row is what a JSON Lines record is (the same documents, ids and counts),
+read a row group at a time, locally and from gs://; a wrong format either way, a file without
+a text column and bad rows are refused in one line naming the file and row."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.shell.cli import main
+from pipeline.sources.documents import BadInputError, Tally
+from pipeline.sources.readers import READERS
+from pipeline.stages.read import TrackedFile
+from schemas.reader import ShardSet
+
+RECORDS = [
+    {"id": "doc-7", "text": "First paragraph here.\n\nSecond\nparagraph  wraps."},
+    {"id": None, "text": "No id: the row names it."},
+    {"id": "doc-9", "text": "  \n\n "},  # no paragraph: dropped and counted
+    {"id": "", "text": "An empty id is no id."},
+    *({"id": f"n{i}", "text": f"Document {i} says one thing.\n\nThen another."} for i in range(9)),
+]
+
+
+def as_parquet(path, records: list[dict], row_group_size: int = 4, **columns) -> str:
+    table = pa.table(
+        {
+            "id": [r["id"] for r in records],
+            "url": ["https://example.org"] * len(records),
+            "text": [r["text"] for r in records],
+            **columns,
+        }
+    )
+    pq.write_table(table, str(path), row_group_size=row_group_size)
+    return str(path)
+
+
+def read(path: str, rel: str, fmt: str, skip: bool = False):
+    tally = Tally(skip_bad_input=skip)
+    with open(path, "rb") as f:
+        return list(READERS[fmt](f, rel, tally, fmt)), tally
+
+
+def test_rows_are_the_documents_their_records_are_in_json_lines(tmp_path):
+    parquet = as_parquet(tmp_path / "part-0.parquet", RECORDS)
+    lines = tmp_path / "part-0.jsonl"
+    lines.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    rows, by_row = read(parquet, "part-0.parquet", "parquet")
+    records, by_line = read(str(lines), "part-0.jsonl", "jsonl")
+    assert [(d.id.replace("parquet:", "jsonl:"), d.paragraphs) for d in rows] == [
+        (d.id.replace(".jsonl", ".parquet"), d.paragraphs) for d in records
+    ]
+    assert [d.id for d in rows[:3]] == [
+        "parquet:doc-7",
+        "parquet:part-0.parquet#2",
+        "parquet:part-0.parquet#4",
+    ]
+    assert rows[0].paragraphs == ("First paragraph here.", "Second paragraph wraps.")
+    renamed = {k.replace("jsonl_", "parquet_"): n for k, n in by_line.counts.items()}
+    assert (
+        by_row.counts
+        == renamed
+        == {
+            "documents_read": 1,
+            "documents_dropped.parquet_empty_text": 1,
+        }
+    )
+
+
+def test_row_groups_are_read_one_at_a_time_and_followed_by_the_bytes_read(tmp_path):
+    """The footer is read first: a reader that follows the position would call the file read
+    at its first document. Its text is random letters, which compression cannot shrink much."""
+    rng = np.random.default_rng(0)
+    words = ["".join(rng.choice(list("abcdefghij"), size=8)) for _ in range(60_000)]
+    records = [
+        {"id": f"d{i}", "text": " ".join(words[i * 200 : (i + 1) * 200])} for i in range(300)
+    ]
+    path = as_parquet(tmp_path / "p.parquet", records, row_group_size=30)
+    size = os.path.getsize(path)
+    assert size > 200_000 and pq.ParquetFile(path).num_row_groups == 10
+    with TrackedFile(open(path, "rb")) as f:
+        docs = READERS["parquet"](f, "p.parquet", Tally(), "parquet")
+        next(docs)
+        first = f.pos
+        assert len(list(docs)) == len(records) - 1
+        assert 0 < first < size / 3 and f.pos == size
+
+
+@pytest.mark.parametrize(
+    "records, said",
+    [
+        ([{"id": "a", "text": "One."}, {"id": "b", "text": None}], "row 2: its text is null"),
+        (
+            [{"id": "a", "text": "One."}, {"id": "a", "text": "Two."}],
+            "row 2: id 'a' was already used on row 1; ids name one document each",
+        ),
+    ],
+)
+def test_a_bad_row_stops_the_run_naming_it_or_is_skipped_and_counted(tmp_path, records, said):
+    path = as_parquet(tmp_path / "bad.parquet", records)
+    with pytest.raises(BadInputError, match=f"^bad.parquet: {said}"):
+        read(path, "bad.parquet", "parquet")
+    docs, tally = read(path, "bad.parquet", "parquet", skip=True)
+    assert [d.paragraphs for d in docs] == [("One.",)]
+    assert tally.counts["documents_read"] == 1  # the dropped row, counted as read and dropped
+    assert sum(n for k, n in tally.counts.items() if k.startswith("documents_dropped.")) == 1
+
+
+def test_a_build_from_parquet_and_what_is_refused(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    as_parquet(corpus / "a.parquet", RECORDS)
+    out = tmp_path / "out"
+    args = ["build", "--input", f"parquet:{corpus}", "--out", str(out), "--workers", "1"]
+    assert main(args) == 0
+    shards = ShardSet.open(str(out))
+    counts = shards.manifest.counts["by_source"]["parquet"]
+    assert counts["documents_read"] == len(RECORDS) and counts["files_read"] == 1
+    assert counts["documents_dropped.parquet_empty_text"] == 1
+    assert sum(e.rows for e in shards.manifest.shards) > 0
+    # a Parquet file given as text (the default format), and a text file given as parquet
+    cases = [
+        (
+            ["--input", str(corpus)],
+            "a.parquet: a Parquet file, whose bytes the text format would take as text; pass "
+            "--format parquet",
+        ),
+        (
+            ["--input", "parquet:" + os.path.join(os.path.dirname(__file__), "test_parquet.py")],
+            "not a Parquet file (it does not start with PAR1)",
+        ),
+    ]
+    for argv, line in cases:
+        with pytest.raises(SystemExit) as e:
+            main(["build", *argv, "--out", str(tmp_path / "o2")])
+        message = str(e.value.code) if isinstance(e.value.code, str) else capsys.readouterr().err
+        assert line in message and message.strip().count("\n") == 0, message
+    pq.write_table(pa.table({"id": ["a"], "body": ["One."]}), corpus / "a.parquet")
+    with pytest.raises(SystemExit) as e:
+        main([*args[:3], "--out", str(tmp_path / "o3"), "--workers", "1"])
+    message = str(e.value.code) if isinstance(e.value.code, str) else capsys.readouterr().err
+    assert "a.parquet: no `text` column among ['id', 'body']" in message
+    assert not any((tmp_path / o).exists() for o in ("o2", "o3"))
+
+
+def test_parquet_on_gcs_reads_as_the_local_file(gcs_emulator, gcs_bucket, tmp_path):
+    """Through Beam's GCS filesystem, which pyarrow reads by seeking as it does a local file."""
+    from pipeline.files import fsio
+
+    path = as_parquet(tmp_path / "p.parquet", RECORDS, row_group_size=3)
+    url = f"gs://{gcs_bucket}/corpus/p.parquet"
+    with open(path, "rb") as src:
+        fsio.write_bytes(url, src.read())
+    with TrackedFile(fsio.open_read(url)) as f:
+        remote = list(READERS["parquet"](f, "p.parquet", Tally(), "parquet"))
+    assert remote == read(path, "p.parquet", "parquet")[0]
+    assert len(remote) == len(RECORDS) - 1  # every row with text
