@@ -2,8 +2,8 @@
 say two shard sets hold the same bytes, a build in a process of its own killed at a given file
 and the shards it had finished, the rows an export must hold, Google's vocab layout,
 a process's children and whether one is alive (from /proc), a folder on a read-only
-filesystem, a signal sent after a given call, the imports a source file makes, and the order
-the test files are handed out in.
+filesystem, a signal sent after a given call, the imports a source file makes, a Parquet
+corpus, and the order the test files are handed out in.
 Fixtures live in conftest.py; test files import from here, never from each other."""
 
 from __future__ import annotations
@@ -53,6 +53,23 @@ def heavy_files_first(items: list) -> list:
         slow[path] += item.get_closest_marker("slow") is not None
     rank = {path: (-slow[path], -tests[path], first[path]) for path in first}
     return sorted(items, key=lambda item: rank[file_of(item)])
+
+
+def write_parquet(path, records: list[dict], row_group_size: int = 4) -> str:
+    """Records (`id`, `text`) as a Parquet file as the Hub's text corpora hold them, a `url`
+    column beside (not read), `row_group_size` rows a group."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table(
+        {
+            "id": [r["id"] for r in records],
+            "url": ["https://example.org"] * len(records),
+            "text": [r["text"] for r in records],
+        }
+    )
+    pq.write_table(table, str(path), row_group_size=row_group_size)
+    return str(path)
 
 
 def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:

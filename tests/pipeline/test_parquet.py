@@ -17,6 +17,7 @@ from pipeline.sources.documents import BadInputError, Tally
 from pipeline.sources.readers import READERS
 from pipeline.stages.read import TrackedFile
 from schemas.reader import ShardSet
+from tests.helpers import write_parquet
 
 RECORDS = [
     {"id": "doc-7", "text": "First paragraph here.\n\nSecond\nparagraph  wraps."},
@@ -27,19 +28,6 @@ RECORDS = [
 ]
 
 
-def as_parquet(path, records: list[dict], row_group_size: int = 4, **columns) -> str:
-    table = pa.table(
-        {
-            "id": [r["id"] for r in records],
-            "url": ["https://example.org"] * len(records),
-            "text": [r["text"] for r in records],
-            **columns,
-        }
-    )
-    pq.write_table(table, str(path), row_group_size=row_group_size)
-    return str(path)
-
-
 def read(path: str, rel: str, fmt: str, skip: bool = False):
     tally = Tally(skip_bad_input=skip)
     with open(path, "rb") as f:
@@ -47,7 +35,7 @@ def read(path: str, rel: str, fmt: str, skip: bool = False):
 
 
 def test_rows_are_the_documents_their_records_are_in_json_lines(tmp_path):
-    parquet = as_parquet(tmp_path / "part-0.parquet", RECORDS)
+    parquet = write_parquet(tmp_path / "part-0.parquet", RECORDS)
     lines = tmp_path / "part-0.jsonl"
     lines.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     rows, by_row = read(parquet, "part-0.parquet", "parquet")
@@ -80,7 +68,7 @@ def test_row_groups_are_read_one_at_a_time_and_followed_by_the_bytes_read(tmp_pa
     records = [
         {"id": f"d{i}", "text": " ".join(words[i * 200 : (i + 1) * 200])} for i in range(300)
     ]
-    path = as_parquet(tmp_path / "p.parquet", records, row_group_size=30)
+    path = write_parquet(tmp_path / "p.parquet", records, row_group_size=30)
     size = os.path.getsize(path)
     assert size > 200_000 and pq.ParquetFile(path).num_row_groups == 10
     with TrackedFile(open(path, "rb")) as f:
@@ -102,7 +90,7 @@ def test_row_groups_are_read_one_at_a_time_and_followed_by_the_bytes_read(tmp_pa
     ],
 )
 def test_a_bad_row_stops_the_run_naming_it_or_is_skipped_and_counted(tmp_path, records, said):
-    path = as_parquet(tmp_path / "bad.parquet", records)
+    path = write_parquet(tmp_path / "bad.parquet", records)
     with pytest.raises(BadInputError, match=f"^bad.parquet: {said}"):
         read(path, "bad.parquet", "parquet")
     docs, tally = read(path, "bad.parquet", "parquet", skip=True)
@@ -114,7 +102,7 @@ def test_a_bad_row_stops_the_run_naming_it_or_is_skipped_and_counted(tmp_path, r
 def test_a_build_from_parquet_and_what_is_refused(tmp_path, capsys):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    as_parquet(corpus / "a.parquet", RECORDS)
+    write_parquet(corpus / "a.parquet", RECORDS)
     out = tmp_path / "out"
     args = ["build", "--input", f"parquet:{corpus}", "--out", str(out), "--workers", "1"]
     assert main(args) == 0
@@ -152,7 +140,7 @@ def test_parquet_on_gcs_reads_as_the_local_file(gcs_emulator, gcs_bucket, tmp_pa
     """Through Beam's GCS filesystem, which pyarrow reads by seeking as it does a local file."""
     from pipeline.files import fsio
 
-    path = as_parquet(tmp_path / "p.parquet", RECORDS, row_group_size=3)
+    path = write_parquet(tmp_path / "p.parquet", RECORDS, row_group_size=3)
     url = f"gs://{gcs_bucket}/corpus/p.parquet"
     with open(path, "rb") as src:
         fsio.write_bytes(url, src.read())
