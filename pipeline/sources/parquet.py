@@ -93,13 +93,21 @@ def _columns(schema, rel: str) -> list[str]:
             "document's text from a string column named text"
         )
     kind = schema.field("text").type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+    if not _strings(kind):
         raise BadInputError(f"{rel}: its `text` column holds {kind}, not strings")
     if "id" not in schema.names:
         return ["text"]
     ident = schema.field("id").type
-    strings = pa.types.is_string(ident) or pa.types.is_large_string(ident)
-    return ["text", "id"] if strings or pa.types.is_integer(ident) else ["text"]
+    return ["text", "id"] if _strings(ident) or pa.types.is_integer(ident) else ["text"]
+
+
+def _strings(kind) -> bool:
+    """Strings, also dictionary-encoded (as pandas writes a categorical column)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
 def _document(

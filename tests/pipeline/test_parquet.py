@@ -79,6 +79,22 @@ def test_row_groups_are_read_one_at_a_time_and_followed_by_the_bytes_read(tmp_pa
         assert 0 < first < size / 3 and f.pos == size
 
 
+def test_a_dictionary_encoded_text_is_text_and_a_float_id_is_no_id(tmp_path):
+    """A dictionary-encoded text (a pandas categorical) is text; a float `id` is not taken as
+    an id, so its rows are named by their number."""
+    path = tmp_path / "d.parquet"
+    texts = pa.array(["One doc.\n\nTwo paragraphs.", "Another one."]).dictionary_encode()
+    pq.write_table(pa.table({"text": texts, "id": pa.array([1.5, 2.5])}), path)
+    docs, _ = read(str(path), "d.parquet", "parquet")
+    assert [(d.id, d.paragraphs) for d in docs] == [
+        ("parquet:d.parquet#1", ("One doc.", "Two paragraphs.")),
+        ("parquet:d.parquet#2", ("Another one.",)),
+    ]
+    pq.write_table(pa.table({"text": pa.array([1, 2])}), path)
+    with pytest.raises(BadInputError, match="^d.parquet: its `text` column holds int64, not"):
+        read(str(path), "d.parquet", "parquet")
+
+
 @pytest.mark.parametrize(
     "records, said",
     [
