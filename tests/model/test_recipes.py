@@ -170,3 +170,21 @@ def test_ddp_packed_masked_lm_only_on_gloo(shards_dir, tmp_path):
     records = metrics(run)
     assert [r["step"] for r in records] == [1, 2, 3]
     assert all(r["mlm_loss"] == r["mlm_loss"] and r["nsp_acc"] is None for r in records)
+
+
+def test_berts_two_phases_export_then_init_on_longer_rows(shards_dir, tmp_path, make_shards):
+    """Phase 1 on rows of up to 64 pieces, exported; phase 2 from that export on rows of up to
+    128 (the same vocab): the weights carry over, the step count and the optimizer start anew,
+    and the run records the second set."""
+    phase1, export = str(tmp_path / "phase1"), str(tmp_path / "export")
+    assert main(_args(shards_dir, phase1, steps=3)) == 0
+    assert main(["export", "--ckpt", os.path.join(phase1, "last.pt"), "--out", export]) == 0
+    longer = make_shards(str(tmp_path / "longer"), num_shards=2, max_len=128)
+    phase2 = str(tmp_path / "phase2")
+    assert main(_args(longer, phase2, "--init", export, "--lr", "1e-10", steps=2)) == 0
+    first, second = (load_checkpoint(os.path.join(r, "last.pt")) for r in (phase1, phase2))
+    assert second["step"] == 2 and second["loader_position"] == 2
+    assert second["shard_set"]["directory"] == longer
+    for name in ("bert.embeddings.word.weight", "bert.layers.1.ffn_out.weight", "nsp.weight"):
+        torch.testing.assert_close(second["model"][name], first["model"][name], atol=1e-6, rtol=0)
+    assert open_shards(longer).shard_config.max_seq_length == 128
