@@ -96,7 +96,8 @@ def _optimizer_flags(p: argparse.ArgumentParser) -> None:
         help="peak learning rate (default: by preset, 1e-3 for tiny, 1e-4 for base)",
     )
     p.add_argument("--warmup", type=int, help="warm-up steps (default: min(10000, steps/10))")
-    _defaulted(p, "--weight-decay", float, TrainConfig.weight_decay, "AdamW weight decay")
+    _defaulted(p, "--optimizer", str, TrainConfig.optimizer, "adamw, or lamb for large batches")
+    _defaulted(p, "--weight-decay", float, TrainConfig.weight_decay, "decoupled weight decay")
     _defaulted(p, "--clip", float, TrainConfig.clip, "gradient norm clip, 0 = off")
     _defaulted(p, "--seed", int, TrainConfig.seed, "seed for init, dropout and data order")
 
@@ -320,6 +321,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         accum=args.accum,
         lr=defaults["lr"] if args.lr is None else args.lr,
         warmup=defaults["warmup"] if args.warmup is None else args.warmup,
+        optimizer=args.optimizer,
         weight_decay=args.weight_decay,
         clip=args.clip,
         seed=args.seed,

@@ -88,7 +88,8 @@ class TrainConfig:
     accum: int = 1  # gradient accumulation: micro-batches per optimizer step
     lr: float = 1e-3  # peak learning rate
     warmup: int = 100  # linear warm-up steps, then linear decay to 0 at `steps`
-    weight_decay: float = 0.01  # AdamW; never on biases or LayerNorm
+    optimizer: str = "adamw"  # adamw | lamb (large batches: BERT in 76 minutes)
+    weight_decay: float = 0.01  # decoupled (AdamW, LAMB); never on biases or LayerNorm
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-6
     clip: float = 1.0  # max global gradient norm; 0 turns clipping off
@@ -150,6 +151,7 @@ POSITIVE = Rule(lambda v: v > 0, "must be > 0")
 A_SHARE = Rule(lambda v: 0 <= v < 1, "must lie in [0, 1)")
 NAMED = Rule(bool, "must name a directory")
 PRECISIONS = ("auto", "bf16", "fp32")
+OPTIMIZERS = ("adamw", "lamb")
 PRECISION = Rule(lambda v: v in PRECISIONS, "must be auto, bf16 or fp32")
 SEEDS = 2**32  # numpy's and torch's generators all take a seed below this
 SEED = Rule(lambda v: 0 <= v < SEEDS, f"must be from 0 to {SEEDS - 1}")
@@ -163,6 +165,7 @@ TRAIN_RULES = {
     "accum": AT_LEAST_1,
     "lr": POSITIVE,
     "warmup": NOT_NEGATIVE,
+    "optimizer": Rule(lambda v: v in OPTIMIZERS, f"must be one of {', '.join(OPTIMIZERS)}"),
     "weight_decay": NOT_NEGATIVE,
     "clip": Rule(lambda v: v >= 0, "must be 0 (no clipping) or more"),
     "seed": SEED,

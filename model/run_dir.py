@@ -375,6 +375,12 @@ def _check_train_settings(path: str, ckpt: dict, cfg: TrainConfig) -> None:
     if changed:
         hints = ", ".join(_recipe_hint(ckpt, k) for k in changed)
         raise ValueError(f"{path}: resume with the run's own recipe: {hints}")
+    if was_train["optimizer"] != cfg.optimizer:  # its moments are another optimizer's
+        raise ValueError(
+            f"{path}: the run trains with --optimizer {was_train['optimizer']}; resume with "
+            f"{flag_hint('--optimizer', was_train['optimizer'])}, or start a new "
+            f"{flag_hint('--run', 'DIR')}"
+        )
     changed = [k for k in OPTIMIZER_KEYS if was_train[k] != getattr(cfg, k)]
     if changed:
         given = _flags({k: getattr(cfg, k) for k in changed})

@@ -19,6 +19,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from model.bert import BertForPreTraining, pretraining_loss, training_flops
 from model.config import BertConfig, TrainConfig, flag_hint
+from model.lamb import Lamb
 
 # Dense bf16 tensor-core peaks (TFLOP/s) for the MFU figure, by a substring of the GPU's name.
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}
@@ -230,12 +231,18 @@ def compiled(model: torch.nn.Module, backend: str = "inductor") -> torch.nn.Modu
 
 
 class Trainer(Stepper):
-    """Pre-training's step on a `PretrainingModel`, with its AdamW (fused) and schedule; `step`
-    returns summed [mlm_loss, nsp_loss, mlm_correct, mlm_count, nsp_correct, rows]."""
+    """Pre-training's step on a `PretrainingModel`, with its optimizer (AdamW, fused, or LAMB)
+    and schedule; `step` returns summed [mlm_loss, nsp_loss, mlm_correct, mlm_count,
+    nsp_correct, rows]."""
 
     def __init__(self, cfg: TrainConfig, d: Dist, model: PretrainingModel):
         self.cfg, self.model_cfg, self.d = cfg, model.raw.cfg, d
-        optimizer = adamw(model.raw, cfg.lr, cfg.weight_decay, cfg.betas, cfg.eps, fused=True)
+        if cfg.optimizer == "lamb":  # biases and LayerNorm weights out of layer adaptation
+            decayed, plain = param_groups(model.raw, cfg.weight_decay)
+            groups = [decayed, {**plain, "adapt": False}]
+            optimizer = Lamb(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
+        else:
+            optimizer = adamw(model.raw, cfg.lr, cfg.weight_decay, cfg.betas, cfg.eps, fused=True)
         scheduler = warmup_linear(optimizer, cfg.warmup, cfg.steps)
         bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and d.device.type == "cuda")
         super().__init__(

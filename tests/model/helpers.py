@@ -12,13 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
 import model.training as training
 from model.config import TrainConfig
 from model.pretrain import pretrain
+from model.run_dir import load_checkpoint
 from schemas.config import ShardConfig
 from schemas.manifest import SHARDS_DIR, Manifest, ShardEntry, shard_name
 from schemas.masking import MaskingRule, mask_flat
@@ -309,6 +312,22 @@ def pretrain_interrupted(cfg: TrainConfig, monkeypatch, steps: int) -> None:
     with pytest.raises(Interrupted):
         pretrain(cfg)
     monkeypatch.setattr(training.Trainer, "step", real_step)
+
+
+def resumed_and_whole(shards: str, tmp_path, monkeypatch, **opts) -> tuple[str, str]:
+    """Two runs of `config(shards, ..., **opts)`: one stopped as its step 7 starts (its
+    checkpoint at 4: steps 5-6 lost) and resumed, one uninterrupted; their run folders,
+    checked to hold the same metrics and the same weights."""
+    whole = config(shards, str(tmp_path / "whole"), **opts)
+    pretrain(whole)
+    split = config(shards, str(tmp_path / "split"), **opts)
+    pretrain_interrupted(split, monkeypatch, 6)
+    pretrain(replace(split, resume=True))
+    assert without_timing(metrics(split.run)) == without_timing(metrics(whole.run))
+    a = load_checkpoint(os.path.join(whole.run, "last.pt"))
+    b = load_checkpoint(os.path.join(split.run, "last.pt"))
+    assert all(torch.equal(t, b["model"][k]) for k, t in a["model"].items())
+    return split.run, whole.run
 
 
 def cli_env(tmp=None) -> dict:
