@@ -149,16 +149,20 @@ def test_packed_resume_reproduces_an_uninterrupted_packed_run(shards_dir, tmp_pa
 
 @pytest.mark.slow
 def test_ddp_packed_masked_lm_only_on_gloo(shards_dir, tmp_path):
-    """Two ranks, packed, without NSP: the frozen pooler leaves DDP nothing to wait for."""
+    """Two ranks, packed, without NSP: the frozen pooler leaves DDP nothing to wait for; with
+    LAMB, whose trust ratios each rank computes alike from DDP's averaged gradients."""
     run = str(tmp_path / "ddp")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    cmd += ["-m", "model.cli", *_args(shards_dir, run, "--pack", "--no-nsp", steps=3)]
+    recipe = ("--pack", "--no-nsp", "--optimizer", "lamb")
+    cmd += ["-m", "model.cli", *_args(shards_dir, run, *recipe, steps=3)]
     cmd[cmd.index("--run")] = "--run-dir"
     done = subprocess.run(cmd, cwd=REPO, env=cli_env(tmp_path), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     records = metrics(run)
     assert [r["step"] for r in records] == [1, 2, 3]
     assert all(r["mlm_loss"] == r["mlm_loss"] and r["nsp_acc"] is None for r in records)
+    ckpt = load_checkpoint(os.path.join(run, "last.pt"))
+    assert ckpt["world_size"] == 2 and ckpt["train_config"]["optimizer"] == "lamb"
 
 
 def test_berts_two_phases_export_then_init_on_longer_rows(shards_dir, tmp_path, make_shards):
