@@ -7,8 +7,10 @@ A row is what a JSON Lines record is (`pipeline.sources.jsonl`): its text splits
 paragraphs on blank lines; its id is `source:id`, else `source:relative/path#row` (1-based),
 so ids never depend on the reading order; a row whose text is null, or whose id an earlier row
 of the file holds, is a bad record: the run stops naming the file and row, or with
-`--skip-bad-input` it is skipped and counted (`documents_dropped.parquet_bad_record`). A file
-with no string `text` column, or that is not Parquet, is a bad file.
+`--skip-bad-input` it is skipped and counted (`documents_dropped.parquet_bad_record`); a text
+of more than 32 Mi characters is dropped and counted (`parquet_record_too_long`), as a JSON
+Lines record over that size is. A file with no string `text` column, or that is not Parquet,
+is a bad file.
 
 The file is read a row group at a time (pyarrow seeks to each, the footer first), so memory
 follows the row group, not the file.
@@ -20,7 +22,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from pipeline.sources.documents import BadInputError, Document, Tally
-from pipeline.sources.jsonl import text_paragraphs
+from pipeline.sources.jsonl import MAX_RECORD_BYTES, text_paragraphs
 
 MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
 BLANK_BYTES = 1 << 16  # white space beyond this is no blank file: read on as Parquet, refused
@@ -128,6 +130,9 @@ def _document(
             )
             return None
         first_row[ident] = row
+    if len(text) > MAX_RECORD_BYTES:  # as a JSON Lines record over the limit
+        tally.drop("parquet_record_too_long")
+        return None
     paragraphs = text_paragraphs(text)
     if not paragraphs:
         tally.drop("parquet_empty_text")

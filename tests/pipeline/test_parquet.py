@@ -79,6 +79,16 @@ def test_row_groups_are_read_one_at_a_time_and_followed_by_the_bytes_read(tmp_pa
         assert 0 < first < size / 3 and f.pos == size
 
 
+def test_a_text_over_the_record_limit_is_dropped_and_counted(tmp_path, monkeypatch):
+    import pipeline.sources.parquet as parquet
+
+    monkeypatch.setattr(parquet, "MAX_RECORD_BYTES", 40)
+    records = [{"id": "a", "text": "Short."}, {"id": "b", "text": "Far too long. " * 5}]
+    docs, tally = read(write_parquet(tmp_path / "p.parquet", records), "p.parquet", "parquet")
+    assert [d.id for d in docs] == ["parquet:a"]
+    assert tally.counts == {"documents_read": 1, "documents_dropped.parquet_record_too_long": 1}
+
+
 def test_a_dictionary_encoded_text_is_text_and_a_float_id_is_no_id(tmp_path):
     """A dictionary-encoded text (a pandas categorical) is text; a float `id` is not taken as
     an id, so its rows are named by their number."""
