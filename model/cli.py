@@ -25,7 +25,7 @@ from schemas.interrupts import exit_code, interrupts_unwind
 
 TASK_HELP = (
     "cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli (GLUE TSV), ner (CoNLL), "
-    "squad (SQuAD v1.1)"
+    "squad (SQuAD v1.1), squad2 (SQuAD 2.0)"
 )
 
 
@@ -244,7 +244,7 @@ def _finetune_schedule_flags(p: argparse.ArgumentParser, cfg) -> None:
 
 def _squad_flags(p: argparse.ArgumentParser, cfg) -> None:
     """Fine-tuning: sequence length, and SQuAD's windows, questions and answers."""
-    p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad")
+    p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad*")
     squad = (
         (
             "--doc-stride",
@@ -256,7 +256,7 @@ def _squad_flags(p: argparse.ArgumentParser, cfg) -> None:
         ("--max-answer-length", cfg.max_answer_length, "longest answer in tokens"),
     )
     for flag, default, text in squad:  # None when not given: refused beside another task
-        p.add_argument(flag, type=int, default=None, help=f"squad: {text} (default: {default})")
+        p.add_argument(flag, type=int, default=None, help=f"squad*: {text} (default: {default})")
 
 
 def _finetune_step_flags(p: argparse.ArgumentParser) -> None:

@@ -145,6 +145,7 @@ def hf_state_dict(state: dict[str, torch.Tensor], cfg: BertConfig) -> dict[str, 
 TASK_CLASSES = {
     "ner": ("BertForTokenClassification", "classifier", False),
     "squad": ("BertForQuestionAnswering", "qa_outputs", False),
+    "squad2": ("BertForQuestionAnswering", "qa_outputs", False),
 }
 GLUE_CLASS = ("BertForSequenceClassification", "classifier", True)
 REGRESSION_TASKS = ("stsb",)  # one score per pair, trained by mean squared error

@@ -29,7 +29,7 @@ from model.finetune.config import FinetuneConfig, default_run
 from model.finetune.encoder import TaskModel, build_model, encoder_record, read_encoder
 from model.finetune.features import truncation_report
 from model.finetune.readers import GLUE_TASKS, check_task
-from model.finetune.spans import Spans
+from model.finetune.spans import Spans, Spans2
 from model.finetune.tag import Tag
 from model.finetune.task import Task
 from model.folders import FINETUNING_RUN, check_own_kind, folder_kind
@@ -55,6 +55,7 @@ KINDS: dict[str, type[Task]] = {
     **{name: Regress if spec.regression else Classify for name, spec in GLUE_TASKS.items()},
     "ner": Tag,
     "squad": Spans,
+    "squad2": Spans2,
 }
 
 
@@ -63,7 +64,7 @@ def kind_of(task: str) -> type[Task]:
     return KINDS[task]
 
 
-SQUAD_ONLY = ("doc_stride", "max_query_length", "max_answer_length")  # flags of --task squad
+SQUAD_ONLY = ("doc_stride", "max_query_length", "max_answer_length")  # --task squad, squad2
 
 
 def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
@@ -73,7 +74,7 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
     max_len = kind_of(args.task).max_seq_length if max_len is None else max_len
     run = default_run(args.ckpt, args.task) if args.run is None else args.run
     squad = {k: getattr(args, k) for k in SQUAD_ONLY if getattr(args, k) is not None}
-    if squad and args.task != "squad":
+    if squad and args.task not in ("squad", "squad2"):
         flag = "--" + next(iter(squad)).replace("_", "-")
         raise ValueError(
             f"{flag} shapes SQuAD's windows, questions or answers, and --task {args.task} has "
@@ -268,7 +269,7 @@ def _train(run: Finetuning) -> tuple[dict, dict]:
         if step % per_epoch == 0 or step == steps:
             scores = record["dev"] = run.task.evaluate(run.predict)
             _keep_best(run, best, step, step / per_epoch, scores)
-            shown = " ".join(f"{k} {v:.4f}" for k, v in scores.items())
+            shown = " ".join(f"{k} {v:.4f}" for k, v in scores.items() if isinstance(v, float))
             took = progress.elapsed()
             print(f"{cfg.task} step {step}/{steps} loss {loss:.4f} | dev {shown} | {took:.0f}s")
         if step % cfg.log_every == 0 or "dev" in record:

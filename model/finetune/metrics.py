@@ -139,3 +139,48 @@ def squad_scores(predictions: dict[str, str], answers: dict[str, list[str]]) -> 
         f1 += max(squad_f1(pred, g) for g in golds)
     n = max(len(answers), 1)
     return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}
+
+
+def squad2_scores(predictions: dict[str, str], answers: dict[str, list[str]]) -> dict[str, float]:
+    """Exact match and F1 in percent as the official SQuAD 2.0 `evaluate-v2.0.py` computes
+    them: gold answers that normalise to empty are dropped, and a question left with none (an
+    unanswerable one) has the empty string for its only gold; F1 is token F1, or, where either
+    side has no tokens, 1 if both have none. Over every question, and apart over the answerable
+    (`HasAns_`) and the unanswerable (`NoAns_`), with their counts. A question with no
+    prediction counts 0, as in `squad_scores`."""
+    exact, f1, has = {}, {}, {}
+    for qid, golds in answers.items():
+        golds = [g for g in golds if normalize_answer(g)]
+        has[qid] = bool(golds)
+        pred = predictions.get(qid)
+        if pred is None:
+            exact[qid] = f1[qid] = 0.0
+            continue
+        exact[qid] = max(
+            float(normalize_answer(pred) == normalize_answer(g)) for g in golds or [""]
+        )
+        f1[qid] = max(_squad2_f1(pred, g) for g in golds or [""])
+    out = {"exact_match": _mean(exact, answers), "f1": _mean(f1, answers), "total": len(answers)}
+    for prefix, subset in (("HasAns", True), ("NoAns", False)):
+        qids = [q for q in answers if has[q] == subset]
+        if qids:
+            out.update(
+                {
+                    f"{prefix}_exact": _mean(exact, qids),
+                    f"{prefix}_f1": _mean(f1, qids),
+                    f"{prefix}_total": len(qids),
+                }
+            )
+    return out
+
+
+def _squad2_f1(prediction: str, truth: str) -> float:
+    pred, gold = normalize_answer(prediction).split(), normalize_answer(truth).split()
+    if not pred or not gold:
+        return float(pred == gold)
+    return squad_f1(prediction, truth)
+
+
+def _mean(scores: dict[str, float], qids) -> float:
+    qids = list(qids)
+    return 100.0 * sum(scores[q] for q in qids) / max(len(qids), 1)

@@ -79,7 +79,7 @@ GLUE_TASKS = {
         test_files=(("test_matched.tsv", "MNLI-m.tsv"), ("test_mismatched.tsv", "MNLI-mm.tsv")),
     ),
 }
-TASKS = (*GLUE_TASKS, "ner", "squad")
+TASKS = (*GLUE_TASKS, "ner", "squad", "squad2")
 
 
 def check_task(task: str) -> None:
@@ -283,7 +283,10 @@ def read_parquet(path: str):
         ) from None
 
 
-def _squad_records(path: str) -> tuple[list, str]:
+V2_REFUSED = "only v1.1 is read by --task squad: pass --task squad2 for SQuAD 2.0"
+
+
+def _squad_records(path: str, v2: bool = False) -> tuple[list, str]:
     """The file's JSON: the official nested layout (an object with `data`), a JSON list of flat
     records or JSON lines of them (as the `datasets` library exports SQuAD), or those records
     in Parquet (as the Hugging Face Hub publishes SQuAD). Returns the articles or records and
@@ -307,8 +310,8 @@ def _squad_records(path: str) -> tuple[list, str]:
                     ) from None
     if isinstance(doc, dict) and "data" in doc:
         version = str(doc.get("version", ""))
-        if version.lstrip("v").startswith("2"):
-            raise ValueError(f"{path}: SQuAD {version} (unanswerable questions) is not supported")
+        if version.lstrip("v").startswith("2") and not v2:
+            raise ValueError(f"{path}: SQuAD {version} (unanswerable questions); {V2_REFUSED}")
         if not isinstance(doc["data"], list):
             raise ValueError(f"{path}: 'data' is not a list of articles")
         return doc["data"], "nested"
@@ -321,14 +324,16 @@ def _squad_records(path: str) -> tuple[list, str]:
     return doc, "flat"
 
 
-def _squad_example(path: str, where: str, qa: dict, context) -> SquadExample:
+def _squad_example(path: str, where: str, qa: dict, context, v2: bool = False) -> SquadExample:
     if not isinstance(context, str):
         raise ValueError(f"{path}: {where}: the context is not a string")
     qid = str(_field(qa, "id", path, where))
     where = f"{where} (id {qid})"
     question = _field(qa, "question", path, where)
     if isinstance(qa, dict) and qa.get("is_impossible"):
-        raise ValueError(f"{path}: {where} is_impossible: a SQuAD 2.0 file; only v1.1 is supported")
+        if v2:  # SQuAD 2.0's unanswerable question: no answer, whatever `answers` holds
+            return SquadExample(qid, str(question), context, (), -1)
+        raise ValueError(f"{path}: {where} is_impossible: a SQuAD 2.0 file; {V2_REFUSED}")
     if "answers" not in qa and "answers.text" in qa:  # flattened columns
         answers = {
             "text": qa["answers.text"],
@@ -347,9 +352,10 @@ def _squad_example(path: str, where: str, qa: dict, context) -> SquadExample:
     else:
         raise ValueError(f"{path}: {where}: 'answers' is neither a list nor an object")
     if not texts:
+        if v2:
+            return SquadExample(qid, str(question), context, (), -1)
         raise ValueError(
-            f"{path}: {where} has no answers: a SQuAD 2.0 (unanswerable) question; only v1.1 "
-            "is supported"
+            f"{path}: {where} has no answers: a SQuAD 2.0 (unanswerable) question; {V2_REFUSED}"
         )
     if len(texts) != len(starts):
         raise ValueError(f"{path}: {where}: {len(texts)} answer texts but {len(starts)} starts")
@@ -366,18 +372,19 @@ def _squad_example(path: str, where: str, qa: dict, context) -> SquadExample:
     )
 
 
-def read_squad(path: str) -> list[SquadExample]:
+def read_squad(path: str, v2: bool = False) -> list[SquadExample]:
     """SQuAD v1.1 questions, from the official nested JSON or the flat records the `datasets`
     library exports (a JSON list, JSON lines or Parquet; `answers` as {"text": [...],
     "answer_start": [...]} or flattened `answers.text` / `answers.answer_start`). SQuAD 2.0 is
-    refused, and a malformed file gives one line naming the file, the place and the missing
-    key."""
-    records, layout = _squad_records(path)
+    refused unless `v2`, which reads its unanswerable questions (`is_impossible`, or no
+    answers) as examples with no answer; a malformed file gives one line naming the file, the
+    place and the missing key."""
+    records, layout = _squad_records(path, v2)
     examples = []
     if layout == "flat":
         for i, rec in enumerate(records):
             context = _field(rec, "context", path, f"record {i}")
-            examples.append(_squad_example(path, f"record {i}", rec, context))
+            examples.append(_squad_example(path, f"record {i}", rec, context, v2))
         return examples
     for a, article in enumerate(records):
         paragraphs = _field(article, "paragraphs", path, f"data[{a}]")
@@ -385,13 +392,16 @@ def read_squad(path: str) -> list[SquadExample]:
             where = f"data[{a}].paragraphs[{p}]"
             context = _field(para, "context", path, where)
             for q, qa in enumerate(_field(para, "qas", path, where)):
-                examples.append(_squad_example(path, f"{where}.qas[{q}]", qa, context))
+                examples.append(_squad_example(path, f"{where}.qas[{q}]", qa, context, v2))
     return examples
 
 
 def answer_is_aligned(ex: SquadExample) -> bool:
     """Whether `answer_start` points at the first answer's text in the context (white space
-    compared loosely, as the paper's run_squad.py does)."""
+    compared loosely, as the paper's run_squad.py does); an unanswerable one has nothing to
+    misplace."""
+    if not ex.answers:
+        return True
     text = ex.answers[0]
     if ex.answer_start < 0 or ex.answer_start + len(text) > len(ex.context):
         return False

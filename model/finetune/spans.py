@@ -1,6 +1,7 @@
-"""Span extraction (SQuAD v1.1): an answer's start and end in the context, two logits per
-position; scored as the official evaluate-v1.1.py, with predictions.json and
-nbest_predictions.json as the paper's run_squad.py writes them."""
+"""Span extraction (SQuAD v1.1, and 2.0 with its unanswerable questions): an answer's start and
+end in the context, two logits per position; scored as the official evaluate-v1.1.py (and
+evaluate-v2.0.py), with predictions.json and nbest_predictions.json as the paper's run_squad.py
+writes them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch.nn.functional as F
 from model.finetune.config import FinetuneConfig
 from model.finetune.features import span_features
 from model.finetune.hub import holds_hub_layout, split_paths
-from model.finetune.metrics import squad_scores
+from model.finetune.metrics import squad2_scores, squad_scores
 from model.finetune.readers import SquadExample, answer_is_aligned, data_files, read_squad
 from model.finetune.task import Predict, Task
 
@@ -27,6 +28,8 @@ class Spans(Task):
     head_dropout = False
     max_seq_length = 384
     metric = "f1"
+    files = (("train-v1.1.json", "train.json"), ("dev-v1.1.json", "dev.json"))
+    v2 = False  # SQuAD 2.0: questions may have no answer (`Spans2`)
 
     def __init__(self, train, dev, examples: list[SquadExample], notes, max_answer: int):
         super().__init__(train, dev, [], notes)
@@ -50,20 +53,23 @@ class Spans(Task):
         dev_f = span_features(tok, dev, *args)
         return cls(train_f, dev_f, dev, notes, cfg.max_answer_length)
 
-    @staticmethod
-    def _read_files(cfg: FinetuneConfig) -> tuple[str, list[SquadExample], list[SquadExample]]:
+    @classmethod
+    def _read_files(cls, cfg: FinetuneConfig) -> tuple[str, list, list]:
         """The training file (or folder) and the training and dev questions: SQuAD's JSON, or
         the Hugging Face Hub's Parquet splits (`train-*.parquet`, `validation-*.parquet`, as
         `rajpurkar/squad` publishes them) where the folder holds no JSON of either."""
-        json_names = [("train-v1.1.json", "train.json"), ("dev-v1.1.json", "dev.json")]
-        if holds_hub_layout(cfg.data, json_names[0]):
+        if holds_hub_layout(cfg.data, cls.files[0]):
             train, dev = (
-                [ex for path in split_paths(cfg.data, cfg.task, s) for ex in read_squad(path)]
+                [
+                    ex
+                    for path in split_paths(cfg.data, cfg.task, s)
+                    for ex in read_squad(path, cls.v2)
+                ]
                 for s in ("train", "validation")
             )
             return cfg.data, train, dev
-        train_path, dev_path = data_files(cfg.task, cfg.data, json_names)
-        return train_path, read_squad(train_path), read_squad(dev_path)
+        train_path, dev_path = data_files(cfg.task, cfg.data, list(cls.files))
+        return train_path, read_squad(train_path, cls.v2), read_squad(dev_path, cls.v2)
 
     @property
     def num_labels(self) -> int:
@@ -91,6 +97,50 @@ class Spans(Task):
             "predictions.json": text(self.predictions()),
             "nbest_predictions.json": text(self.nbest),
         }
+
+
+class Spans2(Spans):
+    """SQuAD 2.0 (`--task squad2`), as the paper's run_squad.py with --version_2_with_negative:
+    an unanswerable question's windows, like any window without the answer, are trained to
+    point at `[CLS]`; a question is answered with no answer ("") where its null score (the
+    start and end logits of `[CLS]`, the smallest over its windows) is above its best span's
+    score (a threshold of 0.0, run_squad.py's default); scored as evaluate-v2.0.py. Beside the
+    predictions, null_odds.json holds each question's null score less its best span's score,
+    the file evaluate-v2.0.py's --na-prob-file takes to search for the best threshold."""
+
+    files = (("train-v2.0.json", "train.json"), ("dev-v2.0.json", "dev.json"))
+    v2 = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.null_odds: dict[str, float] = {}
+
+    def evaluate(self, predict: Predict) -> dict[str, float]:
+        logits = predict(self.dev)
+        self.nbest = span_nbest(self.dev, logits, self.examples, self.max_answer)
+        null = {}
+        for f, x in zip(self.dev, logits, strict=True):
+            score = float(x[0, 0] + x[0, 1])
+            null[f["example"]] = min(score, null.get(f["example"], score))
+        self.null_odds = {}
+        for n, ex in enumerate(self.examples):
+            spans = self.nbest.get(ex.qid)
+            best = spans[0]["start_logit"] + spans[0]["end_logit"] if spans else -float("inf")
+            self.null_odds[ex.qid] = null[n] - best
+        gold = {ex.qid: list(ex.answers) for ex in self.examples}
+        return squad2_scores(self.predictions(), gold)
+
+    def predictions(self) -> dict[str, str]:
+        """Question id -> the best span's text, or "" (no answer) where the null score wins."""
+        return {
+            ex.qid: "" if self.null_odds[ex.qid] > 0.0 else self.nbest[ex.qid][0]["text"]
+            for ex in self.examples
+        }
+
+    def outputs(self) -> dict[str, str]:
+        out = super().outputs()
+        out["null_odds.json"] = json.dumps(self.null_odds, indent=2) + "\n"
+        return out
 
 
 def span_nbest(

@@ -16,7 +16,7 @@ from model.finetune.metrics import (
     squad_scores,
 )
 from model.finetune.readers import SquadExample, read_conll, read_tsv
-from model.finetune.spans import Spans
+from model.finetune.spans import Spans, Spans2
 from tests.model.helpers import (
     finetune_args,
     results,
@@ -238,7 +238,8 @@ def test_every_task_is_read_as_its_kind():
 
     assert list(KINDS) == list(TASKS)
     assert KINDS["stsb"] is Regress and KINDS["ner"] is Tag and KINDS["squad"] is Spans
-    assert all(KINDS[t] is Classify for t in TASKS if t not in ("stsb", "ner", "squad"))
+    assert KINDS["squad2"] is Spans2 and issubclass(Spans2, Spans)
+    assert all(KINDS[t] is Classify for t in TASKS if t not in ("stsb", "ner", "squad", "squad2"))
     # What the kinds differ in: where the head reads, dropout before it, default length.
     assert [(k.pooled, k.head_dropout) for k in (Classify, Tag, Spans)] == [
         (True, True),

@@ -85,7 +85,7 @@ def test_nested_flat_list_json_lines_and_flattened_columns_read_alike(tmp_path):
 @pytest.mark.parametrize(
     "obj, message",
     [
-        (nested(QAS, version="v2.0"), "SQuAD v2.0 .*not supported"),
+        (nested(QAS, version="v2.0"), "SQuAD v2.0 .*pass --task squad2 for SQuAD 2.0"),
         (nested([{**QAS[0], "is_impossible": True}]), r"qas\[0\] \(id a\) is_impossible.*2\.0"),
         (nested([{**QAS[0], "answers": [], "is_impossible": False}]), "no answers.*2.0"),
         ([{**flat(QAS[0]), "answers": {"text": [], "answer_start": []}}], "no answers.*2.0"),
