@@ -25,7 +25,7 @@ from schemas.interrupts import exit_code, interrupts_unwind
 
 TASK_HELP = (
     "cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli (GLUE TSV), ner (CoNLL), "
-    "squad (SQuAD v1.1), squad2 (SQuAD 2.0)"
+    "squad (SQuAD v1.1), squad2 (SQuAD 2.0), swag (SWAG CSV)"
 )
 
 

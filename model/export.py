@@ -146,6 +146,7 @@ TASK_CLASSES = {
     "ner": ("BertForTokenClassification", "classifier", False),
     "squad": ("BertForQuestionAnswering", "qa_outputs", False),
     "squad2": ("BertForQuestionAnswering", "qa_outputs", False),
+    "swag": ("BertForMultipleChoice", "classifier", True),
 }
 GLUE_CLASS = ("BertForSequenceClassification", "classifier", True)
 REGRESSION_TASKS = ("stsb",)  # one score per pair, trained by mean squared error

@@ -21,7 +21,7 @@ from model.finetune.readers import GLUE_TASKS, check_task
 
 @dataclass(frozen=True)
 class FinetuneConfig:
-    task: str  # cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli | ner | squad | squad2
+    task: str  # a GLUE task (cola, sst2, ...), ner, squad, squad2 or swag (readers.TASKS)
     data: str  # the task's directory
     ckpt: str  # pre-training checkpoint (vocab.txt beside it) or a Hugging Face BERT directory
     run: str  # output directory

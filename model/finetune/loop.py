@@ -24,6 +24,7 @@ import torch
 
 import model.training as training
 from model.data import PAD_MULTIPLE
+from model.finetune.choose import Choose
 from model.finetune.classify import Classify, Regress
 from model.finetune.config import FinetuneConfig, default_run
 from model.finetune.encoder import TaskModel, build_model, encoder_record, read_encoder
@@ -56,6 +57,7 @@ KINDS: dict[str, type[Task]] = {
     "ner": Tag,
     "squad": Spans,
     "squad2": Spans2,
+    "swag": Choose,
 }
 
 
@@ -94,12 +96,14 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
 
 
 def collate(features: list[dict], task: Task, pad_id: int) -> dict[str, torch.Tensor]:
-    """Pad to the longest row rounded up to a multiple of 8."""
-    b = len(features)
-    t = -(-max(len(f["ids"]) for f in features) // PAD_MULTIPLE) * PAD_MULTIPLE
+    """Pad to the longest row rounded up to a multiple of 8; a multiple-choice feature's
+    sequences are rows one after another (`Task.choices` a feature)."""
+    rows = [c for f in features for c in f["choices"]] if task.choices else features
+    b = len(rows)
+    t = -(-max(len(f["ids"]) for f in rows) // PAD_MULTIPLE) * PAD_MULTIPLE
     ids = np.full((b, t), pad_id, np.int64)
     types, mask = np.zeros((b, t), np.int64), np.zeros((b, t), np.int64)
-    for i, f in enumerate(features):
+    for i, f in enumerate(rows):
         n = len(f["ids"])
         ids[i, :n], types[i, :n], mask[i, :n] = f["ids"], f["types"], 1
     out = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
@@ -126,7 +130,10 @@ class Finetuning:
         for i in range(0, len(features), size):
             batch = to_device(collate(features[i : i + size], self.task, self.pad_id), self.device)
             logits = self.model(*model_inputs(batch)).float().cpu()
-            n = [len(f["ids"]) for f in features[i : i + size]]
+            if self.task.choices:  # a score per sequence -> the choices of each feature
+                logits = logits.view(-1, self.task.choices)
+            chunk = features[i : i + size]
+            n = [0 if self.task.pooled else len(f["ids"]) for f in chunk]
             out += [logits[j] if self.task.pooled else logits[j, : n[j]] for j in range(len(n))]
         self.model.train()
         return [o.numpy() for o in out]

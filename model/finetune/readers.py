@@ -79,7 +79,7 @@ GLUE_TASKS = {
         test_files=(("test_matched.tsv", "MNLI-m.tsv"), ("test_mismatched.tsv", "MNLI-mm.tsv")),
     ),
 }
-TASKS = (*GLUE_TASKS, "ner", "squad", "squad2")
+TASKS = (*GLUE_TASKS, "ner", "squad", "squad2", "swag")
 
 
 def check_task(task: str) -> None:

@@ -26,6 +26,7 @@ class Task(ABC):
     pooled = True  # the head reads the pooled `[CLS]` (one output per sequence), else each position
     head_dropout = True  # dropout between the encoder and the head
     max_seq_length = 128  # --max-seq-length when not given
+    choices = 0  # a feature's sequences scored against each other (multiple choice); 0: one
     metric: str  # the dev metric that picks best.pt
 
     def __init__(self, train: list[dict], dev: list[dict], labels: list[str], notes: list[str]):

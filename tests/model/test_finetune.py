@@ -231,6 +231,7 @@ def test_no_dropout_between_the_encoder_and_the_span_head():
 
 
 def test_every_task_is_read_as_its_kind():
+    from model.finetune.choose import Choose
     from model.finetune.classify import Classify, Regress
     from model.finetune.loop import KINDS
     from model.finetune.readers import TASKS
@@ -238,8 +239,9 @@ def test_every_task_is_read_as_its_kind():
 
     assert list(KINDS) == list(TASKS)
     assert KINDS["stsb"] is Regress and KINDS["ner"] is Tag and KINDS["squad"] is Spans
-    assert KINDS["squad2"] is Spans2 and issubclass(Spans2, Spans)
-    assert all(KINDS[t] is Classify for t in TASKS if t not in ("stsb", "ner", "squad", "squad2"))
+    assert KINDS["squad2"] is Spans2 and issubclass(Spans2, Spans) and KINDS["swag"] is Choose
+    others = ("stsb", "ner", "squad", "squad2", "swag")
+    assert all(KINDS[t] is Classify for t in TASKS if t not in others)
     # What the kinds differ in: where the head reads, dropout before it, default length.
     assert [(k.pooled, k.head_dropout) for k in (Classify, Tag, Spans)] == [
         (True, True),
