@@ -1,10 +1,12 @@
 """What a kind of fine-tuning task is to the loop (`model.finetune.loop`): the few things in
-which classification, tagging and span extraction differ. The kinds are `classify.Classify`
-and `classify.Regress` (GLUE), `tag.Tag` (CoNLL NER) and `spans.Spans` (SQuAD v1.1).
+which classification, tagging, span extraction and multiple choice differ. The kinds are
+`classify.Classify` and `classify.Regress` (GLUE), `tag.Tag` (CoNLL NER), `spans.Spans` and
+`spans.Spans2` (SQuAD v1.1 and 2.0) and `choose.Choose` (SWAG).
 
 A feature is a dict as `model.finetune.features` makes it (`ids`, `types`, `label`, and what the
-kind needs to read its predictions back); `predict` turns features into logits, one numpy array
-each: the head's outputs for the sequence (a pooled kind), or for each of its positions.
+kind needs to read its predictions back; a multiple-choice feature holds its sequences under
+`choices` instead); `predict` turns features into logits, one numpy array each: the head's
+outputs for the sequence (a pooled kind), for each of its positions, or one per choice.
 """
 
 from __future__ import annotations
