@@ -132,6 +132,8 @@ def test_pretrain_with_other_input_does_not_build_into_the_default_out():
         ((), "sample/finetune/sst2"),
         (("TASK=ner",), "sample/finetune/ner"),
         (("TASK=squad",), "sample/finetune/squad"),
+        (("TASK=squad2",), "sample/finetune/squad2"),
+        (("TASK=swag",), "sample/finetune/swag"),
         (("TASK=mrpc", "DATA=glue/MRPC"), "glue/MRPC"),
     ],
 )

@@ -14,7 +14,7 @@ from model.cli import main
 from model.finetune.features import load_tokenizer, span_features
 from model.finetune.metrics import squad2_scores
 from model.finetune.readers import read_squad
-from tests.model.helpers import finetune_args, one_line_error, results, write_squad
+from tests.model.helpers import REPO, finetune_args, one_line_error, results, write_squad
 
 
 def test_scores_as_evaluate_v2():
@@ -94,3 +94,15 @@ def test_squad2_trains_predicts_no_answer_by_the_null_score_and_scores(
     line = one_line_error(capsys)
     assert "train.json: SQuAD v2.0 (unanswerable questions); only v1.1 is read by --task" in line
     assert line.endswith("pass --task squad2 for SQuAD 2.0")
+
+
+def test_the_bundled_sample_fine_tunes(pretrained_run, tmp_path):
+    """sample/finetune/squad2, what `make finetune TASK=squad2` reads: the v1.1 sample with a
+    question each paragraph cannot answer."""
+    data = os.path.join(REPO, "sample", "finetune", "squad2")
+    dev = read_squad(os.path.join(data, "dev-v2.0.json"), v2=True)
+    assert sum(not ex.answers for ex in dev) == 2 and len(dev) == 9
+    run = str(tmp_path / "run")
+    extra = ("--epochs", "1", "--max-seq-length", "64", "--doc-stride", "32")
+    assert main(finetune_args("squad2", data, pretrained_run, run, *extra)) == 0
+    assert results(run)["NoAns_total"] == 2 and results(run)["HasAns_total"] == 7

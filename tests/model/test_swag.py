@@ -16,7 +16,7 @@ from model.cli import main
 from model.config import BertConfig
 from model.finetune.encoder import TaskModel
 from model.safe_load import load_weights
-from tests.model.helpers import finetune_args, one_line_error, results
+from tests.model.helpers import REPO, finetune_args, one_line_error, results
 
 HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source"]
 HEADER += ["ending0", "ending1", "ending2", "ending3", "label"]
@@ -89,3 +89,14 @@ def test_a_malformed_swag_file_is_refused_naming_it(pretrained_run, tmp_path, ca
     line = one_line_error(capsys)
     assert f"{train}: no column(s) ending0, ending1, ending2, ending3 in the header" in line
     assert not (tmp_path / "r").exists()
+
+
+def test_the_bundled_sample_fine_tunes(pretrained_run, tmp_path):
+    """sample/finetune/swag, what `make finetune TASK=swag` reads: 40 training and 12 dev
+    situations, original text, in SWAG's layout."""
+    data = os.path.join(REPO, "sample", "finetune", "swag")
+    run = str(tmp_path / "run")
+    assert main(finetune_args("swag", data, pretrained_run, run, "--epochs", "1")) == 0
+    with open(os.path.join(run, "dev_predictions.tsv")) as f:
+        assert len(f.read().splitlines()) == 1 + 12
+    assert 0 <= results(run)["accuracy"] <= 1
