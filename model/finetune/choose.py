@@ -14,8 +14,9 @@ import torch.nn.functional as F
 from model.finetune.classify import dev_tsv
 from model.finetune.config import FinetuneConfig
 from model.finetune.features import sequence_features
+from model.finetune.hub import holds_hub_layout, split_paths
 from model.finetune.metrics import accuracy
-from model.finetune.readers import data_files, utf8_text
+from model.finetune.readers import data_files, read_parquet, utf8_text
 from model.finetune.task import Predict, Task
 
 ENDINGS = ("ending0", "ending1", "ending2", "ending3")
@@ -34,10 +35,13 @@ class Choose(Task):
 
     @classmethod
     def read(cls, cfg: FinetuneConfig, tok) -> Choose:
-        train_path, dev_path = data_files(cfg.task, cfg.data, [("train.csv",), ("val.csv",)])
+        if holds_hub_layout(cfg.data, ("train.csv",)):  # the Hub's `swag` (regular) in Parquet
+            train, dev = (read_swag_split(cfg.data, s) for s in ("train", "validation"))
+        else:
+            paths = data_files(cfg.task, cfg.data, [("train.csv",), ("val.csv",)])
+            train, dev = (read_swag(p) for p in paths)
 
-        def features(path):
-            rows = read_swag(path)
+        def features(rows):
             pairs = [(r["sent1"], f"{r['sent2']} {r[e]}") for r in rows for e in ENDINGS]
             flat = sequence_features(tok, pairs, [0] * len(pairs), cfg.max_seq_length)
             out = []
@@ -47,7 +51,7 @@ class Choose(Task):
                 out.append({"choices": choices, "label": int(r["label"]), "truncated": cut})
             return out
 
-        return cls(features(train_path), features(dev_path))
+        return cls(features(train), features(dev))
 
     @property
     def num_labels(self) -> int:
@@ -85,4 +89,26 @@ def read_swag(path: str) -> list[dict]:
                     "ending, 0 to 3"
                 )
             rows.append(row)
+    return rows
+
+
+def read_swag_split(directory: str, split: str) -> list[dict]:
+    """A split of the Hub's `swag` (its regular configuration) in Parquet: the CSV's columns,
+    the label an integer; checked as `read_swag` checks the CSV, naming the file and row."""
+    rows = []
+    for path in split_paths(directory, "swag", split):
+        table = read_parquet(path)
+        missing = [c for c in COLUMNS if c not in table.column_names]
+        if missing:
+            raise ValueError(
+                f"{path}: no column(s) {', '.join(missing)} among {table.column_names}; --task "
+                "swag reads SWAG's columns"
+            )
+        for i, row in enumerate(table.select(list(COLUMNS)).to_pylist()):
+            if row["label"] not in (0, 1, 2, 3) or isinstance(row["label"], bool):
+                raise ValueError(
+                    f"{path}: row {i + 1}: label {row['label']!r} is not the index of an ending, "
+                    "0 to 3"
+                )
+            rows.append({**row, "label": str(row["label"])})
     return rows

@@ -100,3 +100,29 @@ def test_the_bundled_sample_fine_tunes(pretrained_run, tmp_path):
     with open(os.path.join(run, "dev_predictions.tsv")) as f:
         assert len(f.read().splitlines()) == 1 + 12
     assert 0 <= results(run)["accuracy"] <= 1
+
+
+def test_the_hubs_swag_fine_tunes_as_its_csv(pretrained_run, tmp_path, capsys):
+    """The Hub's `swag` (regular) layout: Parquet splits with the CSV's columns, the label an
+    integer; the same rows give the same run, file for file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = os.path.join(REPO, "sample", "finetune", "swag")
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    for name, split in (("train.csv", "train"), ("val.csv", "validation")):
+        with open(os.path.join(data, name), newline="") as f:
+            rows = [{**r, "label": int(r["label"])} for r in csv.DictReader(f)]
+        pq.write_table(pa.Table.from_pylist(rows), hub / f"{split}-00000-of-00001.parquet")
+    runs = [str(tmp_path / "csv"), str(tmp_path / "parquet")]
+    for source, run in zip((data, str(hub)), runs, strict=True):
+        assert main(finetune_args("swag", source, pretrained_run, run, "--epochs", "1")) == 0
+    for name in ("dev_predictions.tsv", "results.json"):
+        with open(os.path.join(runs[0], name)) as a, open(os.path.join(runs[1], name)) as b:
+            assert a.read() == b.read()
+    rows[1]["label"] = 5
+    bad = hub / "validation-00000-of-00001.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), bad)
+    assert main(finetune_args("swag", str(hub), pretrained_run, str(tmp_path / "r"))) == 2
+    assert f"{bad}: row 2: label 5 is not the index of an ending" in one_line_error(capsys)
