@@ -97,14 +97,8 @@ def read_swag_split(directory: str, split: str) -> list[dict]:
     the label an integer; checked as `read_swag` checks the CSV, naming the file and row."""
     rows = []
     for path in split_paths(directory, "swag", split):
-        table = read_parquet(path)
-        missing = [c for c in COLUMNS if c not in table.column_names]
-        if missing:
-            raise ValueError(
-                f"{path}: no column(s) {', '.join(missing)} among {table.column_names}; --task "
-                "swag reads SWAG's columns"
-            )
-        for i, row in enumerate(table.select(list(COLUMNS)).to_pylist()):
+        table = read_parquet(path, COLUMNS, "--task swag reads SWAG's columns")
+        for i, row in enumerate(table.to_pylist()):
             if row["label"] not in (0, 1, 2, 3) or isinstance(row["label"], bool):
                 raise ValueError(
                     f"{path}: row {i + 1}: label {row['label']!r} is not the index of an ending, "

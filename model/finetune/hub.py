@@ -126,13 +126,7 @@ def _columns(path: str, task: str, names: tuple[str, ...]):
     """The named columns of a Parquet file, as lists, and how its label reads (`_label`)."""
     import pyarrow as pa
 
-    table = read_parquet(path)
-    missing = [c for c in names if c not in table.column_names]
-    if missing:
-        raise ValueError(
-            f"{path}: no column(s) {', '.join(missing)} among {table.column_names}; is this the "
-            f"right {flag_hint('--task', 'TASK')}?"
-        )
+    table = read_parquet(path, names, f"is this the right {flag_hint('--task', 'TASK')}?")
     classes = _class_names(table.schema.metadata or {})
     if classes is not None and classes != HUB_TASKS[task].names:
         raise ValueError(
@@ -144,13 +138,15 @@ def _columns(path: str, task: str, names: tuple[str, ...]):
     return [table.column(c).to_pylist() for c in names], _single_label if single else _label
 
 
-def _class_names(metadata: dict) -> tuple[str, ...] | None:
-    """The class names the `datasets` library recorded for `label` in a file it wrote (its
-    features, in the schema's `huggingface` metadata), or None where it recorded none."""
+def _class_names(metadata: dict, column: str = "label") -> tuple[str, ...] | None:
+    """The class names the `datasets` library recorded for `column` in a file it wrote (its
+    features, in the schema's `huggingface` metadata): a `ClassLabel`'s, or, for a sequence of
+    them (CoNLL's `ner_tags`), its items'; None where it recorded none."""
     try:
-        label = json.loads(metadata[b"huggingface"])["info"]["features"]["label"]
-        names = label["names"] if label.get("_type") == "ClassLabel" else None
-    except (KeyError, TypeError, ValueError):
+        feature = json.loads(metadata[b"huggingface"])["info"]["features"][column]
+        feature = feature.get("feature", feature)  # a sequence: its items' feature
+        names = feature["names"] if feature.get("_type") == "ClassLabel" else None
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return tuple(str(n) for n in names) if isinstance(names, list) else None
 
@@ -190,14 +186,9 @@ def read_tagged(directory: str, split: str) -> list[tuple[list[str], list[str]]]
     text files: (words, tags) per sentence, `-DOCSTART-` rows and empty rows left out."""
     sentences = []
     for path in split_paths(directory, "ner", split):
-        table = read_parquet(path)
-        missing = [c for c in ("tokens", "ner_tags") if c not in table.column_names]
-        if missing:
-            raise ValueError(
-                f"{path}: no column(s) {', '.join(missing)} among {table.column_names}; --task "
-                "ner reads a sentence's words from tokens and their tags from ner_tags"
-            )
-        names = _tag_names(table.schema.metadata or {})
+        advice = "--task ner reads a sentence's words from tokens and their tags from ner_tags"
+        table = read_parquet(path, ("tokens", "ner_tags"), advice)
+        names = _class_names(table.schema.metadata or {}, "ner_tags")
         if names is None:
             raise ValueError(
                 f"{path}: no record of the names of ner_tags' classes (the features `datasets` "
@@ -223,13 +214,3 @@ def _tags(path: str, i: int, words: list, tags: list, names: tuple[str, ...]) ->
                 f"{path}: row {i + 1}: tag {t!r} is not one of ner_tags' {len(names)} classes"
             )
     return [names[t] for t in tags]
-
-
-def _tag_names(metadata: dict) -> tuple[str, ...] | None:
-    """The class names `datasets` recorded for `ner_tags`, a sequence of a ClassLabel."""
-    try:
-        tags = json.loads(metadata[b"huggingface"])["info"]["features"]["ner_tags"]
-        names = tags["feature"]["names"]
-    except (KeyError, TypeError, ValueError):
-        return None
-    return tuple(str(n) for n in names) if isinstance(names, list) else None

@@ -271,16 +271,31 @@ def _field(obj, key: str, path: str, where: str):
     return obj[key]
 
 
-def read_parquet(path: str):
-    """A Parquet file as a pyarrow table; a file pyarrow cannot read is refused in one line."""
+def read_parquet(path: str, columns: tuple[str, ...] = (), advice: str = ""):
+    """A Parquet file as a pyarrow table (its schema's metadata kept); a file pyarrow cannot read
+    is refused in one line. With `columns`, those alone are read, and a file that lacks one is
+    refused naming it, its columns and `advice`."""
     import pyarrow.parquet as pq
 
     try:
-        return pq.read_table(path)
+        if columns:
+            names = pq.read_schema(path).names
+            missing = [c for c in columns if c not in names]
+            if missing:
+                raise ColumnsMissing(
+                    f"{path}: no column(s) {', '.join(missing)} among {names}; {advice}"
+                )
+        return pq.read_table(path, columns=list(columns) or None)
+    except ColumnsMissing:
+        raise
     except Exception as e:  # pyarrow raises several types for a file it cannot read
         raise ValueError(
             f"{path}: not a Parquet file pyarrow can read ({type(e).__name__}); download it again"
         ) from None
+
+
+class ColumnsMissing(ValueError):
+    """A Parquet file without a column its task reads (`read_parquet`)."""
 
 
 V2_REFUSED = "only v1.1 is read by --task squad: pass --task squad2 for SQuAD 2.0"

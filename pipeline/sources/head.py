@@ -36,6 +36,8 @@ def check_head(fmt: str, path: str, rel: str, open_raw, strict: bool = True) -> 
     try:
         with open_raw(path) as raw:
             head = read_head(decompressed(raw, path))
+            if strict and fmt == "parquet" and head.startswith(MAGIC):
+                opened(raw, rel)  # its columns, from the footer at its end, in the same open
     except BadInputError:
         if strict:
             raise
@@ -43,9 +45,6 @@ def check_head(fmt: str, path: str, rel: str, open_raw, strict: bool = True) -> 
     whole = len(head) < HEAD_BYTES
     if fmt == "parquet" or head.startswith(MAGIC):
         refuse_parquet_mismatch(fmt, head, rel, strict)
-        if strict and head:  # its columns, from the footer at its end
-            with open_raw(path) as raw:
-                opened(raw, rel)
         return
     if fmt == "wikipedia":
         text = read_all(as_utf8(io.BytesIO(head)))
