@@ -90,9 +90,9 @@ def split_paths(directory: str, task: str, split: str) -> list[str]:
     paths = split_files(directory, split)
     if not paths:
         raise FileNotFoundError(
-            f"{directory}: no {split}.parquet or {split}-*.parquet; --task {task} in the "
-            f"Hugging Face Hub's layout reads the Parquet files of that task's folder, "
-            f"{flag_hint('--data', 'DIR')}"
+            f"{directory}: no {split}.parquet, {split}-*.parquet or {split}/*.parquet; --task "
+            f"{task} in the Hugging Face Hub's layout reads the Parquet files of that task's "
+            f"folder, {flag_hint('--data', 'DIR')}"
         )
     return paths
 

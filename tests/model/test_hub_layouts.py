@@ -153,7 +153,9 @@ def test_what_cannot_be_read_is_refused_in_one_line(pretrained_run, tmp_path, ca
     os.unlink(os.path.join(hub, "test-00000-of-00001.parquet"))
     assert f"{hub}: no test.parquet for --predict to label" in refused("sst2", "--predict")
     os.unlink(os.path.join(hub, "validation-00000-of-00001.parquet"))
-    assert f"{hub}: no validation.parquet or validation-*.parquet" in refused()
+    assert (
+        f"{hub}: no validation.parquet, validation-*.parquet or validation/*.parquet" in refused()
+    )
     assert not (tmp_path / "r").exists()
 
 
@@ -195,7 +197,10 @@ def test_squad_from_the_hubs_parquet_is_squad_from_its_json(pretrained_run, tmp_
     os.unlink(hub / "validation-00000-of-00001.parquet")
     capsys.readouterr()
     assert main(finetune_args("squad", str(hub), pretrained_run, str(tmp_path / "r"))) == 2
-    assert f"{hub}: no validation.parquet or validation-*.parquet" in one_line_error(capsys)
+    assert (
+        f"{hub}: no validation.parquet, validation-*.parquet or validation/*.parquet"
+        in one_line_error(capsys)
+    )
 
 
 CONLL_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
