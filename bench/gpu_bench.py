@@ -39,7 +39,8 @@ from model.batches import batches
 from model.bert import count_parameters, training_flops
 from model.config import TrainConfig
 from model.data import LoaderConfig, PretrainingData, open_shards
-from model.pretrain import model_config, split_holdout
+from model.held_out import split_holdout
+from model.pretrain import model_config
 from model.training import PEAK_BF16_TFLOPS, Dist, Trainer, build_model, to_device
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 

@@ -18,20 +18,18 @@ import argparse
 import os
 import sys
 
-from model.config import PRECISIONS, PRESETS, TrainConfig, flag_hint, training_defaults
+from model.config import (
+    PRECISIONS,
+    PRESETS,
+    TrainConfig,
+    defaulted,
+    flag_hint,
+    training_defaults,
+)
+from model.finetune.flags import finetune_parser
 from model.folders import UNWRITABLE, check_compile_folder, check_local_paths, unwritable_line
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
-
-TASK_HELP = (
-    "cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli (GLUE TSV), ner (CoNLL), "
-    "squad (SQuAD v1.1), squad2 (SQuAD 2.0), swag (SWAG CSV)"
-)
-
-
-def _defaulted(p: argparse.ArgumentParser, flag: str, kind, default, text: str) -> None:
-    """A typed flag whose help ends with its default, as the config field holds it."""
-    p.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
 
 
 def _pretrain_parser(sub) -> None:
@@ -83,23 +81,23 @@ def _shard_cache_flags(p: argparse.ArgumentParser) -> None:
 
 def _optimizer_flags(p: argparse.ArgumentParser) -> None:
     """Pre-training: steps, batch, schedule, regularisation, seed."""
-    _defaulted(p, "--steps", int, TrainConfig.steps, "optimizer steps")
+    defaulted(p, "--steps", int, TrainConfig.steps, "optimizer steps")
     p.add_argument(
         "--batch-size",
         type=int,
         help="sequences per step over all ranks (default: by preset, 32 for tiny, 256 for base)",
     )
-    _defaulted(p, "--accum", int, TrainConfig.accum, "gradient accumulation micro-batches")
+    defaulted(p, "--accum", int, TrainConfig.accum, "gradient accumulation micro-batches")
     p.add_argument(
         "--lr",
         type=float,
         help="peak learning rate (default: by preset, 1e-3 for tiny, 1e-4 for base)",
     )
     p.add_argument("--warmup", type=int, help="warm-up steps (default: min(10000, steps/10))")
-    _defaulted(p, "--optimizer", str, TrainConfig.optimizer, "adamw, or lamb for large batches")
-    _defaulted(p, "--weight-decay", float, TrainConfig.weight_decay, "decoupled weight decay")
-    _defaulted(p, "--clip", float, TrainConfig.clip, "gradient norm clip, 0 = off")
-    _defaulted(p, "--seed", int, TrainConfig.seed, "seed for init, dropout and data order")
+    defaulted(p, "--optimizer", str, TrainConfig.optimizer, "adamw, or lamb for large batches")
+    defaulted(p, "--weight-decay", float, TrainConfig.weight_decay, "decoupled weight decay")
+    defaulted(p, "--clip", float, TrainConfig.clip, "gradient norm clip, 0 = off")
+    defaulted(p, "--seed", int, TrainConfig.seed, "seed for init, dropout and data order")
 
 
 def _recipe_flags(p: argparse.ArgumentParser) -> None:
@@ -150,18 +148,32 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
         help="auto: bf16 autocast on CUDA, fp32 on CPU (default: %(default)s)",
     )
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    _defaulted(
+    defaulted(
         p,
         "--shuffle-window",
         int,
         TrainConfig.shuffle_window,
         "shards whose rows are shuffled together",
     )
-    _defaulted(p, "--workers", int, TrainConfig.workers, "DataLoader worker processes per rank")
-    _defaulted(p, "--log-every", int, TrainConfig.log_every, "steps between metrics lines")
-    _defaulted(p, "--ckpt-every", int, TrainConfig.ckpt_every, "steps between checkpoints")
-    _defaulted(p, "--holdout", int, TrainConfig.holdout, "shards held out for the final evaluation")
-    _defaulted(p, "--eval-batches", int, TrainConfig.eval_batches, "held-out batches per rank")
+    defaulted(p, "--workers", int, TrainConfig.workers, "DataLoader worker processes per rank")
+    defaulted(p, "--log-every", int, TrainConfig.log_every, "steps between metrics lines")
+    defaulted(p, "--ckpt-every", int, TrainConfig.ckpt_every, "steps between checkpoints")
+    defaulted(p, "--holdout", int, TrainConfig.holdout, "shards held out for the final evaluation")
+    defaulted(p, "--eval-batches", int, TrainConfig.eval_batches, "held-out batches per rank")
+    defaulted(
+        p,
+        "--eval-every",
+        int,
+        TrainConfig.eval_every,
+        "steps between held-out evaluations while training, logged in metrics.jsonl; 0: at the "
+        "end only",
+    )
+    p.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write the metrics as TensorBoard event files in RUN/tensorboard (needs the "
+        "tensorboard package)",
+    )
     p.add_argument(
         "--peak-tflops",
         type=float,
@@ -195,91 +207,6 @@ def _start_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _finetune_parser(sub) -> None:
-    from model.finetune.config import FinetuneConfig
-
-    p = sub.add_parser("finetune", help="fine-tune a pre-trained checkpoint on a task")
-    p.add_argument("--task", required=True, help=TASK_HELP)
-    p.add_argument(
-        "--data",
-        required=True,
-        help="task directory (train.tsv/dev.tsv, train.txt/dev.txt, train-v1.1.json/dev-v1.1.json)",
-    )
-    p.add_argument(
-        "--ckpt",
-        required=True,
-        help="pre-training checkpoint (RUN/last.pt, vocab.txt beside it), or a Hugging Face BERT "
-        "directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt)",
-    )
-    p.add_argument(
-        "--run",
-        default=None,
-        help="output directory; an earlier fine-tuning run's files there are replaced "
-        "(default: CKPTDIR/finetune-TASK; beside a Hugging Face directory DIR: "
-        "DIR-finetune-TASK)",
-    )
-    cfg = FinetuneConfig  # each default's one home: its field there
-    _finetune_schedule_flags(p, cfg)
-    _squad_flags(p, cfg)
-    _defaulted(p, "--seed", int, cfg.seed, "seed for the head, dropout and order")
-    p.add_argument("--device", default=cfg.device, help="cpu or cuda (default: %(default)s)")
-    _finetune_step_flags(p)
-    _defaulted(p, "--log-every", int, cfg.log_every, "steps between progress lines")
-    p.add_argument(
-        "--predict",
-        action="store_true",
-        help="GLUE: also label test.tsv (MNLI: test_matched.tsv, test_mismatched.tsv) with the "
-        "best checkpoint, as the GLUE server takes it (RUN/SST-2.tsv, ...)",
-    )
-
-
-def _finetune_schedule_flags(p: argparse.ArgumentParser, cfg) -> None:
-    """Fine-tuning: epochs, batch, learning rate and its warm-up, weight decay."""
-    _defaulted(p, "--epochs", float, cfg.epochs, "training epochs")
-    _defaulted(p, "--batch-size", int, cfg.batch_size, "sequences per step")
-    _defaulted(p, "--lr", float, cfg.lr, "peak learning rate")
-    _defaulted(p, "--warmup-ratio", float, cfg.warmup_ratio, "warm-up share of the steps")
-    _defaulted(p, "--weight-decay", float, cfg.weight_decay, "AdamW weight decay")
-
-
-def _squad_flags(p: argparse.ArgumentParser, cfg) -> None:
-    """Fine-tuning: sequence length, and SQuAD's windows, questions and answers."""
-    p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad*")
-    squad = (
-        (
-            "--doc-stride",
-            cfg.doc_stride,
-            "tokens between the starts of a long context's windows, "
-            "as doc_stride in the paper's run_squad.py",
-        ),
-        ("--max-query-length", cfg.max_query_length, "question tokens kept"),
-        ("--max-answer-length", cfg.max_answer_length, "longest answer in tokens"),
-    )
-    for flag, default, text in squad:  # None when not given: refused beside another task
-        p.add_argument(flag, type=int, default=None, help=f"squad*: {text} (default: {default})")
-
-
-def _finetune_step_flags(p: argparse.ArgumentParser) -> None:
-    """Fine-tuning: precision and compilation of the training step, defaults as
-    `FinetuneConfig` has them; evaluation and --predict run the eager model in fp32."""
-    from model.finetune.config import FinetuneConfig
-
-    p.add_argument(
-        "--precision",
-        default=FinetuneConfig.precision,
-        choices=PRECISIONS,
-        help="of the training step; auto: bf16 autocast on CUDA, fp32 on CPU (default: "
-        "%(default)s); dev evaluation and --predict run in fp32",
-    )
-    p.add_argument(
-        "--compile",
-        action="store_true",
-        default=FinetuneConfig.compile,
-        help="torch.compile the training forward (dynamic shapes); dev evaluation and --predict "
-        "run the model eager",
-    )
-
-
 def _export_parser(sub) -> None:
     p = sub.add_parser("export", help="write a Hugging Face directory of a BERT trained here")
     ckpt = "pre-training checkpoint (RUN/last.pt), or a fine-tuning run's best.pt or model.pt"
@@ -300,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="bert-model", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     _pretrain_parser(sub)
-    _finetune_parser(sub)
+    finetune_parser(sub)
     _export_parser(sub)
     return parser
 
@@ -339,6 +266,8 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         ckpt_every=args.ckpt_every,
         holdout=args.holdout,
         eval_batches=args.eval_batches,
+        eval_every=args.eval_every,
+        tensorboard=args.tensorboard,
         peak_tflops=args.peak_tflops,
         resume=args.resume,
         init=args.init,

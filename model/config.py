@@ -109,6 +109,8 @@ class TrainConfig:
     ckpt_every: int = 500  # steps between checkpoints (and one at the end)
     holdout: int = 1  # shards held out of training and evaluated at the end (0: none)
     eval_batches: int = 50  # at most this many held-out batches per rank (--holdout 0: none)
+    eval_every: int = 0  # steps between held-out evaluations while training (0: at the end only)
+    tensorboard: bool = False  # TensorBoard event files in RUN/tensorboard (model.board)
     peak_tflops: float = 0.0  # accelerator peak for the MFU figure; 0: looked up by GPU name
     resume: bool = False  # continue from RUN/last.pt
     init: str = ""  # a Hugging Face BERT directory to start from instead of `model`'s preset
@@ -128,6 +130,11 @@ class TrainConfig:
             raise ValueError(
                 f"--warmup {self.warmup} is more than --steps {self.steps}: the learning rate "
                 f"would never reach --lr; give {flag_hint('--warmup', str(self.steps))} or fewer"
+            )
+        if self.eval_every and not self.holdout:
+            raise ValueError(
+                f"--eval-every {self.eval_every} evaluates the held-out shards, and --holdout 0 "
+                "holds none out: give --holdout 1 or more, or drop --eval-every"
             )
         if self.mask_prob and not self.remask:
             raise ValueError("--mask-prob is the rate of --remask's masks: pass --remask too")
@@ -178,6 +185,7 @@ TRAIN_RULES = {
     "ckpt_every": AT_LEAST_1,
     "holdout": NOT_NEGATIVE,
     "eval_batches": AT_LEAST_1,  # the held-out figures are means over its batches
+    "eval_every": Rule(lambda v: v >= 0, "must be 0 (at the end only) or more"),
     "peak_tflops": Rule(lambda v: v >= 0, "must be 0 (looked up by the GPU's name) or more"),
 }
 
@@ -219,6 +227,12 @@ def flag_hint(flag: str, value: str = "") -> str:
     else:
         make = f"ARGS='{spelled}'" if " " in spelled else f"ARGS={spelled}"
     return f"{spelled} (make: {make})"
+
+
+def defaulted(p, flag: str, kind, default, text: str) -> None:
+    """A typed flag of an argparse parser `p` whose help ends with its default, as the config
+    field holds it (each default's one home)."""
+    p.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
 
 
 def training_defaults(model: str, steps: int) -> dict:

@@ -11,17 +11,17 @@ which fine-tuning shares.
 from __future__ import annotations
 
 import gc
-import math
 import os
 from dataclasses import replace
 
-import torch
 import torch.distributed as dist
 
 from model.batches import batches
-from model.bert import count_parameters, pretraining_loss
+from model.bert import count_parameters
+from model.board import Board, check_available
 from model.config import BertConfig, TrainConfig, preset
-from model.data import LoaderConfig, Part, PretrainingData, open_shards, whole_shards
+from model.data import LoaderConfig, PretrainingData, open_shards
+from model.held_out import HeldOut, shown, split_holdout
 from model.hf_import import Imported, load_pretrained
 from model.run_dir import (
     CHECKPOINT,
@@ -47,7 +47,6 @@ from model.training import (
     build_model,
     init_distributed,
     micro_batch_size,
-    model_inputs,
     pretraining_figures,
     to_device,
 )
@@ -92,6 +91,8 @@ def pretrain(cfg: TrainConfig) -> dict:
 
 
 def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
+    if cfg.tensorboard and d.main:  # rank 0 writes the events
+        check_available()  # refused before the shards are read or the run folder is written
     shards = open_shards(cfg.shards)
     micro = micro_batch_size(cfg.batch_size, d.world, cfg.accum)
     imported = init_model(cfg, shards) if cfg.init else None  # refused before any note
@@ -116,8 +117,9 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
         _announce(cfg, trainer, data, step)
         if imported and step == 0 and imported.report():
             print(f"note: {imported.report()}", flush=True)
-    last = _train_loop(cfg, trainer, shards, data, step, position)
-    result = evaluate(trainer, shards, held, micro)
+    held_out = HeldOut(trainer, shards, held, micro)
+    board = Board(cfg.run, step) if cfg.tensorboard and d.main else None
+    last, result = _train_loop(cfg, trainer, shards, (data, held_out), (step, position), board)
     if d.main and result is not None:
         _report_eval(cfg, result)
     return {"step": cfg.steps, "last": last, "eval": result}
@@ -211,26 +213,24 @@ def _recipe(cfg: TrainConfig, data: PretrainingData) -> str:
 
 def _report_eval(cfg: TrainConfig, result: dict) -> None:
     atomic_write_text(os.path.join(cfg.run, EVAL), to_json(result))
-    hidden = {"held_out"} | ({"nsp_loss"} if result["nsp_acc"] is None else set())  # MLM only
-    shown = " ".join(
-        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-        for k, v in result.items()
-        if k not in hidden and v is not None
-    )
-    print(f"held-out {shown}")
+    print(f"held-out {shown(result)}")
 
 
 def _train_loop(
     cfg: TrainConfig,
     trainer: Trainer,
     shards: ShardSet,
-    data: PretrainingData,
-    step: int,
-    position: int,
-) -> dict | None:
+    reads: tuple[PretrainingData, HeldOut],
+    start: tuple[int, int],
+    board: Board | None,
+) -> tuple[dict | None, dict | None]:
+    """Train from `start` (step, loader position) to `cfg.steps`, logging, checkpointing and
+    evaluating the held-out rows as configured; then the final evaluation. Returns (the last
+    metrics record, the final evaluation)."""
+    (data, held_out), (step, position) = reads, start
     d, meter, last = trainer.d, Meter(trainer), None
     stream = batches(data, position, workers=cfg.workers, pin_memory=d.device.type == "cuda")
-    metrics = MetricsLog(os.path.join(cfg.run, METRICS) if d.main else None)
+    metrics = MetricsLog(os.path.join(cfg.run, METRICS) if d.main else None, board=board)
     progress = Progress(cfg.steps, step)
     try:
         while step < cfg.steps:
@@ -240,79 +240,42 @@ def _train_loop(
             step, position = step + 1, position + cfg.accum
             meter.add(stats, micro_batches)
             save = step % cfg.ckpt_every == 0 or step == cfg.steps
-            if save or step % cfg.log_every == 0:
+            evaluate = cfg.eval_every > 0 and step % cfg.eval_every == 0
+            if save or evaluate or step % cfg.log_every == 0:
                 last = meter.flush(step, lr, position / data.batches_per_epoch)
+                if evaluate:
+                    last["held_out"] = _figures(held_out.evaluate())
                 metrics.write(last)
                 if d.main:
                     print(progress.line(step, pretraining_figures(last)), flush=True)
+                    if evaluate and step < cfg.steps:  # the last step's: the final line
+                        print(f"step {step} held-out {shown(last['held_out'])}", flush=True)
             if save:
                 write_checkpoint(os.path.join(cfg.run, CHECKPOINT), trainer, shards, step, position)
                 meter.reset()
+        result = _final_evaluation(cfg, held_out, last, board)
     finally:  # the loader's workers end here too, before an interrupted run says so
         stream.close()
         metrics.close()
     if d.world > 1:
         dist.barrier()
-    return last
+    return last, result
 
 
-def split_holdout(
-    shards: ShardSet, holdout: int, say: bool = True
-) -> tuple[list[Part], list[Part]]:
-    """Train on all shards but the last `holdout` (manifest order), evaluated at the end. A set
-    with too few shards holds out the last tenth of its last shard's rows instead, and says so
-    when `say` (under torchrun, rank 0 alone)."""
-    n = len(shards)
-    if holdout == 0:
-        return whole_shards(shards, range(n)), []
-    if n > holdout:
-        return whole_shards(shards, range(n - holdout)), whole_shards(shards, range(n - holdout, n))
-    rows = shards.manifest.shards[n - 1].rows
-    held = max(1, rows // 10)
-    if say:
-        print(
-            f"note: {n} shard(s), too few to hold {holdout} out: evaluating on the last "
-            f"{held} rows of {shards.manifest.shards[n - 1].path} instead (they may share "
-            "documents with training rows; build more shards for a clean held-out set)"
-        )
-    train = whole_shards(shards, range(n - 1)) + [(n - 1, 0, rows - held)]
-    return train, [(n - 1, rows - held, rows)]
+def _figures(result: dict) -> dict:
+    """An evaluation as a metrics record holds it: its figures, not the rows it read."""
+    return {k: v for k, v in result.items() if k != "held_out"}
 
 
-@torch.no_grad()
-def evaluate(trainer: Trainer, shards: ShardSet, held: list[Part], micro: int) -> dict | None:
-    """MLM and NSP loss and accuracy on the held-out rows, with their own (static) masks."""
-    if sum(stop - start for _, start, stop in held) == 0:
-        return None
-    cfg, d = trainer.cfg, trainer.d
-    lc = LoaderConfig(micro, cfg.seed, d.rank, d.world, shuffle=False, drop_last=False)
-    data = PretrainingData(shards, held, lc)
-    stop = min(data.batches_per_epoch, cfg.eval_batches)
-    sums = torch.zeros(6, dtype=torch.float64, device=d.device)
-    trainer.raw.eval()
-    for batch in batches(data, 0, stop):
-        batch = to_device(batch, d.device)
-        with trainer.amp():
-            mlm, nsp = trainer.raw(*model_inputs(batch), batch["mlm_positions"])
-        labels = batch["mlm_labels"], batch["nsp_labels"]
-        sums += pretraining_loss(mlm, nsp, *labels, reduction="sum")[1]  # nsp None: MLM only
-    trainer.raw.train()
-    if d.world > 1:
-        dist.all_reduce(sums)
-    return _eval_record(sums.tolist(), trainer, shards, held)
-
-
-def _eval_record(sums: list[float], trainer: Trainer, shards: ShardSet, held: list[Part]) -> dict:
-    mlm_sum, nsp_sum, mlm_ok, mlm_n, nsp_ok, nsp_n = sums
-    mlm_loss, nsp_loss = mlm_sum / mlm_n, nsp_sum / nsp_n
-    nsp = trainer.model_cfg.next_sentence
-    return {
-        "loss": mlm_loss + nsp_loss,
-        "mlm_loss": mlm_loss,
-        "nsp_loss": nsp_loss,
-        "mlm_acc": mlm_ok / mlm_n,
-        "nsp_acc": nsp_ok / nsp_n if nsp else None,  # None: masked-LM only
-        "mlm_perplexity": math.exp(min(mlm_loss, 50.0)),
-        "sequences": int(nsp_n),
-        "held_out": [f"{shards.manifest.shards[i].path}[{a}:{b}]" for i, a, b in held],
-    }
+def _final_evaluation(
+    cfg: TrainConfig, held_out: HeldOut, last: dict | None, board: Board | None
+) -> dict | None:
+    """The held-out evaluation of the trained weights (eval.json): the last step's periodic
+    one when it ran (the same weights and rows), else one now; TensorBoard gets it at the last
+    step either way."""
+    if last is not None and last["step"] == cfg.steps and "held_out" in last:
+        return {**last["held_out"], "held_out": held_out.rows()}
+    result = held_out.evaluate()
+    if board is not None and result is not None:
+        board.write({"step": cfg.steps, "held_out": _figures(result)})
+    return result

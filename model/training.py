@@ -347,10 +347,11 @@ def peak_flops(cfg: TrainConfig, device: torch.device) -> float:
 
 class MetricsLog:
     """A run's metrics.jsonl: one JSON record a line, each flushed as it is written (a killed
-    run keeps what it logged). With no path (ranks other than 0) it writes nothing."""
+    run keeps what it logged). With no path (ranks other than 0) it writes nothing. A `board`
+    (`model.board.Board`, `--tensorboard`) gets every record too."""
 
-    def __init__(self, path: str | None, mode: str = "a"):
-        self.path = path
+    def __init__(self, path: str | None, mode: str = "a", board=None):
+        self.path, self.board = path, board
         self.file = open(path, mode, encoding="utf-8") if path else None
 
     def write(self, record: dict) -> None:
@@ -358,8 +359,12 @@ class MetricsLog:
             with self.named():
                 self.file.write(json.dumps(record) + "\n")
                 self.file.flush()
+        if self.board:
+            self.board.write(record)
 
     def close(self) -> None:
+        if self.board:
+            self.board.close()
         if self.file:
             with self.named():  # after a failed write, its buffer's flush fails the same way
                 self.file.close()

@@ -40,6 +40,7 @@ class FinetuneConfig:
     compile: bool = False  # torch.compile the training forward (evaluation runs eager)
     log_every: int = 50
     predict: bool = False  # GLUE: label the test files with the best checkpoint, server layout
+    tensorboard: bool = False  # TensorBoard event files in RUN/tensorboard (model.board)
 
     def __post_init__(self):
         check_task(self.task)

@@ -14,6 +14,7 @@ test files labelled in the layout the GLUE server takes (SST-2.tsv, ...).
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import math
 import os
@@ -23,6 +24,8 @@ import numpy as np
 import torch
 
 import model.training as training
+from model.board import FOLDER as BOARD_FOLDER
+from model.board import Board, check_available
 from model.data import PAD_MULTIPLE
 from model.finetune.choose import Choose
 from model.finetune.classify import Classify, Regress
@@ -83,7 +86,7 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
             f"none: drop it, or pass --task squad"
         )
     fields = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "seed", "device")
-    fields += ("precision", "compile", "log_every", "predict")
+    fields += ("precision", "compile", "log_every", "predict", "tensorboard")
     return FinetuneConfig(
         task=args.task,
         data=args.data,
@@ -158,6 +161,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
     final dev metrics."""
     check_output_dir(cfg.run, "--run", RUN_HINT)
     check_own_kind(cfg.run, "--run", FINETUNING_RUN, RUN_HINT)
+    if cfg.tensorboard:
+        check_available()
     device = resolve_device(cfg.device)
     kind = kind_of(cfg.task)
     ckpt, tok = read_encoder(cfg)
@@ -225,6 +230,11 @@ def clear_earlier_run(run: str) -> None:
         path = os.path.join(run, name)
         if os.path.isfile(path):
             os.unlink(path)
+    board = os.path.join(run, BOARD_FOLDER)
+    for path in glob.glob(os.path.join(glob.escape(board), "events.out.tfevents.*")):
+        os.unlink(path)  # --tensorboard's event files of the earlier run
+    if os.path.isdir(board) and not os.listdir(board):
+        os.rmdir(board)
 
 
 def _batches(run: Finetuning, steps: int):
@@ -269,23 +279,27 @@ def _train(run: Finetuning) -> tuple[dict, dict]:
     per_epoch = math.ceil(len(run.task.train) / cfg.batch_size)
     steps = max(1, math.ceil(cfg.epochs * per_epoch))
     stepper, progress = _stepper(run, steps), Progress(steps, name=cfg.task)
-    log, scores, best = MetricsLog(os.path.join(cfg.run, "metrics.jsonl"), "w"), {}, {}
-    for step, batch in enumerate(_batches(run, steps), 1):
-        loss = stepper.step([batch]).item()
-        record = {"step": step, "epoch": step / per_epoch, "loss": loss}
-        if step % per_epoch == 0 or step == steps:
-            scores = record["dev"] = run.task.evaluate(run.predict)
-            _keep_best(run, best, step, step / per_epoch, scores)
-            shown = " ".join(f"{k} {v:.4f}" for k, v in scores.items() if isinstance(v, float))
-            took = progress.elapsed()
-            print(f"{cfg.task} step {step}/{steps} loss {loss:.4f} | dev {shown} | {took:.0f}s")
-        if step % cfg.log_every == 0 or "dev" in record:
-            log.write(record)
-        if step % cfg.log_every == 0 and "dev" not in record:
-            figures = f"epoch {record['epoch']:.2f} loss {loss:.4f} lr {stepper.lr:.2e} "
-            figures += f"{progress.rate(step) * cfg.batch_size:.0f} seq/s"
-            print(progress.line(step, figures))
-    log.close()
+    board = Board(cfg.run, 0) if cfg.tensorboard else None
+    log = MetricsLog(os.path.join(cfg.run, "metrics.jsonl"), "w", board=board)
+    scores, best = {}, {}
+    try:
+        for step, batch in enumerate(_batches(run, steps), 1):
+            loss = stepper.step([batch]).item()
+            record = {"step": step, "epoch": step / per_epoch, "loss": loss}
+            if step % per_epoch == 0 or step == steps:
+                scores = record["dev"] = run.task.evaluate(run.predict)
+                _keep_best(run, best, step, step / per_epoch, scores)
+                shown = " ".join(f"{k} {v:.4f}" for k, v in scores.items() if isinstance(v, float))
+                took = progress.elapsed()
+                print(f"{cfg.task} step {step}/{steps} loss {loss:.4f} | dev {shown} | {took:.0f}s")
+            if step % cfg.log_every == 0 or "dev" in record:
+                log.write(record)
+            if step % cfg.log_every == 0 and "dev" not in record:
+                figures = f"epoch {record['epoch']:.2f} loss {loss:.4f} lr {stepper.lr:.2e} "
+                figures += f"{progress.rate(step) * cfg.batch_size:.0f} seq/s"
+                print(progress.line(step, figures))
+    finally:
+        log.close()
     return scores, best
 
 

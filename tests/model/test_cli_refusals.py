@@ -50,6 +50,12 @@ from tests.model.helpers import one_line_error as _one_line
         (["--holdout", "-1"], "--holdout must be 0 or more (got -1)"),
         (["--eval-batches", "-1"], "--eval-batches must be at least 1 (got -1)"),
         (["--eval-batches", "0"], "--eval-batches must be at least 1 (got 0)"),  # else 0 / 0
+        (["--eval-every", "-1"], "--eval-every must be 0 (at the end only) or more (got -1)"),
+        (
+            ["--eval-every", "5", "--holdout", "0"],
+            "--eval-every 5 evaluates the held-out shards, and --holdout 0 holds none out: give "
+            "--holdout 1 or more, or drop --eval-every",
+        ),
         (["--seed", "-1"], "--seed must be from 0 to 4294967295 (got -1)"),
         (["--attention-dropout", "1"], "--attention-dropout must lie in [0, 1) (got 1.0)"),
     ],

@@ -326,9 +326,9 @@ def read_tsv_rows(path: str) -> list[list[str]]:
 
 
 def test_a_run_into_an_earlier_runs_folder_leaves_none_of_its_files(pretrained_run, tmp_path):
-    """An SST-2 run (with --predict) and then an NER run into the same --run: the folder holds
-    the NER run's files alone, no stale dev_predictions.tsv or SST-2.tsv beside them; a file
-    of the user's there stays."""
+    """An SST-2 run (with --predict and --tensorboard) and then an NER run into the same --run:
+    the folder holds the NER run's files alone, no stale dev_predictions.tsv, SST-2.tsv or
+    TensorBoard events beside them; a file of the user's there stays."""
     sst2 = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(2))
     shutil.copy(os.path.join(sst2, "dev.tsv"), os.path.join(sst2, "test.tsv"))
     lines = open(os.path.join(sst2, "test.tsv")).read().splitlines()
@@ -336,8 +336,19 @@ def test_a_run_into_an_earlier_runs_folder_leaves_none_of_its_files(pretrained_r
         f.write("index\tsentence\n")
         f.writelines(f"{i}\t{line.split(chr(9))[0]}\n" for i, line in enumerate(lines[1:]))
     run = str(tmp_path / "run")
-    assert main(finetune_args("sst2", sst2, pretrained_run, run, "--epochs", "1", "--predict")) == 0
-    assert {"dev_predictions.tsv", "SST-2.tsv"} <= set(os.listdir(run))
+    args = finetune_args("sst2", sst2, pretrained_run, run, "--epochs", "1", "--predict")
+    assert main([*args, "--tensorboard"]) == 0
+    assert {"dev_predictions.tsv", "SST-2.tsv", "tensorboard"} <= set(os.listdir(run))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(os.path.join(run, "tensorboard"))
+    events.Reload()
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    dev = [(e.step, e.value) for e in events.Scalars("dev/accuracy")]
+    assert dev == [(records[-1]["step"], pytest.approx(results(run)["accuracy"]))]
+    loss = [(e.step, e.value) for e in events.Scalars("train/loss")]
+    assert loss == [(r["step"], pytest.approx(r["loss"], rel=1e-6)) for r in records]
     open(os.path.join(run, "notes.txt"), "w").close()
     conll = write_conll(str(tmp_path / "conll"), np.random.default_rng(3))
     assert main(finetune_args("ner", conll, pretrained_run, run, "--epochs", "1")) == 0

@@ -103,7 +103,7 @@ def test_ddp_on_gloo_with_two_processes(shards_dir, tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     cmd += ["-m", "model.cli", "pretrain", "--shards", shards_dir, "--run-dir", run]
     cmd += ["--steps", "4", "--batch-size", "8", "--log-every", "1", "--ckpt-every", "2"]
-    cmd += ["--eval-batches", "20"]
+    cmd += ["--eval-batches", "20", "--eval-every", "2", "--tensorboard"]
     done = subprocess.run(cmd, cwd=REPO, env=cli_env(tmp_path), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     records = metrics(run)
@@ -114,7 +114,12 @@ def test_ddp_on_gloo_with_two_processes(shards_dir, tmp_path):
     assert not torch.equal(ckpt["rng"][0]["cpu"], ckpt["rng"][1]["cpu"])  # own dropout streams
     assert ckpt["loader_position"] == 4
     with open(os.path.join(run, "eval.json")) as f:
-        assert json.load(f)["sequences"] == 96  # both ranks' halves of the held-out shard
+        final = json.load(f)
+    assert final["sequences"] == 96  # both ranks' halves of the held-out shard
+    # every second step evaluated by both ranks, summed; the last is eval.json
+    assert [r["held_out"]["sequences"] for r in records if "held_out" in r] == [96, 96]
+    assert records[-1]["held_out"] == {k: v for k, v in final.items() if k != "held_out"}
+    assert len(os.listdir(os.path.join(run, "tensorboard"))) == 1  # rank 0's events alone
 
 
 def test_refuses_a_batch_that_does_not_split(shards_dir, tmp_path, capsys):
