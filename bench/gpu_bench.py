@@ -41,7 +41,14 @@ from model.config import TrainConfig
 from model.data import LoaderConfig, PretrainingData, open_shards
 from model.held_out import split_holdout
 from model.pretrain import model_config
-from model.training import PEAK_BF16_TFLOPS, Dist, Trainer, build_model, to_device
+from model.training import (
+    PEAK_BF16_TFLOPS,
+    Dist,
+    Trainer,
+    build_model,
+    precision_name,
+    to_device,
+)
 from schemas.synthetic import SyntheticConfig, write_synthetic_set
 
 RESULT_NAME = "gpu_bench.json"
@@ -233,7 +240,7 @@ def run_case(
         "compile": case.compile,
         "pack": case.pack,
         "rows_per_sequence": timed.rows / max(timed.seqs, 1),
-        "precision": "bf16" if trainer.autocast else "fp32",
+        "precision": precision_name(trainer.dtype),
         "device": peak_tflops(device)[0],
         "parameters": count_parameters(trainer.raw),
         "non_embedding_parameters": n_params,

@@ -145,7 +145,8 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
         "--precision",
         default=TrainConfig.precision,
         choices=PRECISIONS,
-        help="auto: bf16 autocast on CUDA, fp32 on CPU (default: %(default)s)",
+        help="auto: bf16 autocast on CUDA, fp16 with loss scaling on GPUs without bf16 (V100, "
+        "T4), fp32 on CPU (default: %(default)s)",
     )
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     defaulted(

@@ -95,7 +95,8 @@ class TrainConfig:
     clip: float = 1.0  # max global gradient norm; 0 turns clipping off
     seed: int = 0
     device: str = "cpu"  # cpu | cuda (under torchrun: cuda:LOCAL_RANK)
-    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | bf16 | fp32
+    precision: str = "auto"  # auto (bf16 on CUDA, fp16 where it lacks bf16, fp32 on CPU) | bf16
+    # | fp16 (autocast with loss scaling) | fp32
     compile: bool = False  # torch.compile the model
     remask: bool = False  # draw fresh masks for every batch instead of the shards' own
     mask_prob: float = 0.0  # re-masking rate (needs remask); 0: the shards' masked_lm_prob
@@ -157,9 +158,9 @@ NOT_NEGATIVE = Rule(lambda v: v >= 0, "must be 0 or more")
 POSITIVE = Rule(lambda v: v > 0, "must be > 0")
 A_SHARE = Rule(lambda v: 0 <= v < 1, "must lie in [0, 1)")
 NAMED = Rule(bool, "must name a directory")
-PRECISIONS = ("auto", "bf16", "fp32")
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 OPTIMIZERS = ("adamw", "lamb")
-PRECISION = Rule(lambda v: v in PRECISIONS, "must be auto, bf16 or fp32")
+PRECISION = Rule(lambda v: v in PRECISIONS, "must be auto, bf16, fp16 or fp32")
 SEEDS = 2**32  # numpy's and torch's generators all take a seed below this
 SEED = Rule(lambda v: 0 <= v < SEEDS, f"must be from 0 to {SEEDS - 1}")
 

@@ -47,6 +47,7 @@ from model.training import (
     build_model,
     init_distributed,
     micro_batch_size,
+    precision_name,
     pretraining_figures,
     to_device,
 )
@@ -167,7 +168,7 @@ def _announce(cfg: TrainConfig, trainer: Trainer, data: PretrainingData, step: i
         f"vocab {m.vocab_size}, {params:.1f}M parameters | {data.total_rows} training sequences, "
         f"batch {cfg.batch_size} ({trainer.d.world} rank(s) x {data.cfg.batch_size} x accum "
         f"{cfg.accum}){_packed(data)} | {_recipe(cfg, data)} | "
-        f"{trainer.d.device} {'bf16' if trainer.autocast else 'fp32'} | "
+        f"{trainer.d.device} {precision_name(trainer.dtype)} | "
         f"{_start(cfg, step)} -> {cfg.run}",
         flush=True,
     )

@@ -197,6 +197,7 @@ def checkpoint_state(
         "model": trainer.raw.state_dict(),
         "optimizer": trainer.optimizer.state_dict(),
         "scheduler": trainer.scheduler.state_dict(),
+        **({"scaler": trainer.scaler.state_dict()} if trainer.scaler else {}),  # fp16
         "rng": rng,
         "world_size": trainer.d.world,
     }
@@ -409,10 +410,13 @@ def _recipe_hint(ckpt: dict, key: str) -> str:
 
 
 def restore(ckpt: dict, trainer: Trainer) -> None:
-    """Put the weights, optimizer, schedule and this rank's RNG back as the checkpoint had them."""
+    """Put the weights, optimizer, schedule, loss scale and this rank's RNG back as the
+    checkpoint had them."""
     trainer.raw.load_state_dict(ckpt["model"])
     trainer.optimizer.load_state_dict(ckpt["optimizer"])
     trainer.scheduler.load_state_dict(ckpt["scheduler"])
+    if trainer.scaler and "scaler" in ckpt:  # fp16's loss scale; a run that was not: 2^16 again
+        trainer.scaler.load_state_dict(ckpt["scaler"])
     _reschedule(trainer)
     _restore_rng(ckpt, trainer)
 

@@ -1,6 +1,7 @@
 """The training machinery that pre-training and fine-tuning share: where a process runs (its
 device and rank in a `torchrun` world), the optimizer and its schedule, one optimizer step with
-bf16 autocast and gradient accumulation, and the metrics records and progress line."""
+bf16 or fp16 autocast (fp16 with loss scaling) and gradient accumulation, and the metrics
+records and progress line."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -136,15 +138,41 @@ def warmup_linear(optimizer: torch.optim.Optimizer, warmup: int, total: int) -> 
     return LambdaLR(optimizer, WarmupLinear(warmup, total))
 
 
+def amp_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast type of `--precision` on `device` (None: fp32, no autocast). `auto` is fp32
+    on a CPU, bf16 on a GPU that has it (Ampere and later) and fp16 on one that has not (V100,
+    T4), where bf16 would run emulated, if at all."""
+    if precision == "auto":
+        if device.type != "cuda":
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}[precision]
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    return {torch.bfloat16: "bf16", torch.float16: "fp16", None: "fp32"}[dtype]
+
+
 # (model, batch) -> (the loss to minimise, detached figures summed over the micro-batches)
 LossOf = Callable[[torch.nn.Module, dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]
 
 
+# torch's warning when the schedule steps before the optimizer ever has (fp16's first step,
+# skipped because its gradients overflowed at the first loss scale)
+SKIPPED_FIRST_STEP = "Detected call of `lr_scheduler.step"
+
+
 class Stepper:
     """A model, its optimizer and schedule, and one optimizer step over micro-batches: the
-    forward pass and loss under bf16 autocast (when `autocast`), gradients averaged over the
-    micro-batches (under DDP synchronised on the last one only), clipped to norm `clip` (0: not
-    clipped), then the optimizer and schedule step. Pre-training and fine-tuning both step so."""
+    forward pass and loss under autocast to `dtype` (bf16 or fp16; None: fp32), gradients
+    averaged over the micro-batches (under DDP synchronised on the last one only), clipped to
+    norm `clip` (0: not clipped), then the optimizer and schedule step. Pre-training and
+    fine-tuning both step so.
+
+    In fp16 the loss is scaled before the backward pass (torch's `GradScaler`: 2^16 at first),
+    so that small gradients do not flush to zero; the gradients are unscaled before clipping,
+    and a step whose gradients overflowed is skipped and the scale halved (doubled again after
+    2,000 steps without overflow). The schedule steps either way: a skipped step counts."""
 
     def __init__(
         self,
@@ -154,13 +182,16 @@ class Stepper:
         loss_of: LossOf,
         device: torch.device,
         *,
-        autocast: bool,
+        dtype: torch.dtype | None,
         clip: float,
         ddp: DistributedDataParallel | None = None,
         model: torch.nn.Module | None = None,  # what the forward pass calls (default: ddp or raw)
     ):
         self.raw, self.optimizer, self.scheduler, self.loss_of = raw, optimizer, scheduler, loss_of
-        self.device, self.autocast, self.clip, self.ddp = device, autocast, clip, ddp
+        self.device, self.dtype, self.clip, self.ddp = device, dtype, clip, ddp
+        self.autocast = dtype is not None
+        fp16 = dtype == torch.float16
+        self.scaler = torch.amp.GradScaler(device.type) if fp16 else None
         # Never `model or ddp or raw`: a module's truth value calls len(), which a compiled
         # module does not support.
         self.model = next(m for m in (model, ddp, raw) if m is not None)
@@ -168,23 +199,32 @@ class Stepper:
     def amp(self):
         if not self.autocast:
             return nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
     def step(self, micro_batches: list[dict[str, torch.Tensor]]) -> torch.Tensor:
         """One optimizer step; returns `loss_of`'s figures summed over the micro-batches (on the
         device, no sync)."""
-        stats = None
+        stats, scaled = None, self.scaler.scale if self.scaler else (lambda t: t)
         for i, batch in enumerate(micro_batches):
             last = i == len(micro_batches) - 1
             with nullcontext() if last or self.ddp is None else self.ddp.no_sync():
                 with self.amp():
                     loss, s = self.loss_of(self.model, batch)
-                (loss / len(micro_batches)).backward()
+                scaled(loss / len(micro_batches)).backward()
             stats = s if stats is None else stats + s
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)  # the clip's norm is the true gradients'
         if self.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.raw.parameters(), self.clip)
-        self.optimizer.step()
-        self.scheduler.step()
+        if self.scaler:
+            self.scaler.step(self.optimizer)  # skipped when a gradient overflowed
+            self.scaler.update()
+            with warnings.catch_warnings():  # a skipped first step: the schedule steps anyway
+                warnings.filterwarnings("ignore", SKIPPED_FIRST_STEP, UserWarning)
+                self.scheduler.step()
+        else:
+            self.optimizer.step()
+            self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return stats
 
@@ -244,14 +284,13 @@ class Trainer(Stepper):
         else:
             optimizer = adamw(model.raw, cfg.lr, cfg.weight_decay, cfg.betas, cfg.eps, fused=True)
         scheduler = warmup_linear(optimizer, cfg.warmup, cfg.steps)
-        bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and d.device.type == "cuda")
         super().__init__(
             model.raw,
             optimizer,
             scheduler,
             pretraining_step_loss,
             d.device,
-            autocast=bf16,
+            dtype=amp_dtype(cfg.precision, d.device),
             clip=cfg.clip,
             ddp=model.ddp,
             model=model.forward,
@@ -330,6 +369,8 @@ class Meter:
         }
         if self.peak:
             record["mfu"] = flops / elapsed / (self.peak * self.trainer.d.world)
+        if self.trainer.scaler:  # fp16: the loss scale after this step
+            record["loss_scale"] = self.trainer.scaler.get_scale()
         self.reset()
         return record
 
@@ -406,6 +447,7 @@ class Progress:
 def pretraining_figures(record: dict) -> str:
     """Pre-training's progress figures: losses, accuracies, learning rate, throughput."""
     mfu = f" mfu {100 * record['mfu']:.1f}%" if "mfu" in record else ""
+    mfu += f" scale {record['loss_scale']:g}" if "loss_scale" in record else ""
     nsp = record["nsp_acc"] is not None
     nsp_loss = f" nsp {record['nsp_loss']:.4f}" if nsp else ""
     nsp_acc = f" nsp {record['nsp_acc']:.3f}" if nsp else ""

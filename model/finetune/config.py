@@ -36,7 +36,7 @@ class FinetuneConfig:
     max_answer_length: int = 30  # squad: longest predicted answer, in tokens
     seed: int = 0
     device: str = "cpu"
-    precision: str = "auto"  # the training step: auto (bf16 on CUDA, fp32 on CPU) | bf16 | fp32
+    precision: str = "auto"  # the training step, as pre-training's: auto | bf16 | fp16 | fp32
     compile: bool = False  # torch.compile the training forward (evaluation runs eager)
     log_every: int = 50
     predict: bool = False  # GLUE: label the test files with the best checkpoint, server layout

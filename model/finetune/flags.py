@@ -89,7 +89,8 @@ def _finetune_step_flags(p: argparse.ArgumentParser) -> None:
         "--precision",
         default=FinetuneConfig.precision,
         choices=PRECISIONS,
-        help="of the training step; auto: bf16 autocast on CUDA, fp32 on CPU (default: "
+        help="of the training step, as pre-training's; auto: bf16 autocast on CUDA (fp16 on "
+        "GPUs without bf16), fp32 on CPU (default: "
         "%(default)s); dev evaluation and --predict run in fp32",
     )
     p.add_argument(

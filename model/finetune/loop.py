@@ -45,6 +45,7 @@ from model.training import (
     Progress,
     Stepper,
     adamw,
+    amp_dtype,
     model_inputs,
     resolve_device,
     to_device,
@@ -252,13 +253,13 @@ def _batches(run: Finetuning, steps: int):
 
 def _stepper(run: Finetuning, steps: int) -> Stepper:
     """Pre-training's step on the task model: AdamW (eps 1e-6) with its parameter grouping,
-    the warm-up then linear decay, bf16 autocast as --precision says (auto: on a GPU),
+    the warm-up then linear decay, autocast as --precision says (auto: bf16 on a GPU, fp16
+    with loss scaling on one without bf16),
     gradients clipped to norm 1; with --compile the training forward is compiled (dynamic
     shapes), while evaluation and --predict (`Finetuning.predict`) call the eager model in fp32."""
     cfg, model = run.cfg, run.model
     optimizer = adamw(model, cfg.lr, cfg.weight_decay, eps=1e-6)
     scheduler = warmup_linear(optimizer, int(cfg.warmup_ratio * steps), steps)
-    bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and run.device.type == "cuda")
     forward = training.compiled(model) if cfg.compile else None
     return Stepper(
         model,
@@ -266,7 +267,7 @@ def _stepper(run: Finetuning, steps: int) -> Stepper:
         scheduler,
         run.loss_of,
         run.device,
-        autocast=bf16,
+        dtype=amp_dtype(cfg.precision, run.device),
         clip=1.0,
         model=forward,
     )

@@ -76,17 +76,17 @@ def test_finetune_refuses_an_unknown_precision_in_one_line(tmp_path, capsys):
     run = tmp_path / "run"
     args = ["finetune", "--task", "sst2", "--data", str(tmp_path), "--ckpt", str(tmp_path)]
     with pytest.raises(SystemExit) as exit_:
-        main([*args, "--run", str(run), "--precision", "fp16"])
+        main([*args, "--run", str(run), "--precision", "fp8"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err  # no usage block
     assert err[-1].startswith(
-        "bert-model finetune: error: argument --precision: invalid choice: 'fp16'"
+        "bert-model finetune: error: argument --precision: invalid choice: 'fp8'"
     )
-    assert "auto" in err[-1] and "bf16" in err[-1] and "fp32" in err[-1]
+    assert all(name in err[-1] for name in ("auto", "bf16", "fp16", "fp32"))
     assert not run.exists()
     # The config itself, built without the command line, refuses it naming the flag.
     with pytest.raises(
-        ValueError, match=r"^--precision must be auto, bf16 or fp32 \(got 'fp16'\)$"
+        ValueError, match=r"^--precision must be auto, bf16, fp16 or fp32 \(got 'fp8'\)$"
     ):
-        FinetuneConfig(task="sst2", data="d", ckpt="c", run=str(run), precision="fp16")
+        FinetuneConfig(task="sst2", data="d", ckpt="c", run=str(run), precision="fp8")

@@ -1,5 +1,6 @@
-"""The GPU's code paths, run on the CPU: `--compile` (inductor generates C++), bf16 autocast and
-fused AdamW, in pre-training and in fine-tuning, each against the plain fp32 path.
+"""The GPU's code paths, run on the CPU: `--compile` (inductor generates C++), bf16 autocast, fp16
+autocast with loss scaling, and fused AdamW, in pre-training and in fine-tuning, each against the
+plain fp32 path.
 
 Inductor's first compilation in a process costs most of a minute on a small machine (its C++
 toolchain starts; later graphs cost less, and a warm cache little), so every inductor
@@ -11,7 +12,7 @@ tracing, graph breaks, guards and recompilation, without generating C++ again).
 Tolerances: the compiled model and the fused optimizer compute the same arithmetic in another
 order, so their losses stay within 1e-4 of the plain path over a few steps (the compiled model
 draws dropout from torch's own generator, `fallback_random`, as eager does); bf16 autocast rounds
-every matmul to 8 bits of mantissa, so its losses stay within 0.05.
+every matmul to 8 bits of mantissa, fp16 to 11, so their losses stay within 0.05.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from model.finetune.config import FinetuneConfig
 from model.finetune.encoder import build_model, encoder_record, read_encoder
 from model.finetune.loop import Finetuning, _batches, kind_of
 from model.run_dir import load_checkpoint
-from model.training import Stepper, adamw, warmup_linear
-from tests.model.helpers import finetune_args, metrics
+from model.training import Stepper, adamw, amp_dtype, warmup_linear
+from tests.model.helpers import finetune_args, metrics, resumed_and_whole
 
 SST2 = os.path.join(os.path.dirname(__file__), "..", "..", "sample", "finetune", "sst2")
 STEPS = 6
@@ -155,6 +156,54 @@ def test_pretraining_in_bf16_autocast_on_the_cpu(shards_dir, tmp_path, plain):
     assert bf16 != plain  # autocast did round
 
 
+def test_pretraining_in_fp16_autocast_with_loss_scaling_on_the_cpu(shards_dir, tmp_path, plain):
+    fp16 = _pretrain(shards_dir, str(tmp_path / "fp16"), "--precision", "fp16")
+    _close(fp16, plain, 0.05)
+    assert [r["loss_scale"] for r in fp16] == [2.0**16] * STEPS  # no overflow on these rows
+    assert all("loss_scale" not in r for r in plain)
+
+
+def test_an_fp16_step_whose_gradients_overflow_is_skipped_and_the_scale_halved():
+    """torch's GradScaler under the step: an overflowed step leaves the weights as they were
+    and halves the scale, the schedule steps all the same, and the next step applies."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 1)
+    opt = adamw(layer, 1e-2, 0.0, fused=True)
+    sched = warmup_linear(opt, 0, 4)
+    scale = torch.tensor(1.0)
+
+    def loss_of(model, batch):
+        loss = (model(batch["x"]).float() * scale).pow(2).mean()
+        return loss, loss.detach()[None]
+
+    cpu = torch.device("cpu")
+    stepper = Stepper(layer, opt, sched, loss_of, cpu, dtype=torch.float16, clip=1.0)
+    before = [p.detach().clone() for p in layer.parameters()]
+    scale.fill_(1e6)  # (1e6)^2 x 2^16 overflows
+    stepper.step([{"x": torch.ones(2, 4)}])
+    assert all(torch.equal(a, b) for a, b in zip(before, layer.parameters(), strict=True))
+    assert stepper.scaler.get_scale() == 2.0**15 and sched.last_epoch == 1
+    scale.fill_(1.0)
+    stepper.step([{"x": torch.ones(2, 4)}])
+    assert not torch.equal(before[0], layer.weight)
+
+
+def test_an_fp16_run_resumes_with_its_loss_scale(shards_dir, tmp_path, monkeypatch):
+    split, whole = resumed_and_whole(shards_dir, tmp_path, monkeypatch, precision="fp16")
+    a, b = (load_checkpoint(os.path.join(run, "last.pt")) for run in (split, whole))
+    assert a["scaler"] == b["scaler"] and a["scaler"]["_growth_tracker"] == 8  # steps unbroken
+
+
+def test_auto_precision_is_fp16_on_a_gpu_without_bf16(monkeypatch):
+    """The choice alone (no GPU here): bf16 where the GPU has it, fp16 on a V100 or T4."""
+    gpu, cpu = torch.device("cuda", 0), torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert amp_dtype("auto", gpu) == torch.float16 and amp_dtype("auto", cpu) is None
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert amp_dtype("auto", gpu) == torch.bfloat16
+    assert amp_dtype("fp16", cpu) == torch.float16 and amp_dtype("fp32", gpu) is None
+
+
 def test_fused_adamw_matches_the_loop_implementation(shards_dir, tmp_path, plain, monkeypatch):
     calls = []
     real = training.adamw
@@ -183,14 +232,14 @@ def _finetuning(pretrained_run: str, run: str) -> Finetuning:
     return Finetuning(cfg, task, model, torch.device("cpu"), pad, encoder_record(ckpt))
 
 
-def _finetune_losses(run: Finetuning, *, backend=None, autocast=False, fused=None) -> list:
+def _finetune_losses(run: Finetuning, *, backend=None, dtype=None, fused=None) -> list:
     """Fine-tuning's step (`Stepper` on the task's loss), as `model.finetune.loop` runs it."""
     torch.manual_seed(run.cfg.seed)
     opt = adamw(run.model, 1e-4, 0.01, eps=1e-6, fused=fused)
     sched = warmup_linear(opt, 1, STEPS)
     model = None if backend is None else training.compiled(run.model, backend)
     stepper = Stepper(
-        run.model, opt, sched, run.loss_of, run.device, autocast=autocast, clip=1.0, model=model
+        run.model, opt, sched, run.loss_of, run.device, dtype=dtype, clip=1.0, model=model
     )
     return [stepper.step([b]).item() for b in _batches(run, STEPS)]
 
@@ -213,7 +262,7 @@ def test_finetuning_compiled_fused_bf16_against_plain(
     assert not restarts, restarts
     fused = _finetune_losses(_finetuning(pretrained_run, str(tmp_path)), fused=True)
     assert fused == pytest.approx(finetune_plain, abs=1e-4)
-    bf16 = _finetune_losses(_finetuning(pretrained_run, str(tmp_path)), autocast=True)
+    bf16 = _finetune_losses(_finetuning(pretrained_run, str(tmp_path)), dtype=torch.bfloat16)
     assert bf16 == pytest.approx(finetune_plain, abs=0.05) and bf16 != finetune_plain
 
 
@@ -276,3 +325,7 @@ def test_finetune_cli_precision_on_the_cpu(pretrained_run, tmp_path, finetune_cl
     assert bf16 == pytest.approx(plain, abs=0.05)
     assert _saved_config(run)["precision"] == "bf16"
     assert _saved_config(str(tmp_path / "fp32"))["compile"] is False
+    run = str(tmp_path / "fp16")
+    fp16 = _losses(_finetune_cli(pretrained_run, run, "--precision", "fp16"))
+    assert fp16 != plain and fp16 == pytest.approx(plain, abs=0.05)
+    assert _saved_config(run)["precision"] == "fp16"
