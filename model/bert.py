@@ -21,6 +21,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from model.config import BertConfig
 
@@ -175,6 +176,9 @@ class BertModel(nn.Module):
         self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.num_layers))
         self.pooler = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.attention_route = "auto"  # of packed batches (`ATTENTION_ROUTES`)
+        # --checkpoint-activations: training keeps each layer's input alone and computes the
+        # layer again in the backward pass (its dropout draws replayed): the same results
+        self.checkpoint_layers = False
 
     def forward(
         self,
@@ -200,8 +204,9 @@ class BertModel(nn.Module):
         else:
             mask = None
         x = self.embeddings(input_ids, token_type_ids, position_ids)
+        recompute = self.checkpoint_layers and self.training and torch.is_grad_enabled()
         for layer in self.layers:
-            x = layer(x, mask)
+            x = checkpoint(layer, x, mask, use_reentrant=False) if recompute else layer(x, mask)
         cls = x[:, 0] if cls_positions is None else x.flatten(0, 1).index_select(0, cls_positions)
         return x, torch.tanh(self.pooler(cls))
 

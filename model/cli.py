@@ -149,6 +149,13 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
         "T4), fp32 on CPU (default: %(default)s)",
     )
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument(
+        "--checkpoint-activations",
+        action="store_true",
+        help="keep each encoder layer's input only and compute the layer again in the backward "
+        "pass: the activations of one layer held at a time, not all, for one more forward pass "
+        "of the encoder; the same results",
+    )
     defaulted(
         p,
         "--shuffle-window",
@@ -256,6 +263,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         device=args.device,
         precision=args.precision,
         compile=args.compile,
+        checkpoint_activations=args.checkpoint_activations,
         remask=args.remask or args.mask_prob is not None,
         mask_prob=args.mask_prob or 0.0,
         nsp=not args.no_nsp,

@@ -98,6 +98,7 @@ class TrainConfig:
     precision: str = "auto"  # auto (bf16 on CUDA, fp16 where it lacks bf16, fp32 on CPU) | bf16
     # | fp16 (autocast with loss scaling) | fp32
     compile: bool = False  # torch.compile the model
+    checkpoint_activations: bool = False  # recompute each layer in the backward pass: less memory
     remask: bool = False  # draw fresh masks for every batch instead of the shards' own
     mask_prob: float = 0.0  # re-masking rate (needs remask); 0: the shards' masked_lm_prob
     nsp: bool = True  # False: masked-LM only, no NSP head or loss (segment B still fed as text)

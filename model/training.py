@@ -245,12 +245,14 @@ class PretrainingModel:
 
 
 def build_model(cfg: TrainConfig, model_cfg: BertConfig, d: Dist) -> PretrainingModel:
-    """The model initialised from `cfg.seed` on this rank's device, under DDP and
-    torch.compile (dynamic shapes: one graph for every batch length) as configured; torch's
-    generator seeded per rank for dropout."""
+    """The model initialised from `cfg.seed` on this rank's device, its layers recomputed in the
+    backward pass with --checkpoint-activations, under DDP and torch.compile (dynamic shapes: one
+    graph for every batch length) as configured; torch's generator seeded per rank for
+    dropout."""
     torch.manual_seed(cfg.seed + d.rank)  # dropout draws from torch's generator
     init = torch.Generator().manual_seed(cfg.seed)
     raw = BertForPreTraining(model_cfg, generator=init).to(d.device)
+    raw.bert.checkpoint_layers = cfg.checkpoint_activations
     ids = [d.device.index] if d.device.type == "cuda" else None
     ddp = DistributedDataParallel(raw, device_ids=ids) if d.world > 1 else None
     model = raw if ddp is None else ddp

@@ -38,6 +38,7 @@ class FinetuneConfig:
     device: str = "cpu"
     precision: str = "auto"  # the training step, as pre-training's: auto | bf16 | fp16 | fp32
     compile: bool = False  # torch.compile the training forward (evaluation runs eager)
+    checkpoint_activations: bool = False  # recompute each layer in the backward pass
     log_every: int = 50
     predict: bool = False  # GLUE: label the test files with the best checkpoint, server layout
     tensorboard: bool = False  # TensorBoard event files in RUN/tensorboard (model.board)

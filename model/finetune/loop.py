@@ -87,7 +87,8 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
             f"none: drop it, or pass --task squad"
         )
     fields = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "seed", "device")
-    fields += ("precision", "compile", "log_every", "predict", "tensorboard")
+    fields += ("precision", "compile", "checkpoint_activations", "log_every", "predict")
+    fields += ("tensorboard",)
     return FinetuneConfig(
         task=args.task,
         data=args.data,
@@ -177,6 +178,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
         raise ValueError(f"{cfg.data}: the training or dev set is empty")
     torch.manual_seed(cfg.seed)
     model = build_model(ckpt, task.num_labels, cfg.seed, task.pooled, task.head_dropout)
+    model.bert.checkpoint_layers = cfg.checkpoint_activations
     with RunLock(cfg.run, command="finetune", hint=RUN_HINT):  # a second run is refused
         clear_earlier_run(cfg.run)
         pad = ckpt["vocab"]["special_ids"]["pad"]

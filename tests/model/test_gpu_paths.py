@@ -23,14 +23,14 @@ import pytest
 import torch
 
 import model.training as training
-from model.bert import attend, block_mask
+from model.bert import Layer, attend, block_mask
 from model.cli import main
 from model.finetune.config import FinetuneConfig
 from model.finetune.encoder import build_model, encoder_record, read_encoder
 from model.finetune.loop import Finetuning, _batches, kind_of
 from model.run_dir import load_checkpoint
 from model.training import Stepper, adamw, amp_dtype, warmup_linear
-from tests.model.helpers import finetune_args, metrics, resumed_and_whole
+from tests.model.helpers import finetune_args, metrics, resumed_and_whole, without_timing
 
 SST2 = os.path.join(os.path.dirname(__file__), "..", "..", "sample", "finetune", "sst2")
 STEPS = 6
@@ -204,6 +204,31 @@ def test_auto_precision_is_fp16_on_a_gpu_without_bf16(monkeypatch):
     assert amp_dtype("fp16", cpu) == torch.float16 and amp_dtype("fp32", gpu) is None
 
 
+def layer_calls(monkeypatch) -> list[bool]:
+    """Every encoder layer's forward from now on: whether it ran with gradients enabled."""
+    calls, forward = [], Layer.forward
+
+    def counted(self, x, mask):
+        calls.append(torch.is_grad_enabled())
+        return forward(self, x, mask)
+
+    monkeypatch.setattr(Layer, "forward", counted)
+    return calls
+
+
+def test_checkpointed_activations_give_the_same_run(shards_dir, tmp_path, plain, monkeypatch):
+    """Each layer computed again in the backward pass, its dropout draws replayed: the same
+    losses and accuracies, bit for bit."""
+    calls = layer_calls(monkeypatch)
+    run = str(tmp_path / "recomputed")
+    recomputed = _pretrain(shards_dir, run, "--checkpoint-activations")
+    assert without_timing(recomputed) == without_timing(plain)
+    layers = load_checkpoint(os.path.join(run, "last.pt"))["model_config"]["num_layers"]
+    # per step a forward without keeping activations and one again in the backward pass; the
+    # held-out evaluation, without gradients, once
+    assert len(calls) == layers * (2 * STEPS + 1)
+
+
 def test_fused_adamw_matches_the_loop_implementation(shards_dir, tmp_path, plain, monkeypatch):
     calls = []
     real = training.adamw
@@ -315,7 +340,9 @@ def test_finetune_cli_compiles_the_training_forward(
     assert _saved_config(run)["compile"] is True
 
 
-def test_finetune_cli_precision_on_the_cpu(pretrained_run, tmp_path, finetune_cli_plain):
+def test_finetune_cli_precision_on_the_cpu(
+    pretrained_run, tmp_path, finetune_cli_plain, monkeypatch
+):
     fp32 = _finetune_cli(pretrained_run, str(tmp_path / "fp32"), "--precision", "fp32")
     assert fp32 == finetune_cli_plain  # auto is fp32 on the CPU, bit for bit
     run = str(tmp_path / "bf16")
@@ -325,6 +352,11 @@ def test_finetune_cli_precision_on_the_cpu(pretrained_run, tmp_path, finetune_cl
     assert bf16 == pytest.approx(plain, abs=0.05)
     assert _saved_config(run)["precision"] == "bf16"
     assert _saved_config(str(tmp_path / "fp32"))["compile"] is False
+    calls = layer_calls(monkeypatch)
+    recomputed = _finetune_cli(pretrained_run, str(tmp_path / "re"), "--checkpoint-activations")
+    assert _losses(recomputed) == plain  # each layer again in the backward pass: the same
+    assert sum(calls) == 2 * 2 * STEPS  # tiny's 2 layers, twice a step; evaluation: no grad
+    monkeypatch.undo()
     run = str(tmp_path / "fp16")
     fp16 = _losses(_finetune_cli(pretrained_run, run, "--precision", "fp16"))
     assert fp16 != plain and fp16 == pytest.approx(plain, abs=0.05)
