@@ -57,7 +57,8 @@ SHARD_FLAGS = $(READ_FLAGS) $(if $(SEQ_LEN),--max-seq-length $(SEQ_LEN)) \
 	$(if $(filter DataflowRunner,$(RUNNER)),--project $(PROJECT) --region $(REGION) \
 	  --temp_location $(call q,$(TEMP)) --setup_file ./setup.py)
 
-.PHONY: venv shards vocab validate inspect export-shards pretrain finetune export test test-fast lint \
+.PHONY: venv shards vocab validate inspect export-shards pretrain finetune export evaluate test \
+	test-fast lint \
 	bench corpora clean
 
 venv: $(STAMP)
@@ -107,6 +108,9 @@ finetune: $(STAMP)
 
 export: $(STAMP)
 	$(PY) -m model.cli export --ckpt $(call q,$(CKPT)) --out $(call q,$(EXPORT)) $(ARGS)
+
+evaluate: $(STAMP)
+	$(PY) -m model.cli evaluate --ckpt $(call q,$(CKPT)) --shards $(call q,$(OUT)) --device $(DEVICE) $(ARGS)
 
 # The tests in TEST_JOBS processes (pytest-xdist), each file in one of them, so a module's
 # fixtures are made once, and in the order tests/conftest.py gives them (heavy files first);

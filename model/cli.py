@@ -1,4 +1,4 @@
-"""`bert-model pretrain | finetune | export`: the model package's command line.
+"""`bert-model pretrain | finetune | export | evaluate`: the model package's command line.
 
 Examples::
 
@@ -10,6 +10,7 @@ Examples::
     bert-model finetune --task sst2 --data glue/SST-2 --ckpt export/tiny --predict
     bert-model export --ckpt runs/tiny-sample/last.pt --out export/tiny
     bert-model export --ckpt runs/tiny-sample/finetune-sst2/best.pt --out export/tiny-sst2
+    bert-model evaluate --ckpt runs/tiny-sample/last.pt --shards out/sample
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 from model.config import (
     PRECISIONS,
     PRESETS,
+    EvaluateConfig,
     TrainConfig,
     defaulted,
     flag_hint,
@@ -229,6 +231,38 @@ def _export_parser(sub) -> None:
     )
 
 
+def _evaluate_parser(sub) -> None:
+    """`bert-model evaluate`'s flags, each default its `EvaluateConfig` field's."""
+    cfg = EvaluateConfig
+    p = sub.add_parser("evaluate", help="held-out MLM/NSP loss and accuracy of a model on a set")
+    p.add_argument(
+        "--ckpt",
+        required=True,
+        help="pre-training checkpoint (RUN/last.pt), or a Hugging Face BERT directory with a "
+        "masked-LM head (BertForPreTraining, BertForMaskedLM, an export of ours)",
+    )
+    p.add_argument("--shards", required=True, help="shard set of the model's vocab (or gs://)")
+    p.add_argument(
+        "--holdout",
+        type=int,
+        default=None,
+        help="the rows pre-training holds out with --holdout N: the last N shards, or the "
+        f"last tenth of a single shard's rows (default: {cfg.holdout})",
+    )
+    p.add_argument("--all-rows", action="store_true", help="every row of the set instead")
+    defaulted(p, "--batch-size", int, cfg.batch_size, "rows per batch")
+    defaulted(p, "--eval-batches", int, cfg.eval_batches, "at most this many batches; 0: all")
+    p.add_argument("--device", default=cfg.device, help="cpu or cuda (default: %(default)s)")
+    p.add_argument(
+        "--precision",
+        default=cfg.precision,
+        choices=PRECISIONS,
+        help="autocast as in pre-training; auto: bf16 on CUDA (fp16 without bf16), fp32 on CPU "
+        "(default: %(default)s)",
+    )
+    p.add_argument("--out", default=cfg.out, help="also write the figures to this JSON file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line; a mistake in it is one line (`OneLineParser`, which the subcommands'
     parsers are too)."""
@@ -237,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pretrain_parser(sub)
     finetune_parser(sub)
     _export_parser(sub)
+    _evaluate_parser(sub)
     return parser
 
 
@@ -320,6 +355,10 @@ def _run(args: argparse.Namespace) -> None:
         from model.finetune.loop import finetune, finetune_config
 
         finetune(finetune_config(args))
+    elif args.command == "evaluate":
+        from model.evaluate import evaluate, evaluate_config
+
+        evaluate(evaluate_config(args))
     else:
         from model.export import export
 

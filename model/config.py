@@ -244,3 +244,28 @@ def training_defaults(model: str, steps: int) -> dict:
         raise ValueError(f"unknown model preset {model!r}; choose one of {', '.join(PRESETS)}")
     lr, batch = TRAINING_DEFAULTS[model]
     return {"lr": lr, "batch_size": batch, "warmup": min(10_000, steps // 10)}
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    ckpt: str  # RUN/last.pt or a Hugging Face BERT directory
+    shards: str  # the shard set whose rows are evaluated
+    holdout: int = 1  # the rows pre-training holds out with --holdout N
+    all_rows: bool = False  # every row of the set instead
+    batch_size: int = 64  # rows per batch
+    eval_batches: int = 0  # at most this many batches; 0: every held-out row
+    device: str = "cpu"
+    precision: str = "auto"  # as pre-training's: autocast on a GPU, fp32 on a CPU
+    out: str = ""  # also write the figures to this JSON file
+
+    def __post_init__(self):
+        check_fields(self, EVALUATE_RULES)
+
+
+# EvaluateConfig's fields that a flag sets
+EVALUATE_RULES = {
+    "holdout": AT_LEAST_1,
+    "batch_size": AT_LEAST_1,
+    "eval_batches": Rule(lambda v: v >= 0, "must be 0 (every held-out row) or more"),
+    "precision": PRECISION,
+}

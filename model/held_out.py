@@ -1,6 +1,6 @@
 """Pre-training's held-out evaluation: which rows are held out of training, and MLM and NSP loss
-and accuracy on them, at the end of a run (eval.json) and every `--eval-every` steps on the way
-(metrics.jsonl's `held_out` figures).
+and accuracy on them, at the end of a run (eval.json), every `--eval-every` steps on the way
+(metrics.jsonl's `held_out` figures), and of any checkpoint by `bert-model evaluate`.
 
 An evaluation changes nothing that training depends on: the model runs in eval mode (no dropout,
 so no random draw), without gradients, on the held-out rows' own static masks, read by a loader
@@ -16,9 +16,9 @@ import torch
 import torch.distributed as dist
 
 from model.batches import batches
-from model.bert import pretraining_loss
+from model.bert import BertForPreTraining, pretraining_loss
 from model.data import LoaderConfig, Part, PretrainingData, whole_shards
-from model.training import Trainer, model_inputs, to_device
+from model.training import Dist, model_inputs, to_device
 from schemas.reader import ShardSet
 
 
@@ -46,42 +46,45 @@ def split_holdout(
 
 
 class HeldOut:
-    """The held-out rows of a run, read in their manifest order (never shuffled) in micro-batches
-    of the training's size, at most `--eval-batches` of them per rank at each evaluation."""
+    """The held-out rows of a set, read in their manifest order (never shuffled) in
+    micro-batches of `micro` rows, this rank's slice of each global batch (`d`)."""
 
-    def __init__(self, trainer: Trainer, shards: ShardSet, held: list[Part], micro: int):
-        self.trainer, self.shards, self.held = trainer, shards, held
+    def __init__(self, shards: ShardSet, held: list[Part], micro: int, d: Dist, seed: int = 0):
+        self.shards, self.held, self.d = shards, held, d
         self.data = None
         if sum(stop - start for _, start, stop in held):
-            cfg, d = trainer.cfg, trainer.d
-            lc = LoaderConfig(micro, cfg.seed, d.rank, d.world, shuffle=False, drop_last=False)
+            lc = LoaderConfig(micro, seed, d.rank, d.world, shuffle=False, drop_last=False)
             self.data = PretrainingData(shards, held, lc)
 
+    @property
+    def batches(self) -> int:
+        """Micro-batches per rank that hold every held-out row."""
+        return self.data.batches_per_epoch if self.data else 0
+
     @torch.no_grad()
-    def evaluate(self) -> dict | None:
-        """MLM and NSP loss and accuracy on the held-out rows (None: none held out), summed
-        over every rank; the model is back in training mode after."""
+    def evaluate(self, model: BertForPreTraining, amp, most: int) -> dict | None:
+        """MLM and NSP loss and accuracy of `model` on at most `most` micro-batches per rank
+        (None: no row held out), under the autocast `amp()` gives, summed over every rank;
+        the model is left in the mode it was in."""
         if self.data is None:
             return None
-        trainer, d = self.trainer, self.trainer.d
-        stop = min(self.data.batches_per_epoch, trainer.cfg.eval_batches)
-        sums = torch.zeros(6, dtype=torch.float64, device=d.device)
-        trainer.raw.eval()
-        for batch in batches(self.data, 0, stop):
-            batch = to_device(batch, d.device)
-            with trainer.amp():
-                mlm, nsp = trainer.raw(*model_inputs(batch), batch["mlm_positions"])
+        device, training = self.d.device, model.training
+        sums = torch.zeros(6, dtype=torch.float64, device=device)
+        model.eval()
+        for batch in batches(self.data, 0, min(self.batches, most)):
+            batch = to_device(batch, device)
+            with amp():
+                mlm, nsp = model(*model_inputs(batch), batch["mlm_positions"])
             labels = batch["mlm_labels"], batch["nsp_labels"]
             sums += pretraining_loss(mlm, nsp, *labels, reduction="sum")[1]  # nsp None: MLM only
-        trainer.raw.train()
-        if d.world > 1:
+        model.train(training)
+        if self.d.world > 1:
             dist.all_reduce(sums)
-        return self._record(sums.tolist())
+        return self._record(sums.tolist(), model.cfg.next_sentence)
 
-    def _record(self, sums: list[float]) -> dict:
+    def _record(self, sums: list[float], nsp: bool) -> dict:
         mlm_sum, nsp_sum, mlm_ok, mlm_n, nsp_ok, nsp_n = sums
         mlm_loss, nsp_loss = mlm_sum / mlm_n, nsp_sum / nsp_n
-        nsp = self.trainer.model_cfg.next_sentence
         return {
             "loss": mlm_loss + nsp_loss,
             "mlm_loss": mlm_loss,

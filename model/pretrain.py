@@ -118,7 +118,7 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
         _announce(cfg, trainer, data, step)
         if imported and step == 0 and imported.report():
             print(f"note: {imported.report()}", flush=True)
-    held_out = HeldOut(trainer, shards, held, micro)
+    held_out = HeldOut(shards, held, micro, d, cfg.seed)
     board = Board(cfg.run, step) if cfg.tensorboard and d.main else None
     last, result = _train_loop(cfg, trainer, shards, (data, held_out), (step, position), board)
     if d.main and result is not None:
@@ -245,7 +245,7 @@ def _train_loop(
             if save or evaluate or step % cfg.log_every == 0:
                 last = meter.flush(step, lr, position / data.batches_per_epoch)
                 if evaluate:
-                    last["held_out"] = _figures(held_out.evaluate())
+                    last["held_out"] = _figures(_evaluate(trainer, held_out))
                 metrics.write(last)
                 if d.main:
                     print(progress.line(step, pretraining_figures(last)), flush=True)
@@ -254,7 +254,7 @@ def _train_loop(
             if save:
                 write_checkpoint(os.path.join(cfg.run, CHECKPOINT), trainer, shards, step, position)
                 meter.reset()
-        result = _final_evaluation(cfg, held_out, last, board)
+        result = _final_evaluation(trainer, held_out, last, board)
     finally:  # the loader's workers end here too, before an interrupted run says so
         stream.close()
         metrics.close()
@@ -268,15 +268,20 @@ def _figures(result: dict) -> dict:
     return {k: v for k, v in result.items() if k != "held_out"}
 
 
+def _evaluate(trainer: Trainer, held_out: HeldOut) -> dict | None:
+    return held_out.evaluate(trainer.raw, trainer.amp, trainer.cfg.eval_batches)
+
+
 def _final_evaluation(
-    cfg: TrainConfig, held_out: HeldOut, last: dict | None, board: Board | None
+    trainer: Trainer, held_out: HeldOut, last: dict | None, board: Board | None
 ) -> dict | None:
     """The held-out evaluation of the trained weights (eval.json): the last step's periodic
     one when it ran (the same weights and rows), else one now; TensorBoard gets it at the last
     step either way."""
+    cfg = trainer.cfg
     if last is not None and last["step"] == cfg.steps and "held_out" in last:
         return {**last["held_out"], "held_out": held_out.rows()}
-    result = held_out.evaluate()
+    result = _evaluate(trainer, held_out)
     if board is not None and result is not None:
         board.write({"step": cfg.steps, "held_out": _figures(result)})
     return result

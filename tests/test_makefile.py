@@ -53,6 +53,7 @@ SPACED = {
         ("inspect", ["inspect 'out/with space'"]),
         ("finetune", ["--data 'glue data/SST-2'", "--ckpt 'runs/my run/last.pt'"]),
         ("export", ["--ckpt 'runs/my run/last.pt'", "--out 'export/my model'"]),
+        ("evaluate", ["--ckpt 'runs/my run/last.pt'", "--shards 'out/with space'"]),
     ],
 )
 def test_paths_with_spaces_are_quoted(target, expected):

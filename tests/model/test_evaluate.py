@@ -1,0 +1,76 @@
+"""`bert-model evaluate`: a run's checkpoint evaluated as the run evaluated it at its end, a
+Hugging Face directory of the same weights the same, a masked-LM-only model on the masked LM,
+and refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from model.cli import main
+from schemas.vocab import Vocab
+from tests.model.helpers import one_line_error
+
+transformers = pytest.importorskip("transformers")
+
+
+def _evaluate(ckpt: str, shards: str, out: str, *extra: str) -> dict:
+    assert main(["evaluate", "--ckpt", ckpt, "--shards", shards, "--out", out, *extra]) == 0
+    with open(out) as f:
+        return json.load(f)
+
+
+def test_a_run_and_its_export_evaluate_as_the_run_did(pretrained_run, shards_dir, tmp_path, capsys):
+    """The run held out the last shard and evaluated 5 batches of 16 rows; evaluate with the
+    same settings gives its eval.json, from last.pt and from the export of it alike, and the
+    export saved as a masked-LM model gives the masked-LM figures alone."""
+    with open(os.path.join(pretrained_run, "eval.json")) as f:
+        run = json.load(f)
+    same = ("--batch-size", "16", "--eval-batches", "5")
+    ckpt = os.path.join(pretrained_run, "last.pt")
+    ours = _evaluate(ckpt, shards_dir, str(tmp_path / "ours.json"), *same)
+    assert {k: v for k, v in ours.items() if k not in ("model", "precision")} == run
+    assert ours["model"] == ckpt and ours["precision"] == "fp32"
+    said = capsys.readouterr().out.strip().splitlines()[-1]
+    assert said.startswith(f"{ckpt} on {shards_dir}: loss ") and "sequences 80" in said
+    export = str(tmp_path / "hf")
+    assert main(["export", "--ckpt", ckpt, "--out", export]) == 0
+    theirs = _evaluate(export, shards_dir, str(tmp_path / "hf.json"), *same)
+    for key in ("loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "sequences"):
+        assert theirs[key] == pytest.approx(run[key], abs=1e-6), key
+    masked_lm = str(tmp_path / "mlm")
+    transformers.BertForMaskedLM.from_pretrained(export).save_pretrained(masked_lm)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        os.link(os.path.join(export, name), os.path.join(masked_lm, name))
+    alone = _evaluate(masked_lm, shards_dir, str(tmp_path / "mlm.json"), *same)
+    assert alone["nsp_acc"] is None and alone["mlm_loss"] == pytest.approx(run["mlm_loss"], 1e-6)
+    every = _evaluate(ckpt, shards_dir, str(tmp_path / "all.json"), "--all-rows")
+    assert every["sequences"] == 3 * 96 and len(every["held_out"]) == 3
+
+
+def test_what_cannot_be_evaluated_is_refused_in_one_line(
+    pretrained_run, shards_dir, tmp_path, capsys, make_shards
+):
+    ckpt = os.path.join(pretrained_run, "last.pt")
+    vocab = Vocab.load(os.path.join(shards_dir, "vocab.txt"))
+    other = make_shards(str(tmp_path / "other"), vocab=Vocab((*vocab.pieces, "extra")))
+    encoder = str(tmp_path / "encoder")
+    export = str(tmp_path / "hf")
+    assert main(["export", "--ckpt", ckpt, "--out", export]) == 0
+    transformers.BertModel.from_pretrained(export).save_pretrained(encoder)
+    os.link(os.path.join(export, "vocab.txt"), os.path.join(encoder, "vocab.txt"))
+    capsys.readouterr()
+    base = ["evaluate", "--ckpt", ckpt, "--shards", shards_dir]
+    cases = [
+        (["evaluate", "--ckpt", ckpt, "--shards", other], "was trained with another vocab"),
+        (["evaluate", "--ckpt", encoder, "--shards", shards_dir], "has no masked-LM head"),
+        ([*base, "--all-rows", "--holdout", "2"], "--all-rows evaluates every row of the set"),
+        ([*base, "--holdout", "0"], "--holdout must be at least 1 (got 0)"),
+        ([*base, "--eval-batches", "-1"], "--eval-batches must be 0 (every held-out row) or"),
+        (["evaluate", "--ckpt", "gs://b/last.pt", "--shards", shards_dir], "a URL, but --ckpt"),
+    ]
+    for args, says in cases:
+        assert main(args) == 2, args
+        assert says in one_line_error(capsys), args
