@@ -27,6 +27,7 @@ class FinetuneConfig:
     run: str  # output directory
     epochs: float = 3.0
     batch_size: int = 32
+    accum: int = 1  # micro-batches each batch is split into (gradients accumulated over them)
     lr: float = 2e-5  # the paper picks among 5e-5, 3e-5, 2e-5
     warmup_ratio: float = 0.1  # share of the steps spent warming up
     weight_decay: float = 0.01
@@ -51,6 +52,12 @@ class FinetuneConfig:
                 "none (its dev predictions are written without it)"
             )
         check_fields(self, FINETUNE_RULES)
+        if self.accum > self.batch_size:
+            raise ValueError(
+                f"--accum {self.accum} splits each batch of --batch-size {self.batch_size} into "
+                f"{self.accum} micro-batches, more than it has rows: give at most "
+                f"{self.batch_size}"
+            )
 
 
 # FinetuneConfig's fields that a flag sets (each field's flag is its name as a flag)
@@ -58,6 +65,7 @@ FINETUNE_RULES = {
     "run": NAMED,
     "epochs": POSITIVE,
     "batch_size": AT_LEAST_1,
+    "accum": AT_LEAST_1,
     "lr": POSITIVE,
     "warmup_ratio": A_SHARE,
     "weight_decay": NOT_NEGATIVE,

@@ -60,6 +60,14 @@ def _finetune_schedule_flags(p: argparse.ArgumentParser, cfg) -> None:
     """Fine-tuning: epochs, batch, learning rate and its warm-up, weight decay."""
     defaulted(p, "--epochs", float, cfg.epochs, "training epochs")
     defaulted(p, "--batch-size", int, cfg.batch_size, "sequences per step")
+    defaulted(
+        p,
+        "--accum",
+        int,
+        cfg.accum,
+        "micro-batches each batch is split into, gradients accumulated over them (less memory, "
+        "the same batch)",
+    )
     defaulted(p, "--lr", float, cfg.lr, "peak learning rate")
     defaulted(p, "--warmup-ratio", float, cfg.warmup_ratio, "warm-up share of the steps")
     defaulted(p, "--weight-decay", float, cfg.weight_decay, "AdamW weight decay")

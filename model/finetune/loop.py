@@ -86,7 +86,8 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
             f"{flag} shapes SQuAD's windows, questions or answers, and --task {args.task} has "
             f"none: drop it, or pass --task squad"
         )
-    fields = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "seed", "device")
+    fields = ("epochs", "batch_size", "accum", "lr", "warmup_ratio", "weight_decay", "seed")
+    fields += ("device",)
     fields += ("precision", "compile", "checkpoint_activations", "log_every", "predict")
     fields += ("tensorboard",)
     return FinetuneConfig(
@@ -131,7 +132,7 @@ class Finetuning:
     def predict(self, features: list[dict]) -> list[np.ndarray]:
         """Logits per feature (numpy), batch by batch."""
         self.model.eval()
-        out, size = [], self.cfg.batch_size
+        out, size = [], -(-self.cfg.batch_size // self.cfg.accum)  # a micro-batch's rows
         for i in range(0, len(features), size):
             batch = to_device(collate(features[i : i + size], self.task, self.pad_id), self.device)
             logits = self.model(*model_inputs(batch)).float().cpu()
@@ -241,7 +242,9 @@ def clear_earlier_run(run: str) -> None:
 
 
 def _batches(run: Finetuning, steps: int):
-    """`steps` training batches: a fresh seeded permutation of the training set each epoch."""
+    """`steps` training batches, each a list of its `--accum` micro-batches (consecutive runs of
+    its rows, as equal as they divide): a fresh seeded permutation of the training set each
+    epoch."""
     cfg, train = run.cfg, run.task.train
     rng = np.random.default_rng(cfg.seed)
     per_epoch = math.ceil(len(train) / cfg.batch_size)
@@ -249,8 +252,12 @@ def _batches(run: Finetuning, steps: int):
         if step % per_epoch == 0:
             order = rng.permutation(len(train))
         k = (step % per_epoch) * cfg.batch_size
-        batch = [train[i] for i in order[k : k + cfg.batch_size]]
-        yield to_device(collate(batch, run.task, run.pad_id), run.device)
+        rows = order[k : k + cfg.batch_size]
+        parts = [p for p in np.array_split(rows, min(cfg.accum, len(rows))) if len(p)]
+        yield [
+            to_device(collate([train[i] for i in part], run.task, run.pad_id), run.device)
+            for part in parts
+        ]
 
 
 def _stepper(run: Finetuning, steps: int) -> Stepper:
@@ -286,8 +293,8 @@ def _train(run: Finetuning) -> tuple[dict, dict]:
     log = MetricsLog(os.path.join(cfg.run, "metrics.jsonl"), "w", board=board)
     scores, best = {}, {}
     try:
-        for step, batch in enumerate(_batches(run, steps), 1):
-            loss = stepper.step([batch]).item()
+        for step, micro_batches in enumerate(_batches(run, steps), 1):
+            loss = stepper.step(micro_batches).item() / len(micro_batches)
             record = {"step": step, "epoch": step / per_epoch, "loss": loss}
             if step % per_epoch == 0 or step == steps:
                 scores = record["dev"] = run.task.evaluate(run.predict)

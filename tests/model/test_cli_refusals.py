@@ -121,6 +121,12 @@ FINETUNE = ["finetune", "--task", "squad", "--max-seq-length", "16", "--max-quer
         (["--epochs", "0"], "--epochs must be > 0 (got 0.0)"),
         (["--epochs", "inf"], "--epochs must be a finite number (got inf)"),
         (["--batch-size", "0"], "--batch-size must be at least 1 (got 0)"),
+        (["--accum", "0"], "--accum must be at least 1 (got 0)"),
+        (
+            ["--batch-size", "4", "--accum", "8"],
+            "--accum 8 splits each batch of --batch-size 4 into 8 micro-batches, more than it has "
+            "rows: give at most 4",
+        ),
         (["--lr", "-1"], "--lr must be > 0 (got -1.0)"),
         (["--warmup-ratio", "1"], "--warmup-ratio must lie in [0, 1) (got 1.0)"),
         (["--seed", "-1"], "--seed must be from 0 to 4294967295 (got -1)"),

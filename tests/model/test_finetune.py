@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 from model.cli import main
 from model.finetune.features import IGNORE, load_tokenizer, span_features, token_features
@@ -362,3 +363,42 @@ def test_a_run_into_an_earlier_runs_folder_leaves_none_of_its_files(pretrained_r
         "notes.txt",
         "results.json",
     ]
+
+
+def test_accumulated_micro_batches_take_the_whole_batchs_step(
+    pretrained_run, tmp_path, monkeypatch
+):
+    """--accum 2 splits each batch of 8 rows into two of 4 and steps once on their summed
+    gradients; with dropout off (the only draw that differs) the losses are the whole batches'
+    within rounding, and dev predictions run in batches of 4."""
+    import model.finetune.loop as loop
+    import model.training as training
+
+    real_build, real_step, sizes = loop.build_model, training.Stepper.step, []
+
+    def without_dropout(*args, **kwargs):
+        model = real_build(*args, **kwargs)
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+            if hasattr(module, "attention_dropout"):
+                module.attention_dropout = 0.0
+        return model
+
+    def step(self, micro_batches):
+        sizes.append([len(b["labels"]) for b in micro_batches])
+        return real_step(self, micro_batches)
+
+    monkeypatch.setattr(loop, "build_model", without_dropout)
+    monkeypatch.setattr(training.Stepper, "step", step)
+    sst2 = os.path.join(os.path.dirname(__file__), "..", "..", "sample", "finetune", "sst2")
+    losses = {}
+    for accum in ("1", "2"):
+        run = str(tmp_path / accum)
+        args = finetune_args("sst2", sst2, pretrained_run, run, "--epochs", "1.2")
+        assert main([*args, "--batch-size", "8", "--log-every", "1", "--accum", accum]) == 0
+        with open(os.path.join(run, "metrics.jsonl")) as f:
+            losses[accum] = [json.loads(line)["loss"] for line in f]
+    assert sizes == [[8]] * 6 + [[4, 4]] * 6  # 40 rows: five batches an epoch, then one more
+    assert losses["2"] == pytest.approx(losses["1"], abs=1e-5)
+    assert results(str(tmp_path / "2"))["accuracy"] == results(str(tmp_path / "1"))["accuracy"]

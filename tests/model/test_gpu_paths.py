@@ -266,7 +266,7 @@ def _finetune_losses(run: Finetuning, *, backend=None, dtype=None, fused=None) -
     stepper = Stepper(
         run.model, opt, sched, run.loss_of, run.device, dtype=dtype, clip=1.0, model=model
     )
-    return [stepper.step([b]).item() for b in _batches(run, STEPS)]
+    return [stepper.step(micro).item() for micro in _batches(run, STEPS)]
 
 
 @pytest.fixture(scope="module")
