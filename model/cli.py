@@ -56,6 +56,7 @@ def _pretrain_parser(sub) -> None:
     _optimizer_flags(p)
     _recipe_flags(p)
     _runtime_flags(p)
+    _record_flags(p)
     _start_flags(p)
     _shard_cache_flags(p)
 
@@ -139,7 +140,7 @@ def _recipe_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _runtime_flags(p: argparse.ArgumentParser) -> None:
-    """Pre-training: device and precision, data order, logging, checkpoints, evaluation."""
+    """Pre-training: device, precision, memory and compilation, data loading."""
     p.add_argument(
         "--device", default=TrainConfig.device, help="cpu or cuda (default: %(default)s)"
     )
@@ -166,8 +167,26 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
         "shards whose rows are shuffled together",
     )
     defaulted(p, "--workers", int, TrainConfig.workers, "DataLoader worker processes per rank")
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=TrainConfig.peak_tflops,
+        help="GPU bf16 peak for MFU (default: looked up by name)",
+    )
+
+
+def _record_flags(p: argparse.ArgumentParser) -> None:
+    """Pre-training: what a run records as it goes (metrics, checkpoints, evaluations)."""
     defaulted(p, "--log-every", int, TrainConfig.log_every, "steps between metrics lines")
     defaulted(p, "--ckpt-every", int, TrainConfig.ckpt_every, "steps between checkpoints")
+    defaulted(
+        p,
+        "--keep-every",
+        int,
+        TrainConfig.keep_every,
+        "steps between checkpoints kept as RUN/step-N.pt beside last.pt (for evaluate, finetune "
+        "or export later); 0: last.pt alone",
+    )
     defaulted(p, "--holdout", int, TrainConfig.holdout, "shards held out for the final evaluation")
     defaulted(p, "--eval-batches", int, TrainConfig.eval_batches, "held-out batches per rank")
     defaulted(
@@ -183,12 +202,6 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also write the metrics as TensorBoard event files in RUN/tensorboard (needs the "
         "tensorboard package)",
-    )
-    p.add_argument(
-        "--peak-tflops",
-        type=float,
-        default=TrainConfig.peak_tflops,
-        help="GPU bf16 peak for MFU (default: looked up by name)",
     )
 
 
@@ -308,6 +321,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         workers=args.workers,
         log_every=args.log_every,
         ckpt_every=args.ckpt_every,
+        keep_every=args.keep_every,
         holdout=args.holdout,
         eval_batches=args.eval_batches,
         eval_every=args.eval_every,

@@ -109,6 +109,7 @@ class TrainConfig:
     workers: int = 0  # DataLoader worker processes per rank (0: load in the training process)
     log_every: int = 10  # steps between metrics lines
     ckpt_every: int = 500  # steps between checkpoints (and one at the end)
+    keep_every: int = 0  # steps between checkpoints kept as RUN/step-N.pt (0: last.pt alone)
     holdout: int = 1  # shards held out of training and evaluated at the end (0: none)
     eval_batches: int = 50  # at most this many held-out batches per rank (--holdout 0: none)
     eval_every: int = 0  # steps between held-out evaluations while training (0: at the end only)
@@ -185,6 +186,7 @@ TRAIN_RULES = {
     "workers": NOT_NEGATIVE,
     "log_every": AT_LEAST_1,
     "ckpt_every": AT_LEAST_1,
+    "keep_every": Rule(lambda v: v >= 0, "must be 0 (last.pt alone) or more"),
     "holdout": NOT_NEGATIVE,
     "eval_batches": AT_LEAST_1,  # the held-out figures are means over its batches
     "eval_every": Rule(lambda v: v >= 0, "must be 0 (at the end only) or more"),

@@ -30,6 +30,8 @@ from model.run_dir import (
     RESUME_ADVICE,
     check_resume,
     checkpoint_to_resume,
+    keep_checkpoint,
+    kept_checkpoint,
     load_checkpoint,
     prepare_run,
     restore,
@@ -115,6 +117,9 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
         trainer.raw.load_state_dict(state)
     if d.main:
         trim_metrics(os.path.join(cfg.run, METRICS), step)
+        kept = cfg.keep_every and step and step % cfg.keep_every == 0
+        if kept and not os.path.exists(kept_checkpoint(cfg.run, step)):  # killed before keeping
+            keep_checkpoint(cfg.run, step)
         _announce(cfg, trainer, data, step)
         if imported and step == 0 and imported.report():
             print(f"note: {imported.report()}", flush=True)
@@ -240,7 +245,8 @@ def _train_loop(
             stats = trainer.step([to_device(b, d.device) for b in micro_batches])
             step, position = step + 1, position + cfg.accum
             meter.add(stats, micro_batches)
-            save = step % cfg.ckpt_every == 0 or step == cfg.steps
+            keep = cfg.keep_every > 0 and step % cfg.keep_every == 0
+            save = keep or step % cfg.ckpt_every == 0 or step == cfg.steps
             evaluate = cfg.eval_every > 0 and step % cfg.eval_every == 0
             if save or evaluate or step % cfg.log_every == 0:
                 last = meter.flush(step, lr, position / data.batches_per_epoch)
@@ -253,6 +259,8 @@ def _train_loop(
                         print(f"step {step} held-out {shown(last['held_out'])}", flush=True)
             if save:
                 write_checkpoint(os.path.join(cfg.run, CHECKPOINT), trainer, shards, step, position)
+                if keep and d.main:
+                    keep_checkpoint(cfg.run, step)
                 meter.reset()
         result = _final_evaluation(trainer, held_out, last, board)
     finally:  # the loader's workers end here too, before an interrupted run says so

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -128,7 +129,8 @@ def prepare_run(cfg: TrainConfig, shards: ShardSet, d: Dist, resumed: str | None
 
 def _populate(cfg: TrainConfig, shards: ShardSet, checkpoint: str) -> None:
     os.makedirs(cfg.run, exist_ok=True)
-    for stale in glob.glob(f"{checkpoint}.tmp-*"):  # left by a run killed while saving
+    run = glob.escape(cfg.run)  # left by a run killed while saving or keeping a checkpoint
+    for stale in glob.glob(f"{run}/{CHECKPOINT}.tmp-*") + glob.glob(f"{run}/step-*.pt.tmp-*"):
         os.unlink(stale)
     for name in ("vocab.txt", "tokenizer.json"):
         src = storage.join(shards.directory, name)  # the set may be in an object store
@@ -210,6 +212,25 @@ def write_checkpoint(
     rng = rng_states(trainer.d)
     if trainer.d.main:
         save_checkpoint(path, checkpoint_state(trainer, shards, step, position, rng))
+
+
+def kept_checkpoint(run: str, step: int) -> str:
+    """Where `--keep-every` keeps the checkpoint of `step`."""
+    return os.path.join(run, f"step-{step:08d}.pt")
+
+
+def keep_checkpoint(run: str, step: int) -> str:
+    """The checkpoint just written (RUN/last.pt) kept as RUN/step-NNNNNNNN.pt: a hard link
+    where the filesystem has them (no byte copied: last.pt is only ever replaced by a rename,
+    never written in place), else a copy; made under a temporary name and renamed into place."""
+    kept = kept_checkpoint(run, step)
+    tmp = f"{kept}.tmp-{os.getpid()}"
+    try:
+        os.link(os.path.join(run, CHECKPOINT), tmp)
+    except OSError:
+        shutil.copyfile(os.path.join(run, CHECKPOINT), tmp)
+    os.replace(tmp, kept)
+    return kept
 
 
 # What to do when a checkpoint cannot be read, by who reads it: a resume, or a --ckpt.

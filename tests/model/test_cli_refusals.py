@@ -47,6 +47,7 @@ from tests.model.helpers import one_line_error as _one_line
         (["--shuffle-window", "0"], "--shuffle-window must be at least 1 (got 0)"),
         (["--log-every", "0"], "--log-every must be at least 1 (got 0)"),
         (["--ckpt-every", "0"], "--ckpt-every must be at least 1 (got 0)"),
+        (["--keep-every", "-2"], "--keep-every must be 0 (last.pt alone) or more (got -2)"),
         (["--holdout", "-1"], "--holdout must be 0 or more (got -1)"),
         (["--eval-batches", "-1"], "--eval-batches must be at least 1 (got -1)"),
         (["--eval-batches", "0"], "--eval-batches must be at least 1 (got 0)"),  # else 0 / 0

@@ -1,12 +1,13 @@
-"""A run's logs beyond metrics.jsonl's training figures: the held-out evaluation every
-`--eval-every` steps, and TensorBoard's event files (`--tensorboard`), each step once after a
-resume, read back with TensorBoard's own reader."""
+"""A run's records beyond metrics.jsonl's training figures: the held-out evaluation every
+`--eval-every` steps, TensorBoard's event files (`--tensorboard`), each step once after a
+resume, read back with TensorBoard's own reader, and the checkpoints `--keep-every` keeps."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,12 +16,13 @@ import torch
 from model.board import FOLDER
 from model.cli import main
 from model.pretrain import pretrain
-from model.run_dir import load_checkpoint
+from model.run_dir import kept_checkpoint, load_checkpoint
 from tests.model.helpers import (
     config,
     finetune_args,
     metrics,
     one_line_error,
+    pretrain_interrupted,
     resumed_and_whole,
     without_timing,
     write_sst2,
@@ -114,3 +116,26 @@ def test_tensorboard_without_its_package_is_refused_before_the_run(
             "bert-shards[tensorboard] extra), or drop --tensorboard"
         )
         assert not run.exists()
+
+
+def test_kept_checkpoints_are_the_run_at_their_steps(shards_dir, tmp_path, monkeypatch):
+    """--keep-every 3 over 8 steps keeps steps 3 and 6 beside last.pt; a run stopped as step 7
+    starts, its step-6 copy lost (as if killed between writing and keeping it), keeps it again
+    when resumed, and both runs keep the same weights."""
+    whole = config(shards_dir, str(tmp_path / "whole"), keep_every=3)
+    pretrain(whole)
+    split = config(shards_dir, str(tmp_path / "split"), keep_every=3)
+    pretrain_interrupted(split, monkeypatch, 6)
+    os.remove(kept_checkpoint(split.run, 6))
+    pretrain(replace(split, resume=True))
+    last = load_checkpoint(os.path.join(whole.run, "last.pt"))["model"]
+    for run in (whole.run, split.run):
+        assert sorted(n for n in os.listdir(run) if n.startswith("step-")) == [
+            "step-00000003.pt",
+            "step-00000006.pt",
+        ]
+    for step in (3, 6):
+        a, b = (load_checkpoint(kept_checkpoint(r, step)) for r in (whole.run, split.run))
+        assert a["step"] == b["step"] == step
+        assert all(torch.equal(t, b["model"][k]) for k, t in a["model"].items())
+        assert not torch.equal(a["model"]["nsp.weight"], last["nsp.weight"])  # not last.pt's
