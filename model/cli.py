@@ -53,6 +53,14 @@ def _pretrain_parser(sub) -> None:
         choices=list(PRESETS),
         help="size preset (default: %(default)s)",
     )
+    for flag, what in (
+        ("--layers", "encoder layers"),
+        ("--hidden", "hidden size (the feed-forward 4 x it)"),
+        ("--heads", "attention heads (with --hidden alone: one per 64 of it)"),
+    ):
+        p.add_argument(
+            flag, type=int, default=0, help=f"{what} in place of the preset's (default: its own)"
+        )
     _optimizer_flags(p)
     _recipe_flags(p)
     _runtime_flags(p)
@@ -299,6 +307,9 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         shards=args.shards,
         run=os.path.join("runs", f"{args.model}-{name}") if args.run is None else args.run,
         model=args.model,
+        layers=args.layers,
+        hidden=args.hidden,
+        heads=args.heads,
         steps=args.steps,
         batch_size=defaults["batch_size"] if args.batch_size is None else args.batch_size,
         accum=args.accum,

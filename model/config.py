@@ -83,6 +83,9 @@ class TrainConfig:
     shards: str = "out/sample"  # a finished shard set (manifest.json, vocab.txt, shards/)
     run: str = "runs/tiny-sample"  # run directory: metrics.jsonl, last.pt, vocab.txt, eval.json
     model: str = "tiny"  # preset name
+    layers: int = 0  # encoder layers instead of the preset's (0: the preset's)
+    hidden: int = 0  # hidden size instead of the preset's, feed-forward 4 x it (0: the preset's)
+    heads: int = 0  # attention heads (0: the preset's; with --hidden, one per 64 of it)
     steps: int = 1000  # optimizer steps
     batch_size: int = 32  # sequences per optimizer step, all ranks and accumulation together
     accum: int = 1  # gradient accumulation: micro-batches per optimizer step
@@ -134,6 +137,7 @@ class TrainConfig:
                 f"--warmup {self.warmup} is more than --steps {self.steps}: the learning rate "
                 f"would never reach --lr; give {flag_hint('--warmup', str(self.steps))} or fewer"
             )
+        check_sizes(self)
         if self.eval_every and not self.holdout:
             raise ValueError(
                 f"--eval-every {self.eval_every} evaluates the held-out shards, and --holdout 0 "
@@ -170,6 +174,9 @@ SEED = Rule(lambda v: 0 <= v < SEEDS, f"must be from 0 to {SEEDS - 1}")
 TRAIN_RULES = {
     "model": Rule(lambda v: v in PRESETS, f"must be one of {', '.join(PRESETS)}"),
     "run": NAMED,
+    "layers": NOT_NEGATIVE,
+    "hidden": NOT_NEGATIVE,
+    "heads": NOT_NEGATIVE,
     "steps": AT_LEAST_1,
     "batch_size": AT_LEAST_1,
     "accum": AT_LEAST_1,
@@ -192,6 +199,32 @@ TRAIN_RULES = {
     "eval_every": Rule(lambda v: v >= 0, "must be 0 (at the end only) or more"),
     "peak_tflops": Rule(lambda v: v >= 0, "must be 0 (looked up by the GPU's name) or more"),
 }
+
+
+def check_sizes(cfg: TrainConfig) -> None:
+    """--layers, --hidden and --heads: a new model's shape, which --init's directory brings,
+    heads that divide the hidden size."""
+    given = [f"--{k} {getattr(cfg, k)}" for k in ("layers", "hidden", "heads") if getattr(cfg, k)]
+    if given and cfg.init:
+        raise ValueError(
+            f"{' '.join(given)} shapes a new model, and --init {cfg.init} brings its own: drop "
+            f"{'them' if len(given) > 1 else 'it'}, or --init"
+        )
+    hidden, heads = model_sizes(cfg)[1:]
+    if hidden % heads:
+        raise ValueError(
+            f"--hidden {hidden} does not split into {heads} attention heads: give a hidden size "
+            f"that {heads} divides, or --heads that divides {hidden} (BERT's heads are 64 wide)"
+        )
+
+
+def model_sizes(cfg: TrainConfig) -> tuple[int, int, int]:
+    """(layers, hidden, heads) of the run's model: the preset's, or what the flags say; a
+    hidden size given alone takes a head per 64 of it, as BERT's (at least one)."""
+    layers, hidden, heads = PRESETS.get(cfg.model, (1, 64, 1))
+    if cfg.hidden and not cfg.heads:
+        heads = max(1, cfg.hidden // 64)
+    return cfg.layers or layers, cfg.hidden or hidden, cfg.heads or heads
 
 
 def check_fields(cfg: Any, rules: dict[str, Rule]) -> None:

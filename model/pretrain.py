@@ -19,7 +19,7 @@ import torch.distributed as dist
 from model.batches import batches
 from model.bert import count_parameters
 from model.board import Board, check_available
-from model.config import BertConfig, TrainConfig, preset
+from model.config import BertConfig, TrainConfig, model_sizes, preset
 from model.data import LoaderConfig, PretrainingData, open_shards
 from model.held_out import HeldOut, shown, split_holdout
 from model.hf_import import Imported, load_pretrained
@@ -58,12 +58,22 @@ from schemas.reader import ShardSet
 
 
 def model_config(
-    name: str, shards: ShardSet, nsp: bool = True, attention_dropout: float = 0.1
+    name: str,
+    shards: ShardSet,
+    nsp: bool = True,
+    attention_dropout: float = 0.1,
+    sizes: tuple[int, int, int] | None = None,
 ) -> BertConfig:
     """The preset sized to the shards: their vocab, their [PAD], their sequence length; with
-    or without the next-sentence head, with its attention dropout."""
+    or without the next-sentence head, with its attention dropout; `sizes` (layers, hidden,
+    heads) in place of the preset's, the feed-forward 4 x hidden."""
     max_len = shards.shard_config.max_seq_length
     pad = shards.vocab.special_ids.pad
+    shape = {}
+    if sizes is not None:
+        layers, hidden, heads = sizes
+        shape = dict(num_layers=layers, hidden_size=hidden, num_heads=heads)
+        shape["intermediate_size"] = 4 * hidden
     return preset(
         name,
         len(shards.vocab),
@@ -71,6 +81,7 @@ def model_config(
         max_position=max(512, max_len),
         next_sentence=nsp,
         attention_dropout=attention_dropout,
+        **shape,
     )
 
 
@@ -104,7 +115,7 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
         micro, cfg.seed, d.rank, d.world, True, cfg.shuffle_window, cfg.remask, cfg.mask_prob
     )
     data = PretrainingData(shards, train_parts, replace(lc, pack=cfg.pack))
-    model_cfg = model_config(cfg.model, shards, cfg.nsp, cfg.attention_dropout)
+    model_cfg = model_config(cfg.model, shards, cfg.nsp, cfg.attention_dropout, model_sizes(cfg))
     if imported:
         recipe = dict(next_sentence=cfg.nsp, attention_dropout=cfg.attention_dropout)
         model_cfg = replace(imported.cfg, **recipe)

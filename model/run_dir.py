@@ -21,7 +21,7 @@ from dataclasses import asdict
 import torch
 import torch.distributed as dist
 
-from model.config import BertConfig, TrainConfig, flag_hint
+from model.config import PRESETS, BertConfig, TrainConfig, flag_hint
 from model.run_lock import LOCK_NAME, RunLock
 from model.run_shards import KEY as SHARD_SET_KEY
 from model.run_shards import check_shard_set, shard_set_entry
@@ -378,10 +378,21 @@ def _check_model(path: str, ckpt: dict, trainer: Trainer) -> None:
     if changed:
         hints = ", ".join(_recipe_hint(ckpt, k) for k in changed)
         raise ValueError(f"{path}: resume with the run's own recipe: {hints}")
-    if was_cfg != asdict(trainer.model_cfg):
-        was = ckpt["train_config"]["model"]
+    now_cfg = asdict(trainer.model_cfg)
+    if was_cfg != now_cfg:
+        model = ckpt["train_config"]["model"]
+        was, now = _shape(was_cfg), _shape(now_cfg)
+        if was == now:  # the same shape, another config (positions, vocab): the set's doing
+            keys = ", ".join(f"{k} {was_cfg[k]}" for k in was_cfg if was_cfg[k] != now_cfg[k])
+            raise ValueError(f"{path}: the run's model has {keys}; this run's would not")
+        flags = " ".join(
+            f"--{k} {v}" for k, v in zip(("layers", "hidden", "heads"), was, strict=True)
+        )
+        preset_shape = PRESETS.get(model)
+        again = flag_hint("--model", model) + ("" if preset_shape == was else f" {flags}")
         raise ValueError(
-            f"{path}: a {was!r} model; {flag_hint('--model', trainer.cfg.model)} differs"
+            f"{path}: a {model!r} model of {_said(was)}, these flags make one of {_said(now)}; "
+            f"resume with {again}"
         )
 
 
@@ -413,6 +424,15 @@ def _check_train_settings(path: str, ckpt: dict, cfg: TrainConfig) -> None:
             f"would not take effect; resume with {flag_hint(flag, value)}, or start a new "
             f"{flag_hint('--run', 'DIR')}"
         )
+
+
+def _shape(model_cfg: dict) -> tuple[int, int, int]:
+    """A model config's (layers, hidden, heads)."""
+    return tuple(model_cfg[k] for k in ("num_layers", "hidden_size", "num_heads"))
+
+
+def _said(shape: tuple[int, int, int]) -> str:
+    return "{} layers, hidden {}, {} heads".format(*shape)
 
 
 def _flags(values: dict) -> str:

@@ -42,6 +42,17 @@ from tests.model.helpers import one_line_error as _one_line
             "compute: drop it, or train with --device cuda",
         ),
         (["--steps", "0"], "--steps must be at least 1 (got 0)"),
+        (["--layers", "-1"], "--layers must be 0 or more (got -1)"),
+        (
+            ["--hidden", "128", "--heads", "3"],
+            "--hidden 128 does not split into 3 attention heads: give a hidden size that 3 "
+            "divides, or --heads that divides 128 (BERT's heads are 64 wide)",
+        ),
+        (
+            ["--layers", "2", "--init", "some/bert"],
+            "--layers 2 shapes a new model, and --init some/bert brings its own: drop it, or "
+            "--init",
+        ),
         (["--accum", "0"], "--accum must be at least 1 (got 0)"),
         (["--workers", "-1"], "--workers must be 0 or more (got -1)"),
         (["--shuffle-window", "0"], "--shuffle-window must be at least 1 (got 0)"),

@@ -184,3 +184,38 @@ def test_berts_two_phases_export_then_init_on_longer_rows(shards_dir, tmp_path, 
     for name in ("bert.embeddings.word.weight", "bert.layers.1.ffn_out.weight", "nsp.weight"):
         torch.testing.assert_close(second["model"][name], first["model"][name], atol=1e-6, rtol=0)
     assert open_shards(longer).shard_config.max_seq_length == 128
+
+
+def test_a_model_of_its_own_shape_trains_exports_and_keeps_its_shape(shards_dir, tmp_path, capsys):
+    """--model mini --layers 3 --hidden 192: a model of 3 layers, hidden 192, 3 heads (one per
+    64) and a feed-forward of 768, at mini's learning rate; exported in that shape, which
+    transformers loads; a resume with another shape is refused naming the run's."""
+    run = str(tmp_path / "shaped")
+    shape = ("--model", "mini", "--layers", "3", "--hidden", "192")
+    assert main(_args(shards_dir, run, *shape, steps=2)) == 0
+    ckpt = load_checkpoint(os.path.join(run, "last.pt"))
+    m = ckpt["model_config"]
+    assert (m["num_layers"], m["hidden_size"], m["num_heads"], m["intermediate_size"]) == (
+        3,
+        192,
+        3,
+        768,
+    )
+    assert ckpt["train_config"]["lr"] == 5e-4  # mini's
+    out = str(tmp_path / "hf")
+    assert main(["export", "--ckpt", os.path.join(run, "last.pt"), "--out", out]) == 0
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertForPreTraining.from_pretrained(out).config
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (3, 192, 3)
+    capsys.readouterr()
+    again = _args(shards_dir, run, "--model", "mini", "--layers", "4", "--hidden", "192", steps=4)
+    assert main([*again, "--resume"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "a 'mini' model of 3 layers, hidden 192, 3 heads, these flags make one of 4 layers, "
+            "hidden 192, 3 heads; resume with --model mini (make: MODEL=mini) --layers 3 --hidden "
+            "192 --heads 3"
+        )
+    )

@@ -73,7 +73,11 @@ def resume(shards: str, run: str, *extra: str, steps: str = "62") -> list[str]:
         ("vocab", "trained with a vocab of 73 pieces, but"),
         ("content", "trained with vocab "),  # the same size, two pieces swapped
         ("shards", "is another set (manifest sha256"),
-        ("model", "a 'tiny' model; --model mini (make: MODEL=mini) differs"),
+        (
+            "model",
+            "a 'tiny' model of 2 layers, hidden 128, 2 heads, these flags make one of 4 layers, "
+            "hidden 256, 4 heads; resume with --model tiny (make: MODEL=tiny)",
+        ),
         ("optimizer", "keeps the run's own --lr 0.002 --weight-decay 0.01 on a resume, so --lr"),
         ("steps", "the run is at step 60, past --steps 10; pass --steps 60 (make: STEPS=60) or"),
     ],
