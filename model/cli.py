@@ -22,6 +22,7 @@ import sys
 from model.config import (
     PRECISIONS,
     PRESETS,
+    SCHEDULES,
     EvaluateConfig,
     TrainConfig,
     defaulted,
@@ -105,6 +106,13 @@ def _optimizer_flags(p: argparse.ArgumentParser) -> None:
         help="peak learning rate (default: by preset, 1e-3 for tiny, 1e-4 for base)",
     )
     p.add_argument("--warmup", type=int, help="warm-up steps (default: min(10000, steps/10))")
+    p.add_argument(
+        "--schedule",
+        default=TrainConfig.schedule,
+        choices=SCHEDULES,
+        help="the learning rate's decay to 0 after warm-up: linear (BERT's) or cosine "
+        "(default: %(default)s)",
+    )
     defaulted(p, "--optimizer", str, TrainConfig.optimizer, "adamw, or lamb for large batches")
     defaulted(p, "--weight-decay", float, TrainConfig.weight_decay, "decoupled weight decay")
     defaulted(p, "--clip", float, TrainConfig.clip, "gradient norm clip, 0 = off")
@@ -315,6 +323,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         accum=args.accum,
         lr=defaults["lr"] if args.lr is None else args.lr,
         warmup=defaults["warmup"] if args.warmup is None else args.warmup,
+        schedule=args.schedule,
         optimizer=args.optimizer,
         weight_decay=args.weight_decay,
         clip=args.clip,

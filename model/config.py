@@ -90,7 +90,8 @@ class TrainConfig:
     batch_size: int = 32  # sequences per optimizer step, all ranks and accumulation together
     accum: int = 1  # gradient accumulation: micro-batches per optimizer step
     lr: float = 1e-3  # peak learning rate
-    warmup: int = 100  # linear warm-up steps, then linear decay to 0 at `steps`
+    warmup: int = 100  # linear warm-up steps, then the decay to 0 at `steps`
+    schedule: str = "linear"  # the decay after warm-up: linear (BERT's) | cosine
     optimizer: str = "adamw"  # adamw | lamb (large batches: BERT in 76 minutes)
     weight_decay: float = 0.01  # decoupled (AdamW, LAMB); never on biases or LayerNorm
     betas: tuple[float, float] = (0.9, 0.999)
@@ -166,6 +167,7 @@ A_SHARE = Rule(lambda v: 0 <= v < 1, "must lie in [0, 1)")
 NAMED = Rule(bool, "must name a directory")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 OPTIMIZERS = ("adamw", "lamb")
+SCHEDULES = ("linear", "cosine")  # model.training.SCHEDULES's names
 PRECISION = Rule(lambda v: v in PRECISIONS, "must be auto, bf16, fp16 or fp32")
 SEEDS = 2**32  # numpy's and torch's generators all take a seed below this
 SEED = Rule(lambda v: 0 <= v < SEEDS, f"must be from 0 to {SEEDS - 1}")
@@ -182,6 +184,7 @@ TRAIN_RULES = {
     "accum": AT_LEAST_1,
     "lr": POSITIVE,
     "warmup": NOT_NEGATIVE,
+    "schedule": Rule(lambda v: v in SCHEDULES, f"must be one of {', '.join(SCHEDULES)}"),
     "optimizer": Rule(lambda v: v in OPTIMIZERS, f"must be one of {', '.join(OPTIMIZERS)}"),
     "weight_decay": NOT_NEGATIVE,
     "clip": Rule(lambda v: v >= 0, "must be 0 (no clipping) or more"),

@@ -26,7 +26,7 @@ from model.run_lock import LOCK_NAME, RunLock
 from model.run_shards import KEY as SHARD_SET_KEY
 from model.run_shards import check_shard_set, shard_set_entry
 from model.safe_load import PickledCodeError, load_weights, save_weights
-from model.training import Dist, Trainer, WarmupLinear
+from model.training import SCHEDULES, Dist, Trainer
 from schemas import storage
 from schemas.manifest import atomic_write_text
 from schemas.reader import ShardSet
@@ -463,8 +463,9 @@ def restore(ckpt: dict, trainer: Trainer) -> None:
 
 
 def _reschedule(trainer: Trainer) -> None:
-    """The schedule follows this run's --steps and --warmup (a resumed run may be extended)."""
-    schedule = WarmupLinear(trainer.cfg.warmup, trainer.cfg.steps)
+    """The schedule follows this run's --steps, --warmup and --schedule (a resumed run may be
+    extended)."""
+    schedule = SCHEDULES[trainer.cfg.schedule](trainer.cfg.warmup, trainer.cfg.steps)
     trainer.scheduler.lr_lambdas = [schedule] * len(trainer.optimizer.param_groups)
     factor = schedule(trainer.scheduler.last_epoch)
     for group, base in zip(trainer.optimizer.param_groups, trainer.scheduler.base_lrs, strict=True):

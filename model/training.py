@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import time
 import warnings
@@ -108,6 +109,24 @@ class WarmupLinear:
         return max(0.0, (self.total - step) / max(1, self.total - self.warmup))
 
 
+@dataclass(frozen=True)
+class WarmupCosine:
+    """Learning-rate factor: linear warm-up to 1 over `warmup` steps, then half a cosine down
+    to 0 at `total`."""
+
+    warmup: int
+    total: int
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup:
+            return (step + 1) / self.warmup
+        done = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
+        return 0.5 * (1.0 + math.cos(math.pi * done))
+
+
+SCHEDULES = {"linear": WarmupLinear, "cosine": WarmupCosine}
+
+
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     """AdamW's parameter groups: biases and LayerNorm weights (every 1-d parameter) get no
     weight decay, the rest `weight_decay`."""
@@ -133,9 +152,11 @@ def adamw(
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
 
 
-def warmup_linear(optimizer: torch.optim.Optimizer, warmup: int, total: int) -> LambdaLR:
-    """The schedule: `WarmupLinear` over `total` steps."""
-    return LambdaLR(optimizer, WarmupLinear(warmup, total))
+def warmup_linear(
+    optimizer: torch.optim.Optimizer, warmup: int, total: int, kind: str = "linear"
+) -> LambdaLR:
+    """The schedule: `WarmupLinear` (or another of `SCHEDULES`) over `total` steps."""
+    return LambdaLR(optimizer, SCHEDULES[kind](warmup, total))
 
 
 def amp_dtype(precision: str, device: torch.device) -> torch.dtype | None:
@@ -285,7 +306,7 @@ class Trainer(Stepper):
             optimizer = Lamb(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
         else:
             optimizer = adamw(model.raw, cfg.lr, cfg.weight_decay, cfg.betas, cfg.eps, fused=True)
-        scheduler = warmup_linear(optimizer, cfg.warmup, cfg.steps)
+        scheduler = warmup_linear(optimizer, cfg.warmup, cfg.steps, cfg.schedule)
         super().__init__(
             model.raw,
             optimizer,

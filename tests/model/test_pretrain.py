@@ -12,13 +12,22 @@ import time
 import pytest
 import torch
 
+import model.config as config_module
 import model.training as training
 from model.cli import main
 from model.pretrain import pretrain
 from model.run_dir import load_checkpoint
-from model.training import WarmupLinear, micro_batch_size
+from model.training import SCHEDULES, WarmupCosine, WarmupLinear, micro_batch_size
 from schemas.vocab import Vocab
-from tests.model.helpers import REPO, cli_env, config, metrics, pretrain_interrupted, without_timing
+from tests.model.helpers import (
+    REPO,
+    cli_env,
+    config,
+    metrics,
+    pretrain_interrupted,
+    resumed_and_whole,
+    without_timing,
+)
 
 
 def test_short_run_writes_metrics_checkpoint_and_eval(pretrained_run):
@@ -53,6 +62,18 @@ def test_learning_rate_warms_up_then_decays():
         0.3333,
         0.1667,
     ]
+
+
+def test_a_cosine_schedule_warms_up_then_decays_and_resumes_on_it(
+    shards_dir, tmp_path, monkeypatch
+):
+    f = WarmupCosine(warmup=2, total=6)
+    assert [round(f(s), 4) for s in range(7)] == [0.5, 1.0, 1.0, 0.8536, 0.5, 0.1464, 0.0]
+    assert set(SCHEDULES) == set(config_module.SCHEDULES)  # the flag's choices, the schedules
+    split, _ = resumed_and_whole(shards_dir, tmp_path, monkeypatch, schedule="cosine", warmup=2)
+    lrs = [r["lr"] for r in metrics(split)]  # the rate each step took: resumed on the cosine
+    want = [2e-3 * WarmupCosine(2, 8)(s) for s in range(8)]
+    assert lrs == pytest.approx(want)
 
 
 def test_resume_reproduces_an_uninterrupted_run(shards_dir, tmp_path, monkeypatch):
