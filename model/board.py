@@ -15,8 +15,10 @@ The writer is torch's `SummaryWriter`, which needs the `tensorboard` package (th
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
+import threading
 
 FOLDER = "tensorboard"  # RUN/tensorboard/events.out.tfevents.*
 MISSING = (
@@ -55,16 +57,49 @@ def _number(value) -> bool:
 
 class Board:
     """The event writer of one run: `write(record)` adds its scalars at `record["step"]` and
-    flushes, so a killed run keeps what it logged, as metrics.jsonl does."""
+    flushes, so a killed run keeps what it logged, as metrics.jsonl does.
+
+    tensorboard writes from a thread of its own, and raises what that thread met (a full
+    disk) at the next write or flush, naming no file: it is raised here naming the events'
+    folder, for the command's one line, and the thread's own traceback is not printed."""
 
     def __init__(self, run: str, done: int):
         """`done`: the steps the run has behind it (its checkpoint's; 0 for a new run)."""
-        self.writer = _writer_class()(os.path.join(run, FOLDER), purge_step=done + 1)
+        _quiet_writer_threads()
+        self.folder, self.failed = os.path.join(run, FOLDER), False
+        self.writer = _writer_class()(self.folder, purge_step=done + 1)
 
     def write(self, record: dict) -> None:
-        for tag, value in scalars(record):
-            self.writer.add_scalar(tag, value, record["step"])
-        self.writer.flush()
+        with self._named():
+            for tag, value in scalars(record):
+                self.writer.add_scalar(tag, value, record["step"])
+            self.writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        if self.failed:  # said already; closing would raise the same again
+            return
+        with self._named():
+            self.writer.close()
+
+    @contextlib.contextmanager
+    def _named(self):
+        try:
+            yield
+        except OSError as e:
+            self.failed = True
+            raise OSError(e.errno, e.strerror, e.filename or self.folder) from None
+
+
+def _quiet_writer_threads() -> None:
+    """Leave the traceback of tensorboard's writer thread unprinted: what it met is raised
+    again in the training thread, which says it in one line."""
+    previous = threading.excepthook
+    if getattr(previous, "quiets_tensorboard", False):
+        return
+
+    def hook(args) -> None:
+        if type(args.thread).__name__ != "_AsyncWriterThread":
+            previous(args)
+
+    hook.quiets_tensorboard = True
+    threading.excepthook = hook

@@ -35,6 +35,7 @@ retries would wait two minutes; a store that answered once keeps the client's re
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -200,15 +201,20 @@ def fetch(path: str, local: str) -> str:
     """Copy `path` to the local file `local` (created or replaced), streaming; returns the
     sha256 of the bytes written. An object is read in one request."""
     digest = hashlib.sha256()
-    with open(local, "wb") as out:
-        sink = _Hashing(out, digest)
-        if is_remote(path):
-            blob = _blob(path)
-            with _errors(path):
-                blob.download_to_file(sink)
-        else:
-            with open(path, "rb") as f:
-                shutil.copyfileobj(f, sink, CHUNK)
+    try:
+        with open(local, "wb") as out:
+            sink = _Hashing(out, digest)
+            if is_remote(path):
+                blob = _blob(path)
+                with _errors(path):
+                    blob.download_to_file(sink)
+            else:
+                with open(path, "rb") as f:
+                    shutil.copyfileobj(f, sink, CHUNK)
+    except OSError as e:  # a full disk: a file object's write error names no file
+        if e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OSError(e.errno, e.strerror, local) from None
+        raise
     return digest.hexdigest()
 
 

@@ -5,14 +5,16 @@ under torchrun, the line of a rank whose collective the stopped rank's end broke
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
 import pytest
 
 from model.cli import main
+from schemas.vocab import Vocab
 from tests.helpers import tmpfs
-from tests.model.helpers import one_line_error
+from tests.model.helpers import VOCAB, one_line_error
 
 
 def test_a_disk_that_fills_while_pretraining_is_one_line_saying_how_to_go_on(
@@ -63,6 +65,34 @@ def test_an_export_that_fills_the_disk_is_one_line_naming_its_weights(
         assert os.listdir(out) == []
         subprocess.run(["mount", "-o", "remount,size=64m", where], check=True)
         assert main(args) == 0
+
+
+def test_a_disk_that_fills_while_copying_the_vocab_or_logging_events_is_one_line(
+    shards_dir, tmp_path, capsys, make_shards
+):
+    """The run's vocab.txt copied onto a full disk said `None: No space left on device`, and
+    TensorBoard's events on one printed their writer thread's traceback beside a line naming no
+    file. Each now names what it was writing."""
+    pieces = tuple(f"piece{i}" for i in range(3000))  # a vocab.txt of about 30 KB
+    big = make_shards(str(tmp_path / "big"), vocab=Vocab((*VOCAB.pieces, *pieces)))
+    with tmpfs(tmp_path / "fs", "size=16k", "no other test fills a disk") as where:
+        run = f"{where}/run"
+        assert main(["pretrain", "--shards", big, "--run", run, "--steps", "2"]) == 1
+        assert one_line_error(capsys) == (
+            f"bert-model pretrain: error: {run}/vocab.txt: No space left on device; free some "
+            "space there, then run the same command again"
+        )
+    with tmpfs(tmp_path / "fs2", "size=40k", "no other test fills a disk") as where:
+        run = f"{where}/run"
+        args = ["pretrain", "--shards", shards_dir, "--run", run, "--steps", "2000"]
+        args += ["--log-every", "1", "--ckpt-every", "100000", "--holdout", "0", "--batch-size"]
+        assert main([*args, "2", "--tensorboard"]) == 1
+        said = one_line_error(capsys)  # the events or the metrics, whichever filled it
+        assert re.fullmatch(
+            f"bert-model pretrain: error: {run}/(tensorboard|metrics.jsonl): No space left on "
+            "device; free some space there, then run the same command again",
+            said,
+        ), said
 
 
 def test_a_rank_whose_collective_another_ranks_end_broke_says_one_line(monkeypatch, capsys):
