@@ -103,3 +103,34 @@ def test_a_damaged_row_is_refused_naming_its_shard_and_row(tmp_path, make_shards
     assert len(data[44]["input_ids"]) > 0  # its neighbours read
     with pytest.raises(ValueError, match=r"train-00000-of-00001\.arrow: row 45 does not fit"):
         data[45]
+
+
+def test_transformers_trainer_trains_on_the_shards(shards_dir, tmp_path):
+    """`transformers.Trainer` takes the dataset and its collate as they are: four logged steps
+    of a small BertForPreTraining, each loss finite."""
+    pytest.importorskip("accelerate")  # the Trainer's own dependency
+    data = ShardDataset(shards_dir)
+    config = transformers.BertConfig(
+        vocab_size=len(data.vocab),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=256,
+    )
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "trainer"),
+        max_steps=4,
+        per_device_train_batch_size=8,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+    )
+    model = transformers.BertForPreTraining(config)
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=data, data_collator=data.collate
+    )
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == 4 and all(0 < loss < 20 for loss in losses)
