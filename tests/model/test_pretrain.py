@@ -124,7 +124,7 @@ def test_ddp_on_gloo_with_two_processes(shards_dir, tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     cmd += ["-m", "model.cli", "pretrain", "--shards", shards_dir, "--run-dir", run]
     cmd += ["--steps", "4", "--batch-size", "8", "--log-every", "1", "--ckpt-every", "2"]
-    cmd += ["--eval-batches", "20", "--eval-every", "2", "--tensorboard"]
+    cmd += ["--eval-batches", "20", "--eval-every", "2", "--tensorboard", "--keep-every", "2"]
     done = subprocess.run(cmd, cwd=REPO, env=cli_env(tmp_path), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     records = metrics(run)
@@ -141,6 +141,9 @@ def test_ddp_on_gloo_with_two_processes(shards_dir, tmp_path):
     assert [r["held_out"]["sequences"] for r in records if "held_out" in r] == [96, 96]
     assert records[-1]["held_out"] == {k: v for k, v in final.items() if k != "held_out"}
     assert len(os.listdir(os.path.join(run, "tensorboard"))) == 1  # rank 0's events alone
+    kept = sorted(n for n in os.listdir(run) if n.startswith("step-"))
+    assert kept == ["step-00000002.pt", "step-00000004.pt"]  # kept once, by rank 0
+    assert load_checkpoint(os.path.join(run, kept[0]))["world_size"] == 2
 
 
 def test_refuses_a_batch_that_does_not_split(shards_dir, tmp_path, capsys):

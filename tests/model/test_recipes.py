@@ -151,10 +151,12 @@ def test_packed_resume_reproduces_an_uninterrupted_packed_run(shards_dir, tmp_pa
 def test_ddp_packed_masked_lm_only_on_gloo(shards_dir, tmp_path):
     """Two ranks, packed, without NSP: the frozen pooler leaves DDP nothing to wait for; with
     LAMB, whose trust ratios each rank computes alike from DDP's averaged gradients, in fp16
-    with loss scaling (each rank's scaler sees the same averaged gradients)."""
+    with loss scaling (each rank's scaler sees the same averaged gradients), each layer
+    recomputed in the backward pass (DDP's hooks fire on the recomputed layers' gradients)."""
     run = str(tmp_path / "ddp")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     recipe = ("--pack", "--no-nsp", "--optimizer", "lamb", "--precision", "fp16")
+    recipe += ("--checkpoint-activations",)
     cmd += ["-m", "model.cli", *_args(shards_dir, run, *recipe, steps=3)]
     cmd[cmd.index("--run")] = "--run-dir"
     done = subprocess.run(cmd, cwd=REPO, env=cli_env(tmp_path), capture_output=True, text=True)
@@ -166,6 +168,7 @@ def test_ddp_packed_masked_lm_only_on_gloo(shards_dir, tmp_path):
     ckpt = load_checkpoint(os.path.join(run, "last.pt"))
     assert ckpt["world_size"] == 2 and ckpt["train_config"]["optimizer"] == "lamb"
     assert ckpt["scaler"]["scale"] == 2.0**16 and ckpt["train_config"]["precision"] == "fp16"
+    assert ckpt["train_config"]["checkpoint_activations"] is True
 
 
 def test_berts_two_phases_export_then_init_on_longer_rows(shards_dir, tmp_path, make_shards):
