@@ -71,7 +71,8 @@ def _pretrain_parser(sub) -> None:
 
 
 def _shard_cache_flags(p: argparse.ArgumentParser) -> None:
-    """Pre-training on gs:// shards: the local cache they stream into (model.shard_cache)."""
+    """Pre-training or evaluating on gs:// shards: the local cache they stream into
+    (model.shard_cache)."""
     from model.shard_cache import DEFAULT_GB, gigabytes
 
     p.add_argument(
@@ -290,6 +291,7 @@ def _evaluate_parser(sub) -> None:
         "(default: %(default)s)",
     )
     p.add_argument("--out", default=cfg.out, help="also write the figures to this JSON file")
+    _shard_cache_flags(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -391,8 +393,10 @@ def _run(args: argparse.Namespace) -> None:
         finetune(finetune_config(args))
     elif args.command == "evaluate":
         from model.evaluate import evaluate, evaluate_config
+        from model.shard_cache import settings
 
-        evaluate(evaluate_config(args))
+        with settings(args.shard_cache, args.shard_cache_gb):
+            evaluate(evaluate_config(args))
     else:
         from model.export import export
 

@@ -74,7 +74,7 @@ LOCAL_ONLY: dict[str, tuple[str, ...]] = {
     "pretrain": ("run", "init", "shard_cache"),
     "finetune": ("data", "ckpt", "run"),
     "export": ("ckpt", "out"),
-    "evaluate": ("ckpt", "out"),
+    "evaluate": ("ckpt", "out", "shard_cache"),
 }
 
 

@@ -1,6 +1,6 @@
 """Pre-training on a shard set in GCS (the local emulator): the shards stream into a bounded
 cache smaller than the set, and the batches, and a resume mid-epoch, are those of the same set
-on a local disk."""
+on a local disk; so are `bert-model evaluate`'s figures and the Hugging Face dataset's rows."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+import torch
 
 pytest.importorskip("gcp_storage_emulator")
 pytest.importorskip("google.cloud.storage")
@@ -17,6 +18,7 @@ from model import shard_cache  # noqa: E402
 from model.batches import batches  # noqa: E402
 from model.cli import main  # noqa: E402
 from model.data import LoaderConfig, PretrainingData, open_shards  # noqa: E402
+from model.hf_data import ShardDataset  # noqa: E402
 from schemas import storage  # noqa: E402
 from tests.gcs_emulator import upload_tree  # noqa: E402
 
@@ -193,6 +195,21 @@ def test_pretrain_on_gs_trains_as_on_the_local_copy(shards_dir, gs_set, tmp_path
     assert main([*args, "--shards", shards_dir, "--run", str(tmp_path / "x"), *cache]) == 2
     err = capsys.readouterr().err.strip()
     assert "for shards in an object store" in err and "\n" not in err
+    # evaluate and the Hugging Face dataset read the set in GCS as pre-training does
+    figures = []
+    for shards, extra in ((shards_dir, []), (gs_set, cache)):
+        out = str(tmp_path / f"eval-{len(figures)}.json")
+        ckpt = os.path.join(local, "last.pt")
+        assert main(["evaluate", "--ckpt", ckpt, "--shards", shards, "--out", out, *extra]) == 0
+        with open(out) as f:
+            figures.append({k: v for k, v in json.load(f).items() if k != "model"})
+    assert figures[0] == figures[1] and figures[0]["sequences"] == 96
+    local_rows = ShardDataset(shards_dir)
+    with shard_cache.settings(str(tmp_path / "cache"), sizes[-1] * 1.5e-9):
+        remote_rows = ShardDataset(gs_set)
+        for i in (0, 100, 287):
+            a, b = remote_rows[i], local_rows[i]
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), i
 
 
 def test_pretrain_from_an_unreachable_store_is_one_line(tmp_path, monkeypatch, capsys):
