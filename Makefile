@@ -57,8 +57,8 @@ SHARD_FLAGS = $(READ_FLAGS) $(if $(SEQ_LEN),--max-seq-length $(SEQ_LEN)) \
 	$(if $(filter DataflowRunner,$(RUNNER)),--project $(PROJECT) --region $(REGION) \
 	  --temp_location $(call q,$(TEMP)) --setup_file ./setup.py)
 
-.PHONY: venv shards vocab validate inspect export-shards pretrain finetune export evaluate test \
-	test-fast lint \
+.PHONY: venv shards vocab validate inspect export-shards pretrain finetune glue export evaluate \
+	test test-fast lint \
 	bench corpora clean
 
 venv: $(STAMP)
@@ -105,6 +105,9 @@ endif
 
 finetune: $(STAMP)
 	$(PY) -m model.cli finetune --task $(TASK) --data $(call q,$(FINETUNE_DATA)) --ckpt $(call q,$(CKPT)) --device $(DEVICE) $(ARGS)
+
+glue: $(STAMP)
+	$(PY) -m model.cli glue --data $(call q,$(DATA)) --ckpt $(call q,$(CKPT)) --device $(DEVICE) $(ARGS)
 
 export: $(STAMP)
 	$(PY) -m model.cli export --ckpt $(call q,$(CKPT)) --out $(call q,$(EXPORT)) $(ARGS)

@@ -1,4 +1,4 @@
-"""`bert-model pretrain | finetune | export | evaluate`: the model package's command line.
+"""`bert-model pretrain | finetune | glue | export | evaluate`: the model package's command line.
 
 Examples::
 
@@ -8,6 +8,7 @@ Examples::
     bert-model pretrain --shards out/wiki --init path/to/bert-dir --steps 10000
     bert-model finetune --task sst2 --data glue/SST-2 --ckpt runs/tiny-sample/last.pt
     bert-model finetune --task sst2 --data glue/SST-2 --ckpt export/tiny --predict
+    bert-model glue --data glue_data --ckpt runs/tiny-sample/last.pt
     bert-model export --ckpt runs/tiny-sample/last.pt --out export/tiny
     bert-model export --ckpt runs/tiny-sample/finetune-sst2/best.pt --out export/tiny-sst2
     bert-model evaluate --ckpt runs/tiny-sample/last.pt --shards out/sample
@@ -29,7 +30,7 @@ from model.config import (
     flag_hint,
     training_defaults,
 )
-from model.finetune.flags import finetune_parser
+from model.finetune.flags import finetune_parser, glue_parser
 from model.folders import UNWRITABLE, check_compile_folder, check_local_paths, unwritable_line
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
@@ -301,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _pretrain_parser(sub)
     finetune_parser(sub)
+    glue_parser(sub)
     _export_parser(sub)
     _evaluate_parser(sub)
     return parser
@@ -391,6 +393,10 @@ def _run(args: argparse.Namespace) -> None:
         from model.finetune.loop import finetune, finetune_config
 
         finetune(finetune_config(args))
+    elif args.command == "glue":
+        from model.finetune.glue import glue
+
+        glue(args)
     elif args.command == "evaluate":
         from model.evaluate import evaluate, evaluate_config
         from model.shard_cache import settings

@@ -73,6 +73,7 @@ def check_own_kind(path: str, flag: str, own: str, hint: str) -> None:
 LOCAL_ONLY: dict[str, tuple[str, ...]] = {
     "pretrain": ("run", "init", "shard_cache"),
     "finetune": ("data", "ckpt", "run"),
+    "glue": ("data", "ckpt", "run"),
     "export": ("ckpt", "out"),
     "evaluate": ("ckpt", "out", "shard_cache"),
 }

@@ -54,6 +54,7 @@ SPACED = {
         ("finetune", ["--data 'glue data/SST-2'", "--ckpt 'runs/my run/last.pt'"]),
         ("export", ["--ckpt 'runs/my run/last.pt'", "--out 'export/my model'"]),
         ("evaluate", ["--ckpt 'runs/my run/last.pt'", "--shards 'out/with space'"]),
+        ("glue", ["--data 'glue data/SST-2'", "--ckpt 'runs/my run/last.pt'"]),
     ],
 )
 def test_paths_with_spaces_are_quoted(target, expected):

@@ -35,9 +35,44 @@ def finetune_parser(sub) -> None:
         "(default: CKPTDIR/finetune-TASK; beside a Hugging Face directory DIR: "
         "DIR-finetune-TASK)",
     )
+    _squad_flags(p, FinetuneConfig)
+    _training_flags(p)
+
+
+def glue_parser(sub) -> None:
+    """`bert-model glue`: the GLUE tasks one after another, each with finetune's flags."""
+    from model.finetune.glue import TASK_FOLDERS
+
+    p = sub.add_parser("glue", help="fine-tune and score the GLUE tasks, and their table")
+    p.add_argument(
+        "--data",
+        required=True,
+        help="the GLUE folder: a folder per task, named as download_glue_data.py names them "
+        "(CoLA, SST-2, ..., MNLI) or as the Hugging Face Hub's nyu-mll/glue does (cola, sst2, ...)",
+    )
+    p.add_argument(
+        "--ckpt",
+        required=True,
+        help="pre-training checkpoint (RUN/last.pt) or a Hugging Face BERT directory",
+    )
+    p.add_argument(
+        "--run",
+        default=None,
+        help="output directory: a fine-tuning run per task in RUN/TASK, and RUN/glue.json "
+        "(default: CKPTDIR/finetune-glue; beside a Hugging Face directory DIR: DIR-finetune-glue)",
+    )
+    p.add_argument(
+        "--tasks",
+        default=",".join(TASK_FOLDERS),
+        help="the tasks to run, comma-separated (default: all nine)",
+    )
+    _training_flags(p)
+
+
+def _training_flags(p: argparse.ArgumentParser) -> None:
+    """What `finetune` and `glue` share: the schedule, the step, logging, --predict."""
     cfg = FinetuneConfig  # each default's one home: its field there
     _finetune_schedule_flags(p, cfg)
-    _squad_flags(p, cfg)
     defaulted(p, "--seed", int, cfg.seed, "seed for the head, dropout and order")
     p.add_argument("--device", default=cfg.device, help="cpu or cuda (default: %(default)s)")
     _finetune_step_flags(p)
@@ -57,7 +92,8 @@ def finetune_parser(sub) -> None:
 
 
 def _finetune_schedule_flags(p: argparse.ArgumentParser, cfg) -> None:
-    """Fine-tuning: epochs, batch, learning rate and its warm-up, weight decay."""
+    """Fine-tuning: epochs, batch, learning rate and its warm-up, weight decay, length."""
+    p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad*")
     defaulted(p, "--epochs", float, cfg.epochs, "training epochs")
     defaulted(p, "--batch-size", int, cfg.batch_size, "sequences per step")
     defaulted(
@@ -74,8 +110,7 @@ def _finetune_schedule_flags(p: argparse.ArgumentParser, cfg) -> None:
 
 
 def _squad_flags(p: argparse.ArgumentParser, cfg) -> None:
-    """Fine-tuning: sequence length, and SQuAD's windows, questions and answers."""
-    p.add_argument("--max-seq-length", type=int, default=None, help="default: 128, 384 for squad*")
+    """Fine-tuning: SQuAD's windows, questions and answers."""
     squad = (
         (
             "--doc-stride",

@@ -19,8 +19,14 @@ SQUAD_ONLY = {"doc_stride", "max_query_length", "max_answer_length"}
 DERIVED = {
     "pretrain": {"run", "batch_size", "lr", "warmup", "mask_prob"},
     "finetune": {"run", "max_seq_length"} | SQUAD_ONLY,
+    "glue": {"run", "max_seq_length"},
 }
-REQUIRED = {"pretrain": [], "finetune": ["--task", "sst2", "--data", "d", "--ckpt", "c"]}
+REQUIRED = {
+    "pretrain": [],
+    "finetune": ["--task", "sst2", "--data", "d", "--ckpt", "c"],
+    "glue": ["--data", "d", "--ckpt", "c"],
+}
+COMMANDS = [("pretrain", TrainConfig), ("finetune", FinetuneConfig), ("glue", FinetuneConfig)]
 
 
 def subparser(command: str):
@@ -29,7 +35,7 @@ def subparser(command: str):
     return choices[command]
 
 
-@pytest.mark.parametrize("command, cfg", [("pretrain", TrainConfig), ("finetune", FinetuneConfig)])
+@pytest.mark.parametrize("command, cfg", COMMANDS)
 def test_every_flag_left_out_gives_its_fields_default(command, cfg):
     defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
     args = vars(build_parser().parse_args([command, *REQUIRED[command]]))
@@ -41,7 +47,7 @@ def test_every_flag_left_out_gives_its_fields_default(command, cfg):
         assert args.get(name) is None, name  # decided later, never a second copy of a value
 
 
-@pytest.mark.parametrize("command, cfg", [("pretrain", TrainConfig), ("finetune", FinetuneConfig)])
+@pytest.mark.parametrize("command, cfg", COMMANDS)
 def test_help_says_the_fields_default(command, cfg):
     sub = subparser(command)
     defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
