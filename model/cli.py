@@ -269,8 +269,10 @@ def _evaluate_parser(sub) -> None:
     p.add_argument(
         "--ckpt",
         required=True,
-        help="pre-training checkpoint (RUN/last.pt), or a Hugging Face BERT directory with a "
-        "masked-LM head (BertForPreTraining, BertForMaskedLM, an export of ours)",
+        nargs="+",
+        help="pre-training checkpoint (RUN/last.pt, RUN/step-N.pt), or a Hugging Face BERT "
+        "directory with a masked-LM head (BertForPreTraining, BertForMaskedLM, an export of "
+        "ours); several are evaluated in turn on the same rows",
     )
     p.add_argument("--shards", required=True, help="shard set of the model's vocab (or gs://)")
     p.add_argument(
@@ -291,7 +293,9 @@ def _evaluate_parser(sub) -> None:
         help="autocast as in pre-training; auto: bf16 on CUDA (fp16 without bf16), fp32 on CPU "
         "(default: %(default)s)",
     )
-    p.add_argument("--out", default=cfg.out, help="also write the figures to this JSON file")
+    p.add_argument(
+        "--out", default=cfg.out, help="also write the figures to this file, a JSON object a line"
+    )
     _shard_cache_flags(p)
 
 

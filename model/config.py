@@ -286,7 +286,7 @@ def training_defaults(model: str, steps: int) -> dict:
 
 @dataclass(frozen=True)
 class EvaluateConfig:
-    ckpt: str  # RUN/last.pt or a Hugging Face BERT directory
+    ckpts: tuple[str, ...]  # each RUN/last.pt (or RUN/step-N.pt) or a Hugging Face BERT directory
     shards: str  # the shard set whose rows are evaluated
     holdout: int = 1  # the rows pre-training holds out with --holdout N
     all_rows: bool = False  # every row of the set instead
@@ -294,7 +294,7 @@ class EvaluateConfig:
     eval_batches: int = 0  # at most this many batches; 0: every held-out row
     device: str = "cpu"
     precision: str = "auto"  # as pre-training's: autocast on a GPU, fp32 on a CPU
-    out: str = ""  # also write the figures to this JSON file
+    out: str = ""  # also write the figures to this file, a JSON object per checkpoint a line
 
     def __post_init__(self):
         check_fields(self, EVALUATE_RULES)

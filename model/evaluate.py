@@ -1,7 +1,8 @@
 """`bert-model evaluate`: the held-out evaluation of any model on any shard set of its vocab:
 masked-LM and next-sentence loss and accuracy, and the masked-LM perplexity.
 
-The model is a pre-training checkpoint of this package (RUN/last.pt, whatever set it trained on)
+Each model (one or several, evaluated in turn on the same rows: a run's kept checkpoints, say)
+is a pre-training checkpoint of this package (RUN/last.pt, whatever set it trained on)
 or a Hugging Face BERT directory with a masked-LM head (`BertForPreTraining`, `BertForMaskedLM`,
 or our export): how well Google's BERT, say, models a corpus of one's own before and after
 continued pre-training on it (`pretrain --init`). The rows are those pre-training holds out with
@@ -13,6 +14,7 @@ evaluated on the masked LM alone.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 
@@ -23,18 +25,21 @@ from model.config import BertConfig, EvaluateConfig, flag_hint
 from model.data import open_shards, whole_shards
 from model.held_out import HeldOut, shown, split_holdout
 from model.hf_import import is_hf_directory, load_pretrained
-from model.run_dir import load_checkpoint, to_json
+from model.run_dir import load_checkpoint
 from model.training import Dist, amp_dtype, precision_name, resolve_device
 from schemas.manifest import atomic_write_text
 from schemas.reader import ShardSet
 
 
-def evaluate(cfg: EvaluateConfig) -> dict:
-    """Evaluate, print the figures in one line, write them to `cfg.out` if given; returns
-    them (`held_out` names the rows, `model` the model, `precision` its autocast)."""
+def evaluate(cfg: EvaluateConfig) -> list[dict]:
+    """Evaluate each checkpoint on the same rows (every one checked against the set before the
+    first is evaluated), print a line each, write them to `cfg.out` if given, a JSON object a
+    line; returns them (`held_out` names the rows, `model` the model, `precision` its
+    autocast)."""
     device = resolve_device(cfg.device)
     shards = open_shards(cfg.shards)
-    model = _model(cfg.ckpt, shards).to(device)
+    for path in cfg.ckpts[1:]:  # the first is checked as it is loaded below
+        _model(path, shards)
     if cfg.all_rows:
         held = whole_shards(shards, range(len(shards)))
     else:
@@ -45,13 +50,16 @@ def evaluate(cfg: EvaluateConfig) -> dict:
     def amp():
         return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
-    result = data.evaluate(model, amp, cfg.eval_batches or data.batches)
-    print(f"{cfg.ckpt} on {cfg.shards}: {shown(result)}")
-    result = {**result, "model": cfg.ckpt, "precision": precision_name(dtype)}
+    results = []
+    for path in cfg.ckpts:
+        model = _model(path, shards).to(device)
+        result = data.evaluate(model, amp, cfg.eval_batches or data.batches)
+        print(f"{path} on {cfg.shards}: {shown(result)}", flush=True)
+        results.append({**result, "model": path, "precision": precision_name(dtype)})
     if cfg.out:
         os.makedirs(os.path.dirname(os.path.abspath(cfg.out)), exist_ok=True)
-        atomic_write_text(cfg.out, to_json(result))
-    return result
+        atomic_write_text(cfg.out, "".join(json.dumps(r, sort_keys=True) + "\n" for r in results))
+    return results
 
 
 def _model(path: str, shards: ShardSet) -> BertForPreTraining:
@@ -59,7 +67,7 @@ def _model(path: str, shards: ShardSet) -> BertForPreTraining:
     positions enough for their rows."""
     where = f"the shards in {shards.directory}"
     if is_hf_directory(path):
-        imported = load_pretrained(path, vocab=shards.vocab, where=where)
+        imported = load_pretrained(path, vocab=shards.vocab, where=where, mappable=False)
         if "masked-LM head" in imported.initialised:
             raise ValueError(
                 f"{path} has no masked-LM head (a BertModel's weights): evaluate a directory of "
@@ -109,5 +117,6 @@ def evaluate_config(args) -> EvaluateConfig:
             "pre-training holds out: give one of them"
         )
     holdout = EvaluateConfig.holdout if args.holdout is None else args.holdout
-    fields = ("ckpt", "shards", "all_rows", "batch_size", "eval_batches", "device", "precision")
-    return EvaluateConfig(holdout=holdout, out=args.out, **{k: getattr(args, k) for k in fields})
+    fields = ("shards", "all_rows", "batch_size", "eval_batches", "device", "precision", "out")
+    given = {k: getattr(args, k) for k in fields}
+    return EvaluateConfig(ckpts=tuple(args.ckpt), holdout=holdout, **given)

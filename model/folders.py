@@ -84,13 +84,14 @@ def check_local_paths(command: str, values: dict) -> None:
     filesystem would take `gs://b/run` for a folder `gs:` here, and a run said to go to a bucket
     would stay on this machine."""
     for dest in LOCAL_ONLY.get(command, ()):
-        path = values.get(dest)
-        if path and "://" in path:
-            flag = "--" + dest.replace("_", "-")
-            raise ValueError(
-                f"{flag} {path}: a URL, but {flag} names a local file or folder; give a path on "
-                "this machine (copy from a bucket first, and results to it after)"
-            )
+        given = values.get(dest)
+        for path in given if isinstance(given, list) else [given]:  # a flag of several paths
+            if path and "://" in path:
+                flag = "--" + dest.replace("_", "-")
+                raise ValueError(
+                    f"{flag} {path}: a URL, but {flag} names a local file or folder; give a path "
+                    "on this machine (copy from a bucket first, and results to it after)"
+                )
 
 
 def check_compile_folder(values: dict) -> None:

@@ -355,19 +355,24 @@ def _tokenizer_json_vocab(path: str) -> Vocab:
         raise ValueError(f"{path}: {e}") from None
 
 
-def vocab_mismatch(source: str, theirs: Vocab, vocab: Vocab, where: str) -> str:
-    """The refusal for a directory whose vocab (read from `source`) is not the shards'."""
+def vocab_mismatch(
+    source: str, theirs: Vocab, vocab: Vocab, where: str, mappable: bool = True
+) -> str:
+    """The refusal for a directory whose vocab (read from `source`) is not the shards';
+    `mappable`: where --init-map-vocab could map it (pre-training), and says so."""
     if source.endswith(".txt"):
         build = f"make shards VOCAB={shlex.quote(source)}"
     else:
         build = (
             f"its {TOKENIZER}'s pieces written one a line by id as vocab.txt: make shards VOCAB=..."
         )
-    return (
+    said = (
         f"{source} has {len(theirs)} pieces (sha256 {theirs.sha256[:12]}) but {where} use "
-        f"{len(vocab)} (sha256 {vocab.sha256[:12]}); build the shards with its vocab ({build}), "
-        f"or pass {flag_hint('--init-map-vocab')} to map the embedding rows by piece"
+        f"{len(vocab)} (sha256 {vocab.sha256[:12]}); build the shards with its vocab ({build})"
     )
+    if not mappable:
+        return said
+    return f"{said}, or pass {flag_hint('--init-map-vocab')} to map the embedding rows by piece"
 
 
 def load_pretrained(
@@ -376,10 +381,12 @@ def load_pretrained(
     vocab: Vocab | None = None,
     where: str = "the shards",
     map_vocab: bool = False,
+    mappable: bool = True,
 ) -> Imported:
     """The model in a Hugging Face BERT directory as this package's `BertForPreTraining`
     state. With `vocab` (the shards', in `where`), a directory whose vocab differs is refused,
-    or with `map_vocab` its embedding rows are moved to `vocab`'s ids by piece. Missing parts
+    or with `map_vocab` its embedding rows are moved to `vocab`'s ids by piece (`mappable`: the
+    refusal offers that). Missing parts
     are initialised as a new model's, from a generator seeded with `seed`."""
     own, source = _vocab(directory)
     cfg = read_config(directory, own.special_ids.pad)
@@ -394,7 +401,7 @@ def load_pretrained(
     mapped, target = "", own
     if vocab is not None and vocab.sha256 != own.sha256:
         if not map_vocab:
-            raise ValueError(vocab_mismatch(source, own, vocab, where))
+            raise ValueError(vocab_mismatch(source, own, vocab, where, mappable))
         target, cfg = vocab, replace(cfg, vocab_size=len(vocab), pad_id=vocab.special_ids.pad)
     state = BertForPreTraining(cfg, generator=torch.Generator().manual_seed(seed)).state_dict()
     if target is not own:

@@ -74,3 +74,43 @@ def test_what_cannot_be_evaluated_is_refused_in_one_line(
     for args, says in cases:
         assert main(args) == 2, args
         assert says in one_line_error(capsys), args
+
+
+def test_several_models_are_evaluated_in_turn_each_checked_first(
+    pretrained_run, shards_dir, tmp_path, capsys
+):
+    """A run's checkpoint and its export in one command: a line and a JSON line each, the same
+    figures; a model of another vocab among them stops the command before the first runs."""
+    ckpt = os.path.join(pretrained_run, "last.pt")
+    export = str(tmp_path / "hf")
+    assert main(["export", "--ckpt", ckpt, "--out", export]) == 0
+    out = str(tmp_path / "both.jsonl")
+    args = ["evaluate", "--shards", shards_dir, "--eval-batches", "2", "--out", out]
+    assert main([*args, "--ckpt", ckpt, export]) == 0
+    with open(out) as f:
+        ours, theirs = (json.loads(line) for line in f)
+    assert (ours["model"], theirs["model"]) == (ckpt, export)
+    assert theirs["mlm_loss"] == pytest.approx(ours["mlm_loss"], abs=1e-6)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(" on ")[0] for line in lines[-2:]] == [ckpt, export]
+    vocab = Vocab.load(os.path.join(shards_dir, "vocab.txt"))
+    other = str(tmp_path / "other")
+    os.makedirs(other)
+    transformers.BertForPreTraining(
+        transformers.BertConfig(
+            vocab_size=len(vocab) + 1,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=1,
+            intermediate_size=64,
+        )
+    ).save_pretrained(other)
+    with open(os.path.join(other, "vocab.txt"), "w") as f:
+        f.write("\n".join((*vocab.pieces, "extra")) + "\n")
+    capsys.readouterr()  # transformers' saving says its progress
+    assert main([*args, "--ckpt", ckpt, other]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing evaluated, the first checkpoint neither
+    assert captured.err.count("\n") == 1 and captured.err.strip().endswith(
+        f"build the shards with its vocab (make shards VOCAB={other}/vocab.txt)"
+    )  # no --init-map-vocab, which is pre-training's
