@@ -41,8 +41,8 @@ from model.config import TrainConfig
 from model.data import LoaderConfig, PretrainingData, open_shards
 from model.held_out import split_holdout
 from model.pretrain import model_config
+from model.run_log import PEAK_BF16_TFLOPS
 from model.training import (
-    PEAK_BF16_TFLOPS,
     Dist,
     Trainer,
     build_model,

@@ -3,9 +3,9 @@ held-out evaluation.
 
 One process per device. Under `torchrun` each rank reads its slice of every global batch
 (`model.data`), DDP averages the gradients, and rank 0 writes metrics and checkpoints. A
-checkpoint (`model.run_dir`) holds everything the rest of the run depends on, so `--resume`
-reproduces an uninterrupted run exactly. The step, optimizer and metrics are `model.training`'s,
-which fine-tuning shares.
+checkpoint (`model.run_dir`; checked and restored by `model.resume`) holds everything the rest
+of the run depends on, so `--resume` reproduces an uninterrupted run exactly. The step,
+optimizer and metrics are `model.training`'s, which fine-tuning shares.
 """
 
 from __future__ import annotations
@@ -23,34 +23,30 @@ from model.config import BertConfig, TrainConfig, model_sizes, preset
 from model.data import LoaderConfig, PretrainingData, open_shards
 from model.held_out import HeldOut, shown, split_holdout
 from model.hf_import import Imported, load_pretrained
+from model.resume import check_resume, restore
 from model.run_dir import (
     CHECKPOINT,
     EVAL,
     METRICS,
     RESUME_ADVICE,
-    check_resume,
     checkpoint_to_resume,
     keep_checkpoint,
     kept_checkpoint,
     load_checkpoint,
     prepare_run,
-    restore,
     to_json,
     trim_metrics,
     write_checkpoint,
 )
 from model.run_lock import RunLock
+from model.run_log import Meter, MetricsLog, Progress, pretraining_figures
 from model.training import (
     Dist,
-    Meter,
-    MetricsLog,
-    Progress,
     Trainer,
     build_model,
     init_distributed,
     micro_batch_size,
     precision_name,
-    pretraining_figures,
     to_device,
 )
 from schemas.manifest import atomic_write_text

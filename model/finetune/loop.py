@@ -39,10 +39,9 @@ from model.finetune.task import Task
 from model.folders import FINETUNING_RUN, check_own_kind, folder_kind
 from model.run_dir import check_output_dir
 from model.run_lock import RunLock
+from model.run_log import MetricsLog, Progress
 from model.safe_load import load_weights, save_weights
 from model.training import (
-    MetricsLog,
-    Progress,
     Stepper,
     adamw,
     amp_dtype,

@@ -54,7 +54,7 @@ def test_a_metrics_line_the_disk_refuses_names_the_file(tmp_path):
     error names no file: the line said `None: No space left on device`)."""
     import errno
 
-    from model.training import MetricsLog
+    from model.run_log import MetricsLog
     from tests.helpers import tmpfs
 
     with tmpfs(tmp_path / "fs", "size=8k", "the checkpoint's and export's tests fill a disk") as at:
