@@ -97,6 +97,29 @@ def _end_a_test_process():
     os._exit(0)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _temporary_files_in_pytests_folder(tmp_path_factory):
+    """Every temporary file of the tests' processes and of the commands they start goes under
+    this test process's pytest folder, which pytest prunes, not /tmp: a command a test stops
+    with a signal can leave Beam's empty `beam-pipeline-temp*` folder (made when a pipeline is
+    made, removed when it has run). Inductor's compiled kernels stay where they were cached
+    (`/tmp/torchinductor_USER` unless set), so that a compiling test finds them warm."""
+    import getpass
+    import tempfile
+
+    inductor = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor)
+    folder = str(tmp_path_factory.mktemp("tmp"))
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"], tempfile.tempdir = folder, None
+    yield
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    tempfile.tempdir = None
+
+
 @pytest.fixture(scope="session")
 def sample_shards(tmp_path_factory) -> str:
     """A finished shard set (4 shards) built from sample/ with default settings, once for all
