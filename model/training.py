@@ -1,7 +1,7 @@
 """The training machinery that pre-training and fine-tuning share: where a process runs (its
 device and rank in a `torchrun` world), the optimizer and its schedule, one optimizer step with
-bf16 or fp16 autocast (fp16 with loss scaling) and gradient accumulation, and the metrics
-records and progress line."""
+bf16 or fp16 autocast (fp16 with loss scaling) and gradient accumulation, and pre-training's
+model and step (`Trainer`); what a run records as it goes is `model.run_log`'s."""
 
 from __future__ import annotations
 
