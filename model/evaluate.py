@@ -25,6 +25,7 @@ from model.config import BertConfig, EvaluateConfig, flag_hint
 from model.data import open_shards, whole_shards
 from model.held_out import HeldOut, shown, split_holdout
 from model.hf_import import is_hf_directory, load_pretrained
+from model.pretrain import check_fits
 from model.run_dir import load_checkpoint
 from model.training import Dist, amp_dtype, precision_name, resolve_device
 from schemas.manifest import atomic_write_text
@@ -87,25 +88,10 @@ def _model(path: str, shards: ShardSet) -> BertForPreTraining:
             )
         cfg, state = BertConfig(**ckpt["model_config"]), ckpt["model"]
         lowercase = ckpt["shard_config"].get("lowercase", True)
-    _check_fit(path, cfg, lowercase, shards)
+    check_fits(path, cfg, lowercase, shards)
     model = BertForPreTraining(cfg)
     model.load_state_dict(state)
     return model
-
-
-def _check_fit(path: str, cfg: BertConfig, lowercase: bool, shards: ShardSet) -> None:
-    if lowercase != shards.shard_config.lowercase:
-        model, built = ("lowercases", "with --cased") if lowercase else ("keeps case", "lowercased")
-        raise ValueError(
-            f"{path}: the model {model} its text, but the shards in {shards.directory} were "
-            f"built {built}; evaluate it on shards built as it was trained"
-        )
-    rows = shards.shard_config.max_seq_length
-    if cfg.max_position < rows:
-        raise ValueError(
-            f"{path}: {cfg.max_position} positions, shorter than the shards' rows of up to {rows} "
-            f"tokens; evaluate it on shards of at most that length"
-        )
 
 
 def evaluate_config(args) -> EvaluateConfig:

@@ -144,17 +144,23 @@ def init_model(cfg: TrainConfig, shards: ShardSet) -> Imported:
     imported = load_pretrained(
         cfg.init, cfg.seed, shards.vocab, f"the shards in {shards.directory}", cfg.init_map_vocab
     )
-    built_lowercase = shards.shard_config.lowercase
-    if imported.lowercase != built_lowercase:  # the same vocab, other text: no sign of it later
-        raise ValueError(_casing_mismatch(cfg.init, imported.lowercase, shards.directory))
-    rows = shards.shard_config.max_seq_length
-    if imported.cfg.max_position < rows:
-        raise ValueError(
-            f"{cfg.init}: max_position_embeddings {imported.cfg.max_position} is shorter than "
-            f"the shards' rows of up to {rows} tokens; build shards of at most that length "
-            f"(make shards SEQ_LEN={imported.cfg.max_position})"
-        )
+    check_fits(cfg.init, imported.cfg, imported.lowercase, shards)
     return imported
+
+
+def check_fits(name: str, cfg: BertConfig, lowercase: bool, shards: ShardSet) -> None:
+    """A model (`name`: its directory or checkpoint) whose vocab is the shards' refused where
+    it was trained on text of the other casing (the same vocab, other text: no sign of it
+    later) or has fewer positions than the shards' rows."""
+    if lowercase != shards.shard_config.lowercase:
+        raise ValueError(_casing_mismatch(name, lowercase, shards.directory))
+    rows = shards.shard_config.max_seq_length
+    if cfg.max_position < rows:
+        raise ValueError(
+            f"{name}: max_position_embeddings {cfg.max_position} is shorter than the shards' "
+            f"rows of up to {rows} tokens; build shards of at most that length (make shards "
+            f"SEQ_LEN={cfg.max_position})"
+        )
 
 
 def _resume(cfg: TrainConfig, trainer: Trainer, shards: ShardSet) -> tuple[int, int]:

@@ -56,6 +56,7 @@ def test_what_cannot_be_evaluated_is_refused_in_one_line(
     ckpt = os.path.join(pretrained_run, "last.pt")
     vocab = Vocab.load(os.path.join(shards_dir, "vocab.txt"))
     other = make_shards(str(tmp_path / "other"), vocab=Vocab((*vocab.pieces, "extra")))
+    cased = make_shards(str(tmp_path / "cased"), lowercase=False)  # the same vocab, kept case
     encoder = str(tmp_path / "encoder")
     export = str(tmp_path / "hf")
     assert main(["export", "--ckpt", ckpt, "--out", export]) == 0
@@ -66,6 +67,7 @@ def test_what_cannot_be_evaluated_is_refused_in_one_line(
     cases = [
         (["evaluate", "--ckpt", ckpt, "--shards", other], "was trained with another vocab"),
         (["evaluate", "--ckpt", encoder, "--shards", shards_dir], "has no masked-LM head"),
+        (["evaluate", "--ckpt", ckpt, "--shards", cased], "were built with --cased; build"),
         ([*base, "--all-rows", "--holdout", "2"], "--all-rows evaluates every row of the set"),
         ([*base, "--holdout", "0"], "--holdout must be at least 1 (got 0)"),
         ([*base, "--eval-batches", "-1"], "--eval-batches must be 0 (every held-out row) or"),
