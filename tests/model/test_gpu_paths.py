@@ -136,6 +136,34 @@ def test_packed_pretraining_compiled_bf16_against_plain(
 
 
 @pytest.mark.slow
+def test_compiled_fp16_with_checkpointed_layers_against_plain(
+    shards_dir, tmp_path, plain, monkeypatch, fallback_random, counters
+):
+    """A small GPU's recipe, compiled: fp16 autocast with loss scaling and every layer computed
+    again in the backward pass, traced into the one graph."""
+    import model.bert as bert
+
+    traced: list[int] = []
+    real_checkpoint = bert.checkpoint
+
+    def checkpoint(layer, *args, **kwargs):
+        traced.append(torch.compiler.is_compiling())  # dynamo replays the append each step
+        return real_checkpoint(layer, *args, **kwargs)
+
+    monkeypatch.setattr(bert, "checkpoint", checkpoint)
+    run = str(tmp_path / "compiled")
+    flags = ("--compile", "--precision", "fp16", "--checkpoint-activations")
+    compiled = _pretrain(shards_dir, run, *flags)
+    assert counters["stats"]["unique_graphs"] >= 1 and not counters["recompiles"]
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    layers = load_checkpoint(os.path.join(run, "last.pt"))["model_config"]["num_layers"]
+    # every layer through torch's checkpoint at every step, inside the compiled graph
+    assert traced == [True] * layers * STEPS
+    assert [r["loss_scale"] for r in compiled] == [2.0**16] * STEPS
+    _close(compiled, plain, 0.05)
+
+
+@pytest.mark.slow
 def test_compiled_flex_attention_equals_the_block_mask_on_the_cpu():
     """flex_attention as CUDA runs packed batches, compiled (its forward compiles for the CPU
     too), against SDPA under the dense block mask."""
