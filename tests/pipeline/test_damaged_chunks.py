@@ -248,3 +248,17 @@ def test_whitespace_only_input_publishes_nothing(tmp_path, capsys):
     assert "wrote 0 shard(s)" not in captured.out
     assert not (out / "manifest.json").exists()
     assert not (out / "vocab.txt").exists()
+
+
+@pytest.mark.parametrize("gone", ["", ".index"])
+def test_a_units_object_missing_on_gcs_is_named(gcs_emulator, gcs_bucket, gone):
+    """Another bucket's worker may remove a damaged units file (and its index) as this one goes
+    to read it: on gs:// too, the same line as for a damage, not the store's own error."""
+    from pipeline.files.fsio import blob
+
+    path = f"gs://{gcs_bucket}/tmp/units/u.arrow"
+    chunk = write_units(path, some_units(400))
+    blob(path + gone).delete()
+    with pytest.raises(DamagedChunkError) as e:
+        read_units(chunk, *hash_range(0, 1))
+    assert str(e.value).startswith(path) and "it or its index is missing" in str(e.value)
