@@ -106,7 +106,7 @@ def list_files(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
         root = glob_root(pattern) if one_file else pattern.rstrip("/")
         if not found and fsio.is_local(pattern) and not os.path.isdir(pattern):
             missed = [pattern]  # no file, or a dangling link, by that name
-    refuse_odd_files(found, sorted(missed))
+    refuse_odd_files(found, sorted(missed), pattern)
     out = []
     for m in found:
         path = m.path
@@ -147,10 +147,11 @@ def as_written(path: str) -> tuple[list[FileMetadata], str, list[str]]:
     return sorted(found, key=lambda m: m.path), root, missed
 
 
-def refuse_odd_files(found: list[FileMetadata], missed: list[str]) -> None:
+def refuse_odd_files(found: list[FileMetadata], missed: list[str], pattern: str = "") -> None:
     """A named pipe, socket or device among an input's files, or a dangling symbolic link, is
     refused: reading a pipe waits for a writer that never comes (the build would hang), and a
-    dangling link would be left out uncounted."""
+    dangling link would be left out uncounted. A pipe named as the input itself (`/dev/stdin`
+    under `cat x |`) is read once at most, where a build reads its files more than once."""
     for path in missed:
         if os.path.islink(path) and not os.path.exists(path):
             raise BadInputError(
@@ -160,6 +161,12 @@ def refuse_odd_files(found: list[FileMetadata], missed: list[str]) -> None:
     for m in found:
         if m.size_in_bytes == 0 and fsio.is_local(m.path):  # how pipes and devices list
             kind = not_a_file(m.path)
+            if kind and m.path == pattern:
+                raise BadInputError(
+                    f"{m.path} is {kind}, not a regular file, so it cannot be read as input "
+                    "(the command reads its files more than once); write what it gives to a file, "
+                    "and give that file"
+                )
             if kind:
                 raise BadInputError(
                     f"{m.path} is {kind}, not a regular file, so it cannot be read as input; "

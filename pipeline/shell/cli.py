@@ -45,6 +45,12 @@ def check_inputs(cfg, verbose: bool = False):
     from pipeline.files.listing import input_bytes, refuse_unusable_inputs, shard_set_inside
     from pipeline.stages.read import chunk_bytes_for
 
+    for spec in cfg.inputs:
+        if spec.pattern == "-":
+            raise SystemExit(
+                "error: --input -: standard input cannot be an input (the command reads its files "
+                "more than once); write it to a file, and give that file"
+            )
     refuse_unusable_inputs(cfg.inputs)
     for spec in cfg.inputs:
         if not expand_pattern(spec):

@@ -149,11 +149,17 @@ def test_a_named_pipe_among_the_files_is_refused(folder, given):
     spec = InputSpec("text", given.format(**{"in": folder}))
     with pytest.raises(SystemExit) as e:
         refuse_unusable_inputs([spec])
-    assert e.value.code == (
-        f"error: {folder}/pipe.txt is a named pipe (FIFO), not a regular file, so it cannot be "
-        "read as input; remove it from the input folder, or name the input's files with a glob "
-        "that leaves it out"
-    )
+    what = f"error: {folder}/pipe.txt is a named pipe (FIFO), not a regular file, so it cannot be "
+    if given.endswith("pipe.txt"):  # the pipe itself given, as /dev/stdin under `cat x |`
+        assert e.value.code == what + (
+            "read as input (the command reads its files more than once); write what it gives "
+            "to a file, and give that file"
+        )
+    else:
+        assert e.value.code == what + (
+            "read as input; remove it from the input folder, or name the input's files with a "
+            "glob that leaves it out"
+        )
     with pytest.raises(BadInputError):  # a listing inside the graph does not read it either
         listed(spec)
     refuse_unusable_inputs([InputSpec("text", f"{folder}/ok.txt")])  # left out: fine
@@ -200,6 +206,14 @@ def test_a_build_with_a_pipe_in_its_input_is_refused_before_out(tmp_path, folder
     os.mkfifo(folder / "pipe.txt")
     message = build_refusal(tmp_path, "--input", str(folder))
     assert message.startswith(f"error: {folder}/pipe.txt is a named pipe (FIFO)")
+
+
+def test_standard_input_is_refused_before_out(tmp_path):
+    message = build_refusal(tmp_path, "--input", "-")
+    assert message == (
+        "error: --input -: standard input cannot be an input (the command reads its files more "
+        "than once); write it to a file, and give that file"
+    )
 
 
 # -- a FORMAT: prefix that is no format -------------------------------------------------------
