@@ -21,7 +21,7 @@ from pipeline.files.fsio import (
     write_marker,
     write_text,
 )
-from pipeline.files.listing import InputSpec, changed_files, listing_rows
+from pipeline.files.listing import InputSpec, changed_files, field_inputs, listing_rows
 from pipeline.stages.counting import SumCounts
 from pipeline.stages.dedup import DedupConfig, DeduplicateChunks
 from pipeline.stages.instances import CreateInstances
@@ -42,10 +42,21 @@ class ReadConfig:
     out: str  # the command's directory (local path or any Beam filesystem)
     skip_bad_input: bool = False  # skip and count unreadable files instead of failing
     chunk_bytes: int = 8 << 20  # text per intermediate chunk file; never changes the output
+    text_field: str = "text"  # the field (column) of JSON Lines and Parquet records read as text
 
     def __post_init__(self):
         if not self.inputs:
             raise ValueError("no input given: pass --input PATH (a file, directory or glob)")
+        if not self.text_field or self.text_field == "id":
+            raise ValueError(
+                f"text_field {self.text_field!r} names no field of text: give the name of the "
+                "records' field (Parquet: column) that holds each document's text"
+            )
+        if self.text_field != "text" and not field_inputs(self.inputs):
+            raise ValueError(
+                f"text_field {self.text_field!r} is read from jsonl and parquet inputs, and no "
+                "input is one: leave it out, or give the input its format (jsonl:PATH)"
+            )
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,8 @@ class BuildConfig(VocabCommandConfig):
             else "sha256:" + hashlib.sha256(self.punkt_json.encode()).hexdigest(),
             "dedup": asdict(self.dedup) if self.dedup else None,
             "inputs": sorted({s.format for s in self.inputs}),
+            # only when not the default, so that the sets of every earlier build stay the same
+            **({"text_field": self.text_field} if self.text_field != "text" else {}),
         }
 
 
@@ -178,7 +191,7 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
     tmp = temp_area(cfg.out)
     record = FileSystems.join(building_dir(cfg.out), RESUME_RECORD)
     read = p | "ReadDocuments" >> ReadChunks(
-        list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input, record
+        list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input, record, cfg.text_field
     )
     counted = [read]  # each stage's records, which carry its counts
     if cfg.dedup:
@@ -227,9 +240,13 @@ def resume_problem(old: dict | None, new: dict) -> str | None:
     """Why an interrupted build cannot be resumed with this command, or None."""
     if old is None:
         return "there is no interrupted build in OUT to resume (no shards/.building/build.json)"
-    changed = sorted(k for k in new["config"] if old["config"].get(k) != new["config"][k])
+    # keys of either side: one written only when not its default (text_field) may be on one
+    keys = {*old["config"], *new["config"]}
+    changed = sorted(k for k in keys if old["config"].get(k) != new["config"].get(k))
     if changed:
-        what = ", ".join(f"{k} {old['config'].get(k)!r} -> {new['config'][k]!r}" for k in changed)
+        what = ", ".join(
+            f"{k} {old['config'].get(k)!r} -> {new['config'].get(k)!r}" for k in changed
+        )
         return f"the config differs from the interrupted build's ({what})"
     if old["inputs"] != new["inputs"]:
         differ = changed_files(old["inputs"], new["inputs"])

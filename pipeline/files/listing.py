@@ -23,7 +23,7 @@ from apache_beam.io.filesystem import FileMetadata
 
 from pipeline.files import fsio
 from pipeline.sources.documents import BadInputError
-from pipeline.sources.readers import READERS
+from pipeline.sources.readers import FIELD_FORMATS, READERS
 from pipeline.sources.wikipedia.spans import is_index
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR
 
@@ -41,6 +41,11 @@ class InputSpec:
                 f"unknown input format {self.format!r} for {self.pattern}; "
                 f"choose one of: {', '.join(sorted(READERS))}"
             )
+
+
+def field_inputs(specs) -> bool:
+    """Whether an input's records hold their text in a named field (JSON Lines, Parquet)."""
+    return any(s.format in FIELD_FORMATS for s in specs)
 
 
 def glob_root(pattern: str) -> str:

@@ -17,6 +17,7 @@ from pipeline.stages.dedup import DedupConfig
 FIELDS = {
     "seed": (InstanceConfig, "seed"),  # VocabConfig's and PunktConfig's too: core.config.SEED
     "skip_bad_input": (ReadConfig, "skip_bad_input"),
+    "text_field": (ReadConfig, "text_field"),
     "sample_paragraphs": (PunktConfig, "sample_paragraphs"),
     "vocab_size": (VocabConfig, "vocab_size"),
     "vocab_sample_sentences": (VocabConfig, "sample_sentences"),
@@ -93,6 +94,13 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         action="store_true",
         default=field_default("skip_bad_input"),
         help="skip and count unreadable or corrupt files instead of failing",
+    )
+    ap.add_argument(
+        "--text-field",
+        metavar="NAME",
+        default=field_default("text_field"),
+        help="the field of JSON Lines records (the column of Parquet rows) that holds each "
+        "document's text",
     )
     ap.add_argument(
         "--verbose",

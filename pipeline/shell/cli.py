@@ -55,7 +55,7 @@ def check_inputs(cfg, verbose: bool = False):
     for spec in cfg.inputs:
         if not expand_pattern(spec):
             raise SystemExit(f"error: no input files match {spec.pattern!r} (format {spec.format})")
-        check_first_file(spec, verbose, strict=not cfg.skip_bad_input)
+        check_first_file(spec, verbose, not cfg.skip_bad_input, cfg.text_field)
         manifest = shard_set_inside(spec)
         if manifest:
             raise SystemExit(
@@ -72,7 +72,7 @@ def check_inputs(cfg, verbose: bool = False):
     return dataclasses.replace(cfg, chunk_bytes=chunk_bytes_for(input_bytes(cfg.inputs)))
 
 
-def check_first_file(spec, verbose: bool, strict: bool) -> None:
+def check_first_file(spec, verbose: bool, strict: bool, text_field: str = "text") -> None:
     """The input's first file (a Wikipedia dump's index aside) read as its format: a wrong
     --format is refused here, in the reader's words, before OUT is made; with --skip-bad-input
     (not `strict`) only another format read as text (`pipeline.sources.head`)."""
@@ -86,7 +86,7 @@ def check_first_file(spec, verbose: bool, strict: bool) -> None:
         return
     fmt, path, rel = files[0]
     try:
-        check_head(fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES), strict)
+        check_head(fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES), strict, text_field)
     except BadInputError as e:
         if verbose:
             raise
@@ -244,7 +244,9 @@ def run_vocab(args, beam_args: list[str]) -> int:
         write_text(f"{out}/tokenizer.json", tokenizer_json(vocab, lowercase))
 
     def steps(p, tmp: str) -> None:
-        chunks = p | ReadChunks(list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input)
+        chunks = p | ReadChunks(
+            list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input, text_field=cfg.text_field
+        )
         if cfg.dedup:  # as a build does, so that both train the same vocab
             chunks = chunks | DeduplicateChunks(cfg.dedup, tmp)
         sentences = chunks | SplitSentences(tmp, cfg.max_paragraph_chars, cfg.punkt_json)
@@ -277,7 +279,9 @@ def run_punkt(args, beam_args: list[str]) -> int:
     path = f"{cfg.out}/punkt.json"
 
     def steps(p, tmp: str) -> None:
-        chunks = p | ReadChunks(list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input)
+        chunks = p | ReadChunks(
+            list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input, text_field=cfg.text_field
+        )
         params = chunks | TrainPunkt(cfg.sample_paragraphs, cfg.seed)
         _ = params | beam.Map(lambda text: write_text(path, text))
 

@@ -170,7 +170,12 @@ def read_fields(args) -> dict:
     if args.runner.lower() not in LOCAL_RUNNERS:
         inputs = tuple(InputSpec(s.format, for_workers(s.pattern)) for s in inputs)
         out = for_workers(out)
-    return {"inputs": inputs, "out": out, "skip_bad_input": args.skip_bad_input}
+    return {
+        "inputs": inputs,
+        "out": out,
+        "skip_bad_input": args.skip_bad_input,
+        "text_field": args.text_field,
+    }
 
 
 def for_workers(path: str) -> str:

@@ -28,16 +28,19 @@ HEAD_BYTES = 1 << 16
 _EXPORT_START = re.compile(rb"\s*(?:<\?xml[^>]*\?>\s*)?<mediawiki[\s>]")
 
 
-def check_head(fmt: str, path: str, rel: str, open_raw, strict: bool = True) -> None:
+def check_head(
+    fmt: str, path: str, rel: str, open_raw, strict: bool = True, text_field: str = "text"
+) -> None:
     """Raises `BadInputError` when the file at `path` (`rel` within its input) does not start
     as format `fmt` does; `open_raw(path)` opens it as stored. Not `strict` (--skip-bad-input),
     only a file of another format read as `text` or `books` is refused: the readers would take
-    its markup as prose, where a bad file is skipped and counted."""
+    its markup as prose, where a bad file is skipped and counted. JSON Lines and Parquet
+    records hold their text in `text_field`."""
     try:
         with open_raw(path) as raw:
             head = read_head(decompressed(raw, path))
             if strict and fmt == "parquet" and head.startswith(MAGIC):
-                opened(raw, rel)  # its columns, from the footer at its end, in the same open
+                opened(raw, rel, text_field)  # its columns, from the footer at its end
     except BadInputError:
         if strict:
             raise
@@ -57,11 +60,11 @@ def check_head(fmt: str, path: str, rel: str, open_raw, strict: bool = True) -> 
         return
     text = read_all(stream)
     if fmt != "jsonl":
-        refuse_other_format(fmt, text, whole, rel)
+        refuse_other_format(fmt, text, whole, rel, text_field)
     elif strict:
         if not whole:  # only whole lines: the head may end inside a record
             text = text[: text.rfind(b"\n") + 1]
-        for _ in read_jsonl(io.BytesIO(text), rel, tally):
+        for _ in read_jsonl(io.BytesIO(text), rel, tally, text_field=text_field):
             pass
 
 
@@ -81,7 +84,9 @@ def refuse_parquet_mismatch(fmt: str, head: bytes, rel: str, strict: bool) -> No
         )
 
 
-def refuse_other_format(fmt: str, text: bytes, whole: bool, rel: str) -> None:
+def refuse_other_format(
+    fmt: str, text: bytes, whole: bool, rel: str, text_field: str = "text"
+) -> None:
     """A MediaWiki export, or JSON Lines records in every whole line, given as `text` or
     `books` (as the default --format takes any input without a prefix)."""
     other = None
@@ -89,7 +94,7 @@ def refuse_other_format(fmt: str, text: bytes, whole: bool, rel: str) -> None:
         other, kind = "wikipedia", "a MediaWiki XML export"
     else:
         lines = [line for line in text.split(b"\n")[: None if whole else -1] if line.strip()]
-        if lines and all(_is_record(line) for line in lines):
+        if lines and all(_is_record(line, text_field) for line in lines):
             other, kind = "jsonl", "JSON Lines, a record per line"
     if other:
         raise BadInputError(
@@ -99,14 +104,14 @@ def refuse_other_format(fmt: str, text: bytes, whole: bool, rel: str) -> None:
         )
 
 
-def _is_record(line: bytes) -> bool:
+def _is_record(line: bytes, text_field: str = "text") -> bool:
     if not line.lstrip().startswith(b"{"):
         return False
     try:
         record = json.loads(line)
     except ValueError:
         return False
-    return isinstance(record, dict) and isinstance(record.get("text"), str)
+    return isinstance(record, dict) and isinstance(record.get(text_field), str)
 
 
 def read_head(f: BinaryIO) -> bytes:

@@ -1,5 +1,6 @@
-"""JSON Lines: one object per line with a `text` field and an optional `id` (the shape most
-dataset exports take). One line is one document; its text splits into paragraphs on blank lines.
+"""JSON Lines: one object per line with a `text` field (another name with `--text-field`) and
+an optional `id` (the shape most dataset exports take). One line is one document; its text
+splits into paragraphs on blank lines.
 
 A document's id is `source:id` when the record has a string or integer `id`, else
 `source:relative/path#line` (1-based), so ids never depend on the reading order. A line that
@@ -51,7 +52,9 @@ def text_paragraphs(text: str) -> tuple[str, ...]:
     return tuple(filter(None, map(one_space, _BLANK_LINE.split(text))))
 
 
-def parse_record(line: str, where: str, tally: Tally) -> tuple[str | None, str] | None:
+def parse_record(
+    line: str, where: str, tally: Tally, text_field: str = "text"
+) -> tuple[str | None, str] | None:
     """(id or None, text) of one line, or None when the line is a bad record (counted)."""
     try:
         record = json.loads(line)
@@ -61,18 +64,30 @@ def parse_record(line: str, where: str, tally: Tally) -> tuple[str | None, str] 
     if not isinstance(record, dict):
         tally.bad("jsonl_bad_record", where, f"a JSON {type(record).__name__}, not an object")
         return None
-    text = record.get("text")
+    text = record.get(text_field)
     if not isinstance(text, str):
-        found = "no `text` field" if text is None else f"`text` is a {type(text).__name__}"
-        tally.bad("jsonl_bad_record", where, f"{found}; each line needs a string `text`")
+        name = f"`{text_field}`"
+        if text is None:  # the fields there are, for a text under another name
+            fields = ", ".join(map(repr, list(record)[:8])) + (", ..." if len(record) > 8 else "")
+            found = f"no {name} field (its fields: {fields or 'none'})"
+        else:
+            found = f"{name} is a {type(text).__name__}"
+        tally.bad(
+            "jsonl_bad_record",
+            where,
+            f"{found}; each line needs a string {name} (--text-field names the field)",
+        )
         return None
     ident = record.get("id")
     keep_id = isinstance(ident, (str, int)) and not isinstance(ident, bool) and str(ident) != ""
     return (str(ident) if keep_id else None), text
 
 
-def read_jsonl(f: BinaryIO, rel: str, tally: Tally, source: str = "jsonl") -> Iterator[Document]:
-    """Documents of one JSON Lines file (see the module docstring)."""
+def read_jsonl(
+    f: BinaryIO, rel: str, tally: Tally, source: str = "jsonl", text_field: str = "text"
+) -> Iterator[Document]:
+    """Documents of one JSON Lines file (see the module docstring); the text is the records'
+    `text_field`."""
     f = text_stream(f, rel, tally)
     if f is None:
         return
@@ -86,7 +101,7 @@ def read_jsonl(f: BinaryIO, rel: str, tally: Tally, source: str = "jsonl") -> It
         if line is None:
             tally.drop("jsonl_record_too_long")
             continue
-        parsed = parse_record(line, where, tally)
+        parsed = parse_record(line, where, tally, text_field)
         if parsed is None:
             continue
         ident, text = parsed

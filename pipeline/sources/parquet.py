@@ -1,7 +1,7 @@
-"""Parquet: one document per row, its text in a string column `text` and an optional `id`
-(string or integer), as the Hugging Face Hub publishes text corpora (`wikimedia/wikipedia`:
-`id`, `url`, `title`, `text`) and as the `datasets` library's `to_parquet` writes them. Other
-columns are not read.
+"""Parquet: one document per row, its text in a string column `text` (another name with
+`--text-field`) and an optional `id` (string or integer), as the Hugging Face Hub publishes
+text corpora (`wikimedia/wikipedia`: `id`, `url`, `title`, `text`) and as the `datasets`
+library's `to_parquet` writes them. Other columns are not read.
 
 A row is what a JSON Lines record is (`pipeline.sources.jsonl`): its text splits into
 paragraphs on blank lines; its id is `source:id`, else `source:relative/path#row` (1-based),
@@ -29,20 +29,21 @@ BLANK_BYTES = 1 << 16  # white space beyond this is no blank file: read on as Pa
 
 
 def read_parquet(
-    f: BinaryIO, rel: str, tally: Tally, source: str = "parquet"
+    f: BinaryIO, rel: str, tally: Tally, source: str = "parquet", text_field: str = "text"
 ) -> Iterator[Document]:
-    """Documents of one Parquet file (see the module docstring)."""
+    """Documents of one Parquet file (see the module docstring); the text is the column
+    `text_field`."""
     if _blank(f, rel):  # as every reader counts a file of nothing or white space
         tally.drop("empty_file")
         return
-    pf, columns = opened(f, rel)
+    pf, columns = opened(f, rel, text_field)
     if pf.metadata.num_rows == 0:
         tally.drop("empty_file")
         return
     row, first_row = 0, {}  # id -> row: two rows with one id are one document
     for group in range(pf.num_row_groups):  # one in memory at a time, read when it is reached
         table = pf.read_row_group(group, columns=columns, use_threads=False)
-        texts = table.column("text").to_pylist()
+        texts = table.column(text_field).to_pylist()
         ids = table.column("id").to_pylist() if "id" in columns else [None] * len(texts)
         del table
         for text, ident in zip(texts, ids, strict=True):
@@ -71,9 +72,9 @@ def _blank(f: BinaryIO, rel: str) -> bool:
     return False
 
 
-def opened(f: BinaryIO, rel: str):
+def opened(f: BinaryIO, rel: str, text_field: str = "text"):
     """The Parquet file and the columns it is read by; a file that is not Parquet, or has no
-    string `text` column, raises `BadInputError` naming it (its footer alone is read)."""
+    string `text_field` column, raises `BadInputError` naming it (its footer alone is read)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -81,26 +82,27 @@ def opened(f: BinaryIO, rel: str):
         pf = pq.ParquetFile(f)
     except (pa.ArrowInvalid, OSError) as e:
         raise BadInputError(f"{rel}: not a Parquet file pyarrow can read ({e})") from None
-    return pf, _columns(pf.schema_arrow, rel)
+    return pf, _columns(pf.schema_arrow, rel, text_field)
 
 
-def _columns(schema, rel: str) -> list[str]:
-    """The columns read: `text`, which must hold strings, and `id` where it holds strings or
-    integers (another `id` is not an id: rows are then named by their number)."""
+def _columns(schema, rel: str, text_field: str = "text") -> list[str]:
+    """The columns read: the text (`text_field`), which must hold strings, and `id` where it
+    holds strings or integers (another `id` is not an id: rows are then named by their
+    number)."""
     import pyarrow as pa
 
-    if "text" not in schema.names:
+    if text_field not in schema.names:
         raise BadInputError(
-            f"{rel}: no `text` column among {schema.names}; the parquet format reads a "
-            "document's text from a string column named text"
+            f"{rel}: no `{text_field}` column among {schema.names}; the parquet format reads a "
+            f"document's text from the string column --text-field names ({text_field})"
         )
-    kind = schema.field("text").type
+    kind = schema.field(text_field).type
     if not _strings(kind):
-        raise BadInputError(f"{rel}: its `text` column holds {kind}, not strings")
+        raise BadInputError(f"{rel}: its `{text_field}` column holds {kind}, not strings")
     if "id" not in schema.names:
-        return ["text"]
+        return [text_field]
     ident = schema.field("id").type
-    return ["text", "id"] if _strings(ident) or pa.types.is_integer(ident) else ["text"]
+    return [text_field, "id"] if _strings(ident) or pa.types.is_integer(ident) else [text_field]
 
 
 def _strings(kind) -> bool:

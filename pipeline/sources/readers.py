@@ -25,16 +25,26 @@ READERS = {
 }
 
 
-def read_input(item: tuple, tally: Tally, open_raw) -> Iterator[Document | WikiPage]:
+# formats whose records hold the text in a named field (`--text-field`)
+FIELD_FORMATS = ("jsonl", "parquet")
+
+
+def read_input(
+    item: tuple, tally: Tally, open_raw, text_field: str = "text"
+) -> Iterator[Document | WikiPage]:
     """What one read step yields for `(format, path, rel, span)`: documents, or for Wikipedia
     the pages (rendered later, after they are spread over workers: rendering is the costly
     part). `open_raw(path)` opens a file without decompression; compressed files are
-    decompressed here, checked (`pipeline.sources.compressed`)."""
+    decompressed here, checked (`pipeline.sources.compressed`). JSON Lines and Parquet records
+    hold their text in `text_field`."""
     fmt, path, rel, span = item
     with open_raw(path) as raw:
         if span is not None:
             yield from read_span(raw, rel, span, tally)
         elif fmt == "wikipedia":
             yield from iter_pages(decompressed(raw, path), rel, tally)
+        elif fmt in FIELD_FORMATS:
+            f = decompressed(raw, path)
+            yield from READERS[fmt](f, rel, tally, source=fmt, text_field=text_field)
         else:
             yield from READERS[fmt](decompressed(raw, path), rel, tally, source=fmt)

@@ -52,10 +52,11 @@ class ReadFile(Step):
     which would trace `process` and the functions it calls through their bytecode when each
     graph is made, is not run (docs/benchmarks.md)."""
 
-    def __init__(self, tmp: str, chunk_bytes: int, skip_bad_input: bool):
+    def __init__(self, tmp: str, chunk_bytes: int, skip_bad_input: bool, text_field: str = "text"):
         self.tmp = tmp
         self.chunk_bytes = chunk_bytes
         self.skip_bad_input = skip_bad_input
+        self.text_field = text_field  # of JSON Lines and Parquet records
 
     def process(self, group):
         done = FileSystems.join(self.tmp, "items", item_key(group[0]) + ".json")
@@ -64,13 +65,15 @@ class ReadFile(Step):
         if records is not None and all(intact(r["path"]) for r in records if r["path"]):
             yield from (Chunk.from_record(r["path"], r) for r in records)
             return
-        chunks = list(read_group(group, self.tmp, self.chunk_bytes, self.skip_bad_input))
+        chunks = list(
+            read_group(group, self.tmp, self.chunk_bytes, self.skip_bad_input, self.text_field)
+        )
         inputs = sorted({item[1] for item in group})  # named when an id repeats (BuildBucket)
         write_marker(done, {"chunks": [asdict(c) for c in chunks], "inputs": inputs})
         yield from chunks
 
 
-def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool):
+def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool, text_field: str = "text"):
     """The documents of a group's read items, in chunks of about `chunk_bytes` of text under
     `tmp`; the group's counts ride on its last `Chunk` (one with no path when nothing was read)."""
     opened = Opener()
@@ -80,7 +83,8 @@ def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool):
         tally = Tally(skip_bad_input=skip_bad_input)
         opened.start_item(item[3].start if item[3] else 0)
         try:
-            yield from writer.add_all(read_item(item, tally, skip_bad_input, opened.open))
+            docs = read_item(item, tally, skip_bad_input, opened.open, text_field)
+            yield from writer.add_all(docs)
         finally:
             if item[3] is None or item[3].start <= item[3].header_end:  # a first span
                 tally.inc("files_read")
@@ -153,12 +157,12 @@ class TrackedFile:
         self._f.close()
 
 
-def read_item(item, tally: Tally, skip_bad_input: bool, opener=None):
+def read_item(item, tally: Tally, skip_bad_input: bool, opener=None, text_field: str = "text"):
     """Documents and pages of one read item; a bad file stops the run or, when skipped, is
     counted (what was read before the fault is kept)."""
     fmt, path, _, _ = item
     try:
-        for doc in read_input(item, tally, opener or open_raw):
+        for doc in read_input(item, tally, opener or open_raw, text_field):
             if isinstance(doc, Document):  # Wikipedia pages are counted once rendered
                 tally.inc("documents_read")
             yield doc
@@ -319,6 +323,7 @@ class ReadChunks(Stage):
     chunk_bytes: int
     skip_bad_input: bool = False
     record: str | None = None  # a build's resume record, which names a file changed since
+    text_field: str = "text"  # of JSON Lines and Parquet records
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -326,7 +331,7 @@ class ReadChunks(Stage):
         self.digest = listing_for_workers(self.inputs)  # what workers that list must find
 
     def expand(self, pbegin):
-        read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input)
+        read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input, self.text_field)
         plan = (self.chunk_bytes, self.digest, self.record)
         return (
             pbegin
