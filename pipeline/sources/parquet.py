@@ -106,12 +106,20 @@ def _columns(schema, rel: str, text_field: str = "text") -> list[str]:
 
 
 def _strings(kind) -> bool:
-    """Strings, also dictionary-encoded (as pandas writes a categorical column)."""
+    """Strings: also large, as views (`string_view`, Arrow's newer layout, which Parquet files
+    written from it record and pyarrow reads back so) and dictionary-encoded (as pandas writes
+    a categorical column)."""
     import pyarrow as pa
 
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or _view(kind)
+
+
+def _view(kind) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string_view(kind)
 
 
 def _document(

@@ -105,6 +105,20 @@ def test_a_dictionary_encoded_text_is_text_and_a_float_id_is_no_id(tmp_path):
         read(str(path), "d.parquet", "parquet")
 
 
+def test_string_views_and_large_strings_are_text_and_ids(tmp_path):
+    """Arrow's other string layouts, as other writers leave them in a file's schema (a
+    `string_view` column reads back as one), read as the plain strings do."""
+    path, plain = tmp_path / "v.parquet", tmp_path / "p.parquet"
+    texts, ids = ["One doc.\n\nTwo paragraphs.", "Another one."], ["a", "b"]
+    pq.write_table(pa.table({"text": texts, "id": ids}), plain)
+    for kind in (pa.string_view(), pa.large_string()):
+        table = pa.table({"text": pa.array(texts, kind), "id": pa.array(ids, kind)})
+        pq.write_table(table, path)
+        assert pq.read_schema(path).field("text").type == kind
+        docs, _ = read(str(path), "v.parquet", "parquet")
+        assert docs == read(str(plain), "p.parquet", "parquet")[0] and len(docs) == 2
+
+
 @pytest.mark.parametrize(
     "records, said",
     [
