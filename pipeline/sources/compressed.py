@@ -16,11 +16,11 @@ from typing import BinaryIO
 from pipeline.sources.documents import REFETCH_OR_SKIP, BadInputError
 from pipeline.sources.streams import CHUNK_BYTES
 
-COMPRESSED = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz"}
+COMPRESSED = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz", ".zst": "zstd", ".zstd": "zstd"}
 
 
 def compression_of(path: str) -> str | None:
-    """'bz2', 'gzip', 'xz', or None for a file that is read as it is."""
+    """'bz2', 'gzip', 'xz', 'zstd', or None for a file that is read as it is."""
     for suffix, kind in COMPRESSED.items():
         if path.endswith(suffix):
             return kind
@@ -52,7 +52,59 @@ class _Gzip:
         return self._d.unused_data
 
 
-DECOMPRESSORS = {"bz2": bz2.BZ2Decompressor, "gzip": _Gzip, "xz": lzma.LZMADecompressor}
+class _Zstd:
+    """zstandard's decompressor (Beam's own dependency) with the interface bz2's and lzma's
+    share. Its `decompress` takes no bound on its output, and zstd inflates a few bytes of a
+    run of one byte into a block of 128 KiB, so the input goes in slices: 256 bytes at first
+    (a few MiB at most, whatever the data), then as many as give about `max_length` at the
+    ratio seen so far; what a slice gives beyond `max_length` waits for the next call. One
+    object decodes one frame; the reader starts another for the next, as for every kind."""
+
+    FIRST, MOST = 256, 1 << 16  # input bytes per slice: the first, and at most
+
+    def __init__(self):
+        import zstandard
+
+        self._d = zstandard.ZstdDecompressor().decompressobj()
+        self._error = zstandard.ZstdError
+        self._in, self._at = b"", 0  # input, and how much of it went in
+        self._out, self._slice, self._done = b"", self.FIRST, False
+        self.unused_data = b""
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        self._in, self._at = self._in[self._at :] + data, 0
+        while len(self._out) < max_length and self._at < len(self._in) and not self._done:
+            piece = self._in[self._at : self._at + self._slice]
+            self._at += len(piece)
+            try:
+                got = self._d.decompress(piece)
+            except self._error as e:
+                raise OSError(str(e)) from None
+            self._out += got
+            ratio = max(1, len(got) // len(piece))
+            self._slice = max(self.FIRST, min(self.MOST, max_length // ratio))
+            if self._d.eof:  # the frame ended: what follows is the next frame's
+                self._done = True
+                self.unused_data = self._d.unused_data + self._in[self._at :]
+                self._in, self._at = b"", 0
+        out, self._out = self._out[:max_length], self._out[max_length:]
+        return out
+
+    @property
+    def needs_input(self) -> bool:
+        return self._at >= len(self._in) and not self._out and not self._done
+
+    @property
+    def eof(self) -> bool:
+        return self._done and not self._out
+
+
+DECOMPRESSORS = {
+    "bz2": bz2.BZ2Decompressor,
+    "gzip": _Gzip,
+    "xz": lzma.LZMADecompressor,
+    "zstd": _Zstd,
+}
 
 
 class DecompressingReader:

@@ -126,7 +126,7 @@ def text_stream(f: BinaryIO, rel: str, tally: Tally) -> BinaryIO | None:
             "binary_file",
             rel,
             f"a {kind} file, not text (compressed inputs are read by their extension: "
-            "name it .gz or .bz2, or decompress it)",
+            "name it .gz, .bz2, .xz or .zst, or decompress it)",
         )
         return None
     if kind is not None:

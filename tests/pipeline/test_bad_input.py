@@ -20,6 +20,7 @@ import os
 import tracemalloc
 
 import pytest
+import zstandard
 
 from pipeline.sources.books import read_book
 from pipeline.sources.compressed import DecompressingReader
@@ -33,7 +34,12 @@ from tests.helpers import build_shards
 from tests.pipeline.wikidata import MARKUP_RESIDUE, TABLE_MARKUP, export, gensim_file, page_xml
 
 TEXT = b"Some text that compresses. " * 20_000
-COMPRESS = {"bz2": bz2.compress, "gzip": gzip.compress, "xz": lzma.compress}
+COMPRESS = {
+    "bz2": bz2.compress,
+    "gzip": gzip.compress,
+    "xz": lzma.compress,
+    "zstd": zstandard.ZstdCompressor(write_checksum=True).compress,  # as the zstd command does
+}
 
 
 def decompress_all(data: bytes, kind: str, n: int = 1 << 16) -> bytes:
@@ -73,6 +79,23 @@ def test_decompression_output_is_bounded_per_read() -> None:
     bomb = gzip.compress(bytes(64 << 20), compresslevel=9)  # 64 MiB of zeros in ~64 KB
     reader = DecompressingReader(io.BytesIO(bomb), "gzip", "bomb.gz")
     assert len(reader.read(1 << 20)) == 1 << 20
+
+
+def test_zstd_output_is_bounded_too() -> None:
+    """zstd inflates a few bytes into a block of 128 KiB, and its decompressor takes no bound:
+    1 GiB of zeros is about 32 KB, and reading its first MiB holds a few MiB, not the GiB."""
+    compressor = zstandard.ZstdCompressor(level=19).compressobj()
+    bomb = b"".join(compressor.compress(bytes(1 << 20)) for _ in range(1024))
+    bomb += compressor.flush()
+    assert len(bomb) < 1 << 16
+    reader = DecompressingReader(io.BytesIO(bomb), "zstd", "bomb.jsonl.zst")
+    tracemalloc.start()
+    try:
+        sizes = [len(reader.read(1 << 20)) for _ in range(3)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sizes == [1 << 20] * 3 and peak < 24 << 20, peak
 
 
 def test_wikipedia_export_cut_short_is_an_error() -> None:

@@ -110,3 +110,25 @@ def test_paragraphs_collapse_every_whitespace_character_as_a_regular_expression_
         )
         blocks = (spaces.sub(" ", b).strip() for b in re.split(r"\n[ \t\r\f\v]*\n", text))
         assert text_paragraphs(text) == tuple(b for b in blocks if b), repr(text)
+
+
+def test_a_zstd_file_reads_as_its_text(tmp_path) -> None:
+    """`.jsonl.zst`, The Pile's and SlimPajama's layout: decompressed by its extension, in
+    the first-file check and in the read, into the documents of the same file uncompressed."""
+    import zstandard
+
+    from pipeline.sources.head import check_head
+    from pipeline.sources.readers import read_input
+
+    data = jsonl(
+        *({"id": i, "text": f"Record {i} says one thing.\n\nThen more."} for i in range(50))
+    )
+    (tmp_path / "a.jsonl").write_bytes(data)
+    (tmp_path / "a.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(data))
+
+    def docs(name: str) -> list[Document]:
+        path = str(tmp_path / name)
+        check_head("jsonl", path, name, lambda p: open(p, "rb"))
+        return list(read_input(("jsonl", path, name, None), Tally(), lambda p: open(p, "rb")))
+
+    assert docs("a.jsonl.zst") == docs("a.jsonl") and len(docs("a.jsonl")) == 50
