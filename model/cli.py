@@ -180,8 +180,22 @@ def how_to_go_on(args: argparse.Namespace) -> tuple[str, str]:
     )
 
 
+def parse(argv: list[str] | None):
+    """The command line; a mistake in it is one line, which under torchrun the first process
+    of each machine says alone (every process parses the same line: the same mistake), the
+    others ending with the same status in silence."""
+    if os.environ.get("LOCAL_RANK", "0") == "0":
+        return build_parser().parse_args(argv)
+    with open(os.devnull, "w") as quiet:
+        stderr, sys.stderr = sys.stderr, quiet
+        try:
+            return build_parser().parse_args(argv)
+        finally:
+            sys.stderr = stderr
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     try:
         with interrupts_unwind():
             _run(args)

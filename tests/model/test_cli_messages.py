@@ -90,3 +90,20 @@ def test_finetune_refuses_an_unknown_precision_in_one_line(tmp_path, capsys):
         ValueError, match=r"^--precision must be auto, bf16, fp16 or fp32 \(got 'fp8'\)$"
     ):
         FinetuneConfig(task="sst2", data="d", ckpt="c", run=str(run), precision="fp8")
+
+
+@pytest.mark.parametrize("local_rank, said", [(None, True), ("0", True), ("1", False)])
+def test_a_mistake_in_the_command_line_is_said_by_the_first_process_of_a_machine(
+    monkeypatch, capsys, local_rank, said
+):
+    """Under torchrun every process parses the same command line; the first of each machine
+    (LOCAL_RANK 0) says its mistake, the others end with the same status in silence."""
+    if local_rank is None:
+        monkeypatch.delenv("LOCAL_RANK", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+    with pytest.raises(SystemExit) as e:
+        main(["pretrain", "--shards", "out/sample", "--stpes", "3"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert err.startswith("bert-model pretrain: error: ") if said else err == ""
