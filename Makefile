@@ -57,11 +57,15 @@ SHARD_FLAGS = $(READ_FLAGS) $(if $(SEQ_LEN),--max-seq-length $(SEQ_LEN)) \
 	$(if $(filter DataflowRunner,$(RUNNER)),--project $(PROJECT) --region $(REGION) \
 	  --temp_location $(call q,$(TEMP)) --setup_file ./setup.py)
 
-.PHONY: venv shards vocab validate inspect export-shards pretrain finetune glue export evaluate \
-	test test-fast lint \
-	bench corpora clean
+.PHONY: help venv shards vocab validate inspect export-shards pretrain finetune glue export \
+	evaluate test test-fast lint bench corpora clean
 
-venv: $(STAMP)
+# Every target with its line (the `## ` after it); needs no venv.
+help: ## this list
+	@echo 'make TARGET [VARIABLE=value ...]; every variable: docs/build-flags.md'
+	@awk -F ':.*## ' '/^[a-z-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(call q,$(firstword $(MAKEFILE_LIST)))
+
+venv: $(STAMP) ## create .venv and install everything (every target does it first)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -70,26 +74,26 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps 'mosaicml-streaming==0.13.0'  # its pins: see pyproject dev
 	touch $(STAMP)
 
-shards: $(STAMP)
+shards: $(STAMP) ## build a shard set from INPUT (FORMAT) into OUT; the sample by default
 	$(PY) -m pipeline build $(SHARD_FLAGS) $(ARGS)
 
-vocab: $(STAMP)
+vocab: $(STAMP) ## train the WordPiece vocab of INPUT into OUT alone
 	$(PY) -m pipeline vocab $(READ_FLAGS) $(ARGS)
 
-validate: $(STAMP)
+validate: $(STAMP) ## check the set in OUT against the contract
 	$(PY) -m schemas.cli validate $(call q,$(OUT)) $(ARGS)
 
-inspect: $(STAMP)
+inspect: $(STAMP) ## print rows of the set in OUT, decoded, and its summary (ARGS='--n 2 --shard 0')
 	$(PY) -m schemas.cli inspect $(call q,$(OUT)) $(ARGS)
 
 # The set in OUT for another trainer: EXPORT_FORMAT=hdf5|tfrecord|mds into DEST (docs/export.md).
 # Neither has a default; FORMAT stays the input's format of `make shards`.
-export-shards: $(STAMP)
+export-shards: $(STAMP) ## write the set in OUT for another trainer: EXPORT_FORMAT=hdf5|tfrecord|mds DEST=...
 	@test -n $(call q,$(EXPORT_FORMAT)) -a -n $(call q,$(DEST)) || { echo "make export-shards: \
 	give EXPORT_FORMAT=hdf5|tfrecord|mds and DEST=folder (the set is OUT='$(OUT)')" >&2; exit 2; }
 	$(PY) -m schemas.cli export $(call q,$(OUT)) $(call q,$(DEST)) --format $(call q,$(EXPORT_FORMAT)) $(ARGS)
 
-pretrain: $(STAMP)
+pretrain: $(STAMP) ## pre-train MODEL on the set in OUT for STEPS steps on DEVICE into RUN
 ifeq ($(OUT)|$(INPUT),$(SAMPLE_OUT)|$(SAMPLE_INPUT))
 	@test -f $(call q,$(OUT)/manifest.json) || $(MAKE) shards OUT=$(call q,$(OUT))
 else ifneq ($(filter gs://%,$(OUT)),)
@@ -103,16 +107,16 @@ endif
 	$(PY) -m model.cli pretrain --shards $(call q,$(OUT)) --run $(call q,$(RUN)) \
 		--model $(MODEL) --steps $(STEPS) --device $(DEVICE) $(ARGS)
 
-finetune: $(STAMP)
+finetune: $(STAMP) ## fine-tune CKPT on TASK's DATA (the bundled sample by default)
 	$(PY) -m model.cli finetune --task $(TASK) --data $(call q,$(FINETUNE_DATA)) --ckpt $(call q,$(CKPT)) --device $(DEVICE) $(ARGS)
 
-glue: $(STAMP)
+glue: $(STAMP) ## fine-tune CKPT on every GLUE task in DATA, and their table
 	$(PY) -m model.cli glue --data $(call q,$(DATA)) --ckpt $(call q,$(CKPT)) --device $(DEVICE) $(ARGS)
 
-export: $(STAMP)
+export: $(STAMP) ## write CKPT as a Hugging Face directory into EXPORT
 	$(PY) -m model.cli export --ckpt $(call q,$(CKPT)) --out $(call q,$(EXPORT)) $(ARGS)
 
-evaluate: $(STAMP)
+evaluate: $(STAMP) ## held-out MLM/NSP loss and accuracy of CKPT on the set in OUT
 	$(PY) -m model.cli evaluate --ckpt $(call q,$(CKPT)) --shards $(call q,$(OUT)) --device $(DEVICE) $(ARGS)
 
 # The tests in TEST_JOBS processes (pytest-xdist), each file in one of them, so a module's
@@ -130,16 +134,16 @@ PYTEST = PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest
 # The realistic tests read real text from data/ (`make corpora`), fetched first when it is
 # missing; where the archive cannot be reached they are skipped, each saying why.
 TEST_CORPUS := data/corpora/kernel-docs/books
-test: $(STAMP)
+test: $(STAMP) ## the whole suite on the CPU (fetching the corpora first when missing)
 	@test -d $(call q,$(TEST_CORPUS)) || $(MAKE) --no-print-directory corpora DATA=data \
 		|| echo "make test: the corpora could not be fetched; the tests that read them are skipped" >&2
 	$(PYTEST) tests $(ARGS) $(TEST_PROCS) $(TEST_PLUGINS)
 
 # For local iteration: everything but the tests marked `slow`. `make test` runs them all.
-test-fast: $(STAMP)
+test-fast: $(STAMP) ## the suite without the tests marked slow
 	$(PYTEST) tests -m 'not slow' $(ARGS) $(TEST_PROCS) $(TEST_PLUGINS)
 
-lint: $(STAMP)
+lint: $(STAMP) ## ruff check and format check
 	$(PY) -m ruff check schemas pipeline model tests bench
 	$(PY) -m ruff format --check schemas pipeline model tests bench
 
@@ -147,18 +151,18 @@ KERNEL_DOCS := $(DATA)/debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentatio
 # corpora and bench pass their interpreters quoted too (a PYTHON with a space or a quote, a VENV
 # with a quote). The other targets still give $(PY) bare (the Makefile tests hand them a PY of
 # several words), and no target takes a VENV with a space: $(STAMP), a prerequisite, splits on it.
-corpora: $(STAMP)
+corpora: $(STAMP) ## fetch the real text of the realistic tests and benchmarks into DATA
 	PYTHON=$(call q,$(PY)) bash bench/fetch_corpora.sh $(call q,$(DATA))
 	$(call q,$(PY)) -m bench.corpora --input $(call q,$(KERNEL_DOCS)) --out $(call q,$(DATA)/corpora/kernel-docs)
 	$(call q,$(PY)) -m bench.corpora --input $(call q,$(KERNEL_DOCS)) \
 		--out $(call q,$(DATA)/corpora/kernel-docs-200mb) \
 		--repeat-to-mb 200
 
-bench: $(STAMP)
+bench: $(STAMP) ## the benchmarks, beside the reference and LDDL (docs/benchmarks.md)
 	@test -d $(call q,$(DATA)/corpora/kernel-docs-200mb) || $(MAKE) corpora DATA=$(call q,$(DATA))
 	-PYTHON=$(call q,$(PYTHON)) bash bench/reference_env.sh $(call q,$(DATA)/bench-env)
 	-PYTHON=$(call q,$(PYTHON)) bash bench/lddl_env.sh $(call q,$(DATA)/lddl-env)
 	DATA=$(call q,$(DATA)) $(call q,$(PY)) -m bench.run $(ARGS)
 
-clean:
+clean: ## remove out/, runs/ and pytest's cache
 	rm -rf out runs .pytest_cache

@@ -327,3 +327,24 @@ def test_data_with_a_single_quote_is_one_word(target, expected):
     words = shlex.split(r.stdout.replace("\\\n", " "))
     for word in expected:
         assert word in words, (word, r.stdout)
+
+
+def test_make_alone_lists_every_target_with_its_line_and_makes_no_venv(tmp_path):
+    """`make` (its default goal, `help`) lists every target the Makefile declares phony, each
+    with a line, from the Makefile itself, before any venv exists."""
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        text = f.read()
+    declared = re.search(r"^\.PHONY:((?:.*\\\n)*.*)$", text, re.M).group(1)
+    targets = declared.replace("\\\n", " ").split()
+    venv = tmp_path / "no venv"
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-f", os.path.join(ROOT, "Makefile"), f"VENV={venv}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    listed = dict(re.findall(r"^  make (\S+) +(\S.*)$", done.stdout, re.M))
+    assert sorted(listed) == sorted(targets) and len(targets) >= 18
+    assert not venv.exists()
