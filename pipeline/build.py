@@ -42,7 +42,9 @@ class ReadConfig:
     out: str  # the command's directory (local path or any Beam filesystem)
     skip_bad_input: bool = False  # skip and count unreadable files instead of failing
     chunk_bytes: int = 8 << 20  # text per intermediate chunk file; never changes the output
-    text_field: str = "text"  # the field (column) of JSON Lines and Parquet records read as text
+    text_field: str = (
+        "text"  # the field (column) of JSON Lines, Parquet and Arrow records: the text
+    )
 
     def __post_init__(self):
         if not self.inputs:
@@ -54,8 +56,8 @@ class ReadConfig:
             )
         if self.text_field != "text" and not field_inputs(self.inputs):
             raise ValueError(
-                f"text_field {self.text_field!r} is read from jsonl and parquet inputs, and no "
-                "input is one: leave it out, or give the input its format (jsonl:PATH)"
+                f"text_field {self.text_field!r} is read from jsonl, parquet and arrow inputs, "
+                "and no input is one: leave it out, or give the input its format (jsonl:PATH)"
             )
 
 

@@ -99,8 +99,8 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         "--text-field",
         metavar="NAME",
         default=field_default("text_field"),
-        help="the field of JSON Lines records (the column of Parquet rows) that holds each "
-        "document's text",
+        help="the field of JSON Lines records (the column of Parquet and Arrow rows) that holds "
+        "each document's text",
     )
     ap.add_argument(
         "--verbose",

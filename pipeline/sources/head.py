@@ -14,6 +14,7 @@ import json
 import re
 from typing import BinaryIO
 
+from pipeline.sources.arrow import FILE_MAGIC, is_arrow
 from pipeline.sources.compressed import decompressed
 from pipeline.sources.documents import BadInputError, Tally
 from pipeline.sources.jsonl import read_jsonl
@@ -34,18 +35,23 @@ def check_head(
     """Raises `BadInputError` when the file at `path` (`rel` within its input) does not start
     as format `fmt` does; `open_raw(path)` opens it as stored. Not `strict` (--skip-bad-input),
     only a file of another format read as `text` or `books` is refused: the readers would take
-    its markup as prose, where a bad file is skipped and counted. JSON Lines and Parquet
-    records hold their text in `text_field`."""
+    its markup as prose, where a bad file is skipped and counted. JSON Lines, Parquet and
+    Arrow records hold their text in `text_field`."""
     try:
         with open_raw(path) as raw:
             head = read_head(decompressed(raw, path))
             if strict and fmt == "parquet" and head.startswith(MAGIC):
                 opened(raw, rel, text_field)  # its columns, from the footer at its end
+            if strict and fmt == "arrow" and is_arrow(head):
+                arrow_columns(head, rel, text_field)
     except BadInputError:
         if strict:
             raise
         return
     whole = len(head) < HEAD_BYTES
+    if fmt == "arrow" or is_arrow(head):
+        refuse_arrow_mismatch(fmt, head, rel, strict)
+        return
     if fmt == "parquet" or head.startswith(MAGIC):
         refuse_parquet_mismatch(fmt, head, rel, strict)
         return
@@ -81,6 +87,41 @@ def refuse_parquet_mismatch(fmt: str, head: bytes, rel: str, strict: bool) -> No
         raise BadInputError(
             f"{rel}: not a Parquet file (it does not start with {MAGIC.decode()}); is this the "
             "right --format?"
+        )
+
+
+def arrow_columns(head: bytes, rel: str, text_field: str) -> None:
+    """An Arrow file's columns, from its schema, the first message of its stream (which the
+    file format holds after its magic): a file without the text column is refused."""
+    import pyarrow as pa
+
+    from pipeline.sources.parquet import columns_read
+
+    stream = head[8:] if head.startswith(FILE_MAGIC) else head  # magic and padding: 8 bytes
+    try:
+        schema = pa.ipc.open_stream(io.BytesIO(stream)).schema
+    except (pa.ArrowInvalid, OSError) as e:
+        raise BadInputError(f"{rel}: not an Arrow IPC file pyarrow can read ({e})") from None
+    columns_read(schema, rel, text_field, "arrow")
+
+
+def refuse_arrow_mismatch(fmt: str, head: bytes, rel: str, strict: bool) -> None:
+    """An Arrow IPC file given as another format, or (`strict`) an arrow input that is not one."""
+    if fmt != "arrow":
+        raise BadInputError(
+            f"{rel}: an Arrow IPC file, not {fmt} input; pass --format arrow (make: "
+            "FORMAT=arrow) or prefix the input with arrow:, or leave the file out of the input"
+        )
+    if strict and head.startswith(MAGIC):
+        raise BadInputError(
+            f"{rel}: a Parquet file, not arrow input; pass --format parquet (make: "
+            "FORMAT=parquet) or prefix the input with parquet:, or leave the file out"
+        )
+    if strict and head and not is_arrow(head):
+        raise BadInputError(
+            f"{rel}: not an Arrow IPC file (it starts with neither {FILE_MAGIC.decode()} nor a "
+            "stream's 0xFFFFFFFF); is this the right --format? (`datasets`' save_to_disk "
+            "folders hold JSON beside the data: give DIR/*.arrow)"
         )
 
 

@@ -40,29 +40,46 @@ def read_parquet(
     if pf.metadata.num_rows == 0:
         tally.drop("empty_file")
         return
+    # one row group in memory at a time, read when it is reached
+    groups = (
+        pf.read_row_group(group, columns=columns, use_threads=False)
+        for group in range(pf.num_row_groups)
+    )
+    yield from rows_documents(groups, columns, rel, source, tally)
+
+
+def rows_documents(parts, columns: list[str], rel: str, source: str, tally: Tally):
+    """The documents of a file's rows, given as its parts in order (Parquet's row groups,
+    Arrow's record batches), each made when it is reached and dropped once read:
+    `columns` are the text's and maybe `id` (`columns_read`)."""
     row, first_row = 0, {}  # id -> row: two rows with one id are one document
-    for group in range(pf.num_row_groups):  # one in memory at a time, read when it is reached
-        table = pf.read_row_group(group, columns=columns, use_threads=False)
-        texts = table.column(text_field).to_pylist()
-        ids = table.column("id").to_pylist() if "id" in columns else [None] * len(texts)
-        del table
+    for part in parts:
+        texts = part.column(columns[0]).to_pylist()
+        ids = part.column("id").to_pylist() if "id" in columns else [None] * len(texts)
+        del part
         for text, ident in zip(texts, ids, strict=True):
             row += 1
-            doc = _document(text, ident, row, rel, source, tally, first_row)
+            doc = row_document(text, ident, row, rel, source, tally, first_row)
             if doc is not None:
                 yield doc
+
+
+def first_bytes(f: BinaryIO, n: int) -> bytes:
+    """The file's first `n` bytes or more, or b"" when it holds nothing or white space alone
+    (which every reader counts as an empty file)."""
+    head = f.read(n)
+    while head and not head.strip() and len(head) <= BLANK_BYTES:
+        more = f.read(BLANK_BYTES)
+        if not more:
+            return b""
+        head += more
+    return head
 
 
 def _blank(f: BinaryIO, rel: str) -> bool:
     """Whether the file holds nothing or white space alone; else it is left at its start (a
     Parquet file is read by seeking: a compressed one cannot be)."""
-    head = f.read(len(MAGIC))
-    while head and not head.strip() and len(head) <= BLANK_BYTES:
-        more = f.read(BLANK_BYTES)
-        if not more:
-            return True
-        head += more
-    if not head:
+    if not first_bytes(f, len(MAGIC)):
         return True
     if not f.seekable():
         raise BadInputError(
@@ -82,18 +99,18 @@ def opened(f: BinaryIO, rel: str, text_field: str = "text"):
         pf = pq.ParquetFile(f)
     except (pa.ArrowInvalid, OSError) as e:
         raise BadInputError(f"{rel}: not a Parquet file pyarrow can read ({e})") from None
-    return pf, _columns(pf.schema_arrow, rel, text_field)
+    return pf, columns_read(pf.schema_arrow, rel, text_field)
 
 
-def _columns(schema, rel: str, text_field: str = "text") -> list[str]:
-    """The columns read: the text (`text_field`), which must hold strings, and `id` where it
-    holds strings or integers (another `id` is not an id: rows are then named by their
-    number)."""
+def columns_read(schema, rel: str, text_field: str = "text", fmt: str = "parquet") -> list[str]:
+    """The columns read (of a Parquet or an Arrow file's schema): the text (`text_field`),
+    which must hold strings, and `id` where it holds strings or integers (another `id` is not
+    an id: rows are then named by their number)."""
     import pyarrow as pa
 
     if text_field not in schema.names:
         raise BadInputError(
-            f"{rel}: no `{text_field}` column among {schema.names}; the parquet format reads a "
+            f"{rel}: no `{text_field}` column among {schema.names}; the {fmt} format reads a "
             f"document's text from the string column --text-field names ({text_field})"
         )
     kind = schema.field(text_field).type
@@ -122,18 +139,20 @@ def _view(kind) -> bool:
     return pa.types.is_string_view(kind)
 
 
-def _document(
+def row_document(
     text, ident, row: int, rel: str, source: str, tally: Tally, first_row: dict
 ) -> Document | None:
+    """One row's document (of a Parquet or an Arrow file), or None for a row that is bad or
+    empty, counted under the source's name (`parquet_bad_record`, `arrow_empty_text`, ...)."""
     where = f"{rel}: row {row}"
     if text is None:
-        tally.bad("parquet_bad_record", where, "its text is null")
+        tally.bad(f"{source}_bad_record", where, "its text is null")
         return None
     ident = None if ident is None or str(ident) == "" else str(ident)
     if ident is not None:
         if ident in first_row:
             tally.bad(
-                "parquet_duplicate_id",
+                f"{source}_duplicate_id",
                 where,
                 f"id {ident!r} was already used on row {first_row[ident]}; ids name one "
                 "document each",
@@ -141,11 +160,11 @@ def _document(
             return None
         first_row[ident] = row
     if len(text) > MAX_RECORD_BYTES:  # as a JSON Lines record over the limit
-        tally.drop("parquet_record_too_long")
+        tally.drop(f"{source}_record_too_long")
         return None
     paragraphs = text_paragraphs(text)
     if not paragraphs:
-        tally.drop("parquet_empty_text")
+        tally.drop(f"{source}_empty_text")
         return None
     doc_id = f"{source}:{ident}" if ident is not None else f"{source}:{rel}#{row}"
     return Document(doc_id, source, paragraphs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pipeline.sources.arrow import read_arrow
 from pipeline.sources.books import read_book
 from pipeline.sources.compressed import decompressed
 from pipeline.sources.documents import Document, Tally
@@ -22,11 +23,12 @@ READERS = {
     "wikipedia": read_wikipedia,
     "jsonl": read_jsonl,
     "parquet": read_parquet,
+    "arrow": read_arrow,
 }
 
 
 # formats whose records hold the text in a named field (`--text-field`)
-FIELD_FORMATS = ("jsonl", "parquet")
+FIELD_FORMATS = ("jsonl", "parquet", "arrow")
 
 
 def read_input(
@@ -35,8 +37,8 @@ def read_input(
     """What one read step yields for `(format, path, rel, span)`: documents, or for Wikipedia
     the pages (rendered later, after they are spread over workers: rendering is the costly
     part). `open_raw(path)` opens a file without decompression; compressed files are
-    decompressed here, checked (`pipeline.sources.compressed`). JSON Lines and Parquet records
-    hold their text in `text_field`."""
+    decompressed here, checked (`pipeline.sources.compressed`). JSON Lines, Parquet and Arrow
+    records hold their text in `text_field`."""
     fmt, path, rel, span = item
     with open_raw(path) as raw:
         if span is not None:

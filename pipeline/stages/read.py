@@ -56,7 +56,7 @@ class ReadFile(Step):
         self.tmp = tmp
         self.chunk_bytes = chunk_bytes
         self.skip_bad_input = skip_bad_input
-        self.text_field = text_field  # of JSON Lines and Parquet records
+        self.text_field = text_field  # of JSON Lines, Parquet and Arrow records
 
     def process(self, group):
         done = FileSystems.join(self.tmp, "items", item_key(group[0]) + ".json")
@@ -323,7 +323,7 @@ class ReadChunks(Stage):
     chunk_bytes: int
     skip_bad_input: bool = False
     record: str | None = None  # a build's resume record, which names a file changed since
-    text_field: str = "text"  # of JSON Lines and Parquet records
+    text_field: str = "text"  # of JSON Lines, Parquet and Arrow records
 
     def __post_init__(self) -> None:
         super().__post_init__()

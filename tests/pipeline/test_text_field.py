@@ -120,8 +120,8 @@ def test_a_record_without_the_field_names_the_fields_it_has():
     [
         (
             ["--input", f"books:{BOOKS}", "--text-field", "content"],
-            "--text-field: text_field 'content' is read from jsonl and parquet inputs, and no "
-            "input is one: leave it out, or give the input its format (jsonl:PATH)",
+            "--text-field: text_field 'content' is read from jsonl, parquet and arrow inputs, "
+            "and no input is one: leave it out, or give the input its format (jsonl:PATH)",
         ),
         (
             ["--input", f"jsonl:{BOOKS}", "--text-field", "id"],
