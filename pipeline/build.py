@@ -42,9 +42,7 @@ class ReadConfig:
     out: str  # the command's directory (local path or any Beam filesystem)
     skip_bad_input: bool = False  # skip and count unreadable files instead of failing
     chunk_bytes: int = 8 << 20  # text per intermediate chunk file; never changes the output
-    text_field: str = (
-        "text"  # the field (column) of JSON Lines, Parquet and Arrow records: the text
-    )
+    text_field: str = "text"  # the text's field: of JSON Lines, Parquet and Arrow records
 
     def __post_init__(self):
         if not self.inputs:

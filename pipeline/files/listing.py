@@ -44,7 +44,8 @@ class InputSpec:
 
 
 def field_inputs(specs) -> bool:
-    """Whether an input's records hold their text in a named field (JSON Lines, Parquet)."""
+    """Whether an input's records hold their text in a named field (JSON Lines, Parquet,
+    Arrow)."""
     return any(s.format in FIELD_FORMATS for s in specs)
 
 
