@@ -1,7 +1,8 @@
 """Arrow IPC input (`arrow:`): a row is what a Parquet row is (the same documents, ids and
 counts, under the source's own name), from the stream format (`datasets`' files, whole or
-compressed) and the file format, a record batch at a time; a wrong format either way, a file
-cut short and a `save_to_disk` folder's JSON are refused in one line naming the file."""
+compressed) and the file format, a record batch at a time, locally and from gs://; a wrong
+format either way, a file cut short and a `save_to_disk` folder's JSON are refused in one line
+naming the file."""
 
 from __future__ import annotations
 
@@ -132,3 +133,19 @@ def test_a_save_to_disk_folder_builds_through_its_glob(tmp_path):
         main([*argv, "--input", f"arrow:{folder}", "--out", str(tmp_path / "o2")])
     assert "dataset_info.json: not an Arrow IPC file" in str(e.value.code)
     assert "give DIR/*.arrow" in str(e.value.code)
+
+
+def test_arrow_files_on_gcs_read_as_the_local_bytes(gcs_emulator, gcs_bucket):
+    """Through Beam's GCS filesystem: the stream format in order, the file format by seeking."""
+    from pipeline.files import fsio
+    from pipeline.stages.read import TrackedFile
+
+    for name, data in (
+        ("s.arrow", stream_bytes(table(RECORDS))),
+        ("f.arrow", file_bytes(table(RECORDS))),
+    ):
+        url = f"gs://{gcs_bucket}/corpus/{name}"
+        fsio.write_bytes(url, data)
+        with TrackedFile(fsio.open_read(url)) as f:
+            remote = [(d.id, d.paragraphs) for d in READERS["arrow"](f, name, Tally(), "arrow")]
+        assert remote == read(data, name)[0] and len(remote) == len(RECORDS) - 1
