@@ -66,6 +66,13 @@ def glue_parser(sub) -> None:
         default=",".join(TASK_FOLDERS),
         help="the tasks to run, comma-separated (default: all nine)",
     )
+    p.add_argument(
+        "--restarts",
+        type=int,
+        default=1,
+        help="fine-tunings of each task, seeds SEED, SEED+1, ..., the best on dev kept (the "
+        "BERT paper's random restarts for small sets); above 1, each in RUN/TASK/seed-S",
+    )
     _training_flags(p)
 
 

@@ -46,34 +46,54 @@ SUMMARY = "glue.json"
 
 
 def glue(args: argparse.Namespace) -> dict:
-    """Fine-tune every task asked for (their folders found first, before any runs), then write
-    and print the table; returns it."""
+    """Fine-tune every task asked for (their folders found first, before any runs), each
+    `--restarts` times from consecutive seeds keeping the best on dev, then write and print the
+    table; returns it."""
     from model.finetune.loop import finetune, finetune_config
 
     tasks = _tasks(args.tasks)
+    if args.restarts < 1:
+        raise ValueError(f"--restarts must be at least 1 (got {args.restarts})")
     folders = {task: _folder(args.data, task) for task in tasks}
     run = args.run or default_run(args.ckpt, "glue")
-    scores = {}
+    scores, tried = {}, {}
     for task in tasks:
-        given = {**vars(args), "task": task, "data": folders[task], "run": os.path.join(run, task)}
-        given.update(doc_stride=None, max_query_length=None, max_answer_length=None)
-        scores[task] = finetune(finetune_config(argparse.Namespace(**given)))
+        by_seed = {}
+        for seed in range(args.seed, args.seed + args.restarts):
+            folder = os.path.join(run, task)
+            folder = folder if args.restarts == 1 else os.path.join(folder, f"seed-{seed}")
+            given = {**vars(args), "task": task, "data": folders[task], "run": folder}
+            given.update(seed=seed, doc_stride=None, max_query_length=None, max_answer_length=None)
+            by_seed[seed] = finetune(finetune_config(argparse.Namespace(**given)))
+        best = max(by_seed, key=lambda s: task_score(task, by_seed[s]))  # the first of equals
+        scores[task] = by_seed[best]
+        tried[task] = {
+            "best_seed": best,
+            "scores": {s: task_score(task, m) for s, m in by_seed.items()},
+        }
     table = summary(scores)
+    if args.restarts > 1:
+        table["restarts"] = tried
     text = json.dumps({"ckpt": args.ckpt, **table}, indent=2) + "\n"
     atomic_write_text(os.path.join(run, SUMMARY), text)
     for task, score in table["scores"].items():
-        print(f"glue {task:<5} {score:6.2f}")
+        each = ", ".join(f"{s:.2f}" for s in tried[task]["scores"].values())
+        how = f" (best of {args.restarts}, seed {tried[task]['best_seed']}: {each})"
+        print(f"glue {task:<5} {score:6.2f}" + (how if args.restarts > 1 else ""))
     print(f"glue average {table['average']:.2f} over {', '.join(table['averaged'])}")
     return table
+
+
+def task_score(task: str, metrics: dict) -> float:
+    """A task's score: the mean of its reported metrics present, in percent."""
+    names = [m for m in REPORTED.get(task, ("accuracy",)) if m in metrics]
+    return 100.0 * sum(metrics[m] for m in names) / len(names)
 
 
 def summary(results: dict[str, dict]) -> dict:
     """Each task's score (the mean of its reported metrics present, in percent) and their
     average without WNLI."""
-    scores = {}
-    for task, metrics in results.items():
-        names = [m for m in REPORTED.get(task, ("accuracy",)) if m in metrics]
-        scores[task] = 100.0 * sum(metrics[m] for m in names) / len(names)
+    scores = {task: task_score(task, metrics) for task, metrics in results.items()}
     averaged = [t for t in scores if t not in LEFT_OUT]
     average = sum(scores[t] for t in averaged) / len(averaged) if averaged else float("nan")
     return {"scores": scores, "average": average, "averaged": averaged, "dev": results}

@@ -64,4 +64,29 @@ def test_a_missing_task_folder_or_unknown_task_is_refused_before_any_run(
     )
     assert main([*base, "--tasks", "sst2,squad"]) == 2
     assert "squad is no GLUE task; give some of cola,sst2" in one_line_error(capsys)
+    assert main([*base, "--tasks", "sst2", "--restarts", "0"]) == 2
+    assert one_line_error(capsys) == "bert-model glue: error: --restarts must be at least 1 (got 0)"
     assert not run.exists() and not (data / "SST-2" / "finetune-glue").exists()
+
+
+def test_random_restarts_keep_each_tasks_best_seed_on_dev(pretrained_run, tmp_path, capsys):
+    """The BERT paper's restarts: each seed's run in its folder, the best on dev in the table."""
+    data = tmp_path / "glue_data"
+    write_sst2(str(data / "SST-2"), np.random.default_rng(0))
+    run = tmp_path / "glue"
+    ckpt = os.path.join(pretrained_run, "last.pt")
+    args = ["glue", "--data", str(data), "--ckpt", ckpt, "--tasks", "sst2", "--run", str(run)]
+    assert main([*args, "--epochs", "1", "--restarts", "2", "--seed", "5"]) == 0
+    with open(run / "glue.json") as f:
+        table = json.load(f)
+    each = {seed: results(str(run / "sst2" / f"seed-{seed}")) for seed in (5, 6)}
+    tried = table["restarts"]["sst2"]
+    assert tried["scores"] == {str(s): pytest.approx(100 * m["accuracy"]) for s, m in each.items()}
+    best = max(each, key=lambda s: each[s]["accuracy"])
+    assert tried["best_seed"] == best and table["dev"]["sst2"] == each[best]
+    assert table["scores"]["sst2"] == pytest.approx(max(tried["scores"].values()))
+    assert not (run / "sst2" / "results.json").exists()  # only in the seeds' folders
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("glue sst2")]
+    scores = ", ".join(f"{100 * m['accuracy']:.2f}" for m in each.values())
+    line = f"glue sst2  {table['scores']['sst2']:6.2f} (best of 2, seed {best}: {scores})"
+    assert said == [line]
