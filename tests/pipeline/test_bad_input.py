@@ -81,6 +81,13 @@ def test_decompression_output_is_bounded_per_read() -> None:
     assert len(reader.read(1 << 20)) == 1 << 20
 
 
+def test_zstd_skippable_frames_are_read_past() -> None:
+    """pzstd (parallel zstd) puts a skippable frame before each frame it writes."""
+    skip = (0x184D2A50).to_bytes(4, "little") + (4).to_bytes(4, "little") + b"meta"
+    frame = COMPRESS["zstd"](b"one frame\n")
+    assert decompress_all(skip + frame + skip + frame, "zstd") == b"one frame\n" * 2
+
+
 def test_zstd_output_is_bounded_too() -> None:
     """zstd inflates a few bytes into a block of 128 KiB, and its decompressor takes no bound:
     1 GiB of zeros is about 32 KB, and reading its first MiB holds a few MiB, not the GiB."""
