@@ -12,8 +12,9 @@ of more than 32 Mi characters is dropped and counted (`parquet_record_too_long`)
 Lines record over that size is. A file with no string `text` column, or that is not Parquet,
 is a bad file.
 
-The file is read a row group at a time (pyarrow seeks to each, the footer first), so memory
-follows the row group, not the file.
+The file is read a batch of rows at a time (about `BATCH_BYTES` of data; pyarrow reads the
+footer first, then streams the pages the batch needs), so memory follows the batch, not the
+row group or the file.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from pipeline.sources.documents import BadInputError, Document, Tally
 from pipeline.sources.jsonl import MAX_RECORD_BYTES, text_paragraphs
 
 MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
+BATCH_BYTES = 4 << 20  # rows read at a time: about this much data (`batch_rows`)
+MAX_BATCH_ROWS = 16384
 BLANK_BYTES = 1 << 16  # white space beyond this is no blank file: read on as Parquet, refused
 
 
@@ -40,17 +43,24 @@ def read_parquet(
     if pf.metadata.num_rows == 0:
         tally.drop("empty_file")
         return
-    # one row group in memory at a time, read when it is reached
-    groups = (
-        pf.read_row_group(group, columns=columns, use_threads=False)
-        for group in range(pf.num_row_groups)
-    )
-    yield from rows_documents(groups, columns, rel, source, tally)
+    # a batch of rows in memory at a time, read when it is reached
+    parts = pf.iter_batches(batch_rows(pf.metadata), columns=columns, use_threads=False)
+    yield from rows_documents(parts, columns, rel, source, tally)
+
+
+def batch_rows(metadata) -> int:
+    """Rows read at a time: about `BATCH_BYTES` of the file's data (its row groups' sizes
+    uncompressed, every column counted), 1 to `MAX_BATCH_ROWS`. A whole row group, which
+    writers make hundreds of MB, would hold all its text at once, and again as Python strings
+    (docs/benchmarks.md, "Parquet read a batch at a time")."""
+    size = sum(metadata.row_group(g).total_byte_size for g in range(metadata.num_row_groups))
+    per_row = max(1, size // max(1, metadata.num_rows))
+    return max(1, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
 
 
 def rows_documents(parts, columns: list[str], rel: str, source: str, tally: Tally):
-    """The documents of a file's rows, given as its parts in order (Parquet's row groups,
-    Arrow's record batches), each made when it is reached and dropped once read:
+    """The documents of a file's rows, given as its parts in order (record batches of Parquet
+    rows or of an Arrow file), each made when it is reached and dropped once read:
     `columns` are the text's and maybe `id` (`columns_read`)."""
     row, first_row = 0, {}  # id -> row: two rows with one id are one document
     for part in parts:
@@ -96,7 +106,9 @@ def opened(f: BinaryIO, rel: str, text_field: str = "text"):
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(f)
+        # pages streamed a MiB at a time as the batches need them, not every row group's
+        # columns buffered at the start (pyarrow's default)
+        pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=1 << 20)
     except (pa.ArrowInvalid, OSError) as e:
         raise BadInputError(f"{rel}: not a Parquet file pyarrow can read ({e})") from None
     return pf, columns_read(pf.schema_arrow, rel, text_field)

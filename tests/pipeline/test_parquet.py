@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import tracemalloc
 
 import numpy as np
 import pyarrow as pa
@@ -13,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.shell.cli import main
+from pipeline.sources import parquet
 from pipeline.sources.documents import BadInputError, Tally
 from pipeline.sources.readers import READERS
 from pipeline.stages.read import TrackedFile
@@ -60,9 +62,11 @@ def test_rows_are_the_documents_their_records_are_in_json_lines(tmp_path):
     )
 
 
-def test_row_groups_are_read_one_at_a_time_and_followed_by_the_bytes_read(tmp_path):
+def test_rows_are_read_a_batch_at_a_time_and_followed_by_the_bytes_read(tmp_path, monkeypatch):
     """The footer is read first: a reader that follows the position would call the file read
-    at its first document. Its text is random letters, which compression cannot shrink much."""
+    at its first document. Its text is random letters, which compression cannot shrink much.
+    Batches of about 64 KB here (16 MiB in a build): a few rows of this 0.5 MB file each."""
+    monkeypatch.setattr(parquet, "BATCH_BYTES", 64 << 10)
     rng = np.random.default_rng(0)
     words = ["".join(rng.choice(list("abcdefghij"), size=8)) for _ in range(60_000)]
     records = [
@@ -208,3 +212,20 @@ def test_a_build_from_parquet_on_gcs_into_gcs_is_the_local_build(
         sets.append(shard_set(out))
     assert sets[0] == sets[1]
     assert sets[0]["manifest"]["counts"]["by_source"]["parquet"]["documents_read"] == len(RECORDS)
+
+
+def test_one_large_row_group_is_read_a_batch_at_a_time(tmp_path, monkeypatch):
+    """The Hub's files hold row groups of hundreds of MB: the rows come a batch at a time
+    (about BATCH_BYTES), never a whole group's text at once as Python strings."""
+    monkeypatch.setattr(parquet, "BATCH_BYTES", 1 << 20)
+    records = [{"id": f"d{i}", "text": f"Row {i} says a few words. " * 100} for i in range(20_000)]
+    path = write_parquet(tmp_path / "big.parquet", records, row_group_size=len(records))
+    assert pq.ParquetFile(path).num_row_groups == 1  # about 50 MB of text
+    tracemalloc.start()
+    try:
+        with open(path, "rb") as f:
+            read = sum(1 for _ in READERS["parquet"](f, "big.parquet", Tally(), "parquet"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert read == len(records) and peak < 16 << 20, peak
