@@ -12,9 +12,10 @@ of more than 32 Mi characters is dropped and counted (`parquet_record_too_long`)
 Lines record over that size is. A file with no string `text` column, or that is not Parquet,
 is a bad file.
 
-The file is read a batch of rows at a time (about `BATCH_BYTES` of data; pyarrow reads the
-footer first, then streams the pages the batch needs), so memory follows the batch, not the
-row group or the file.
+The file is read a row group at a time (pyarrow reads the footer first, then fetches the
+group's column chunks) and its rows decoded a batch at a time (about `BATCH_BYTES` of data),
+so memory follows the row group's compressed bytes and the batch, not the row group's text or
+the file.
 """
 
 from __future__ import annotations
@@ -43,8 +44,14 @@ def read_parquet(
     if pf.metadata.num_rows == 0:
         tally.drop("empty_file")
         return
-    # a batch of rows in memory at a time, read when it is reached
-    parts = pf.iter_batches(batch_rows(pf.metadata), columns=columns, use_threads=False)
+    # a row group's column chunks fetched when it is reached (pyarrow coalesces their ranges:
+    # few requests on gs://), its rows decoded a batch at a time
+    rows = batch_rows(pf.metadata)
+    parts = (
+        batch
+        for group in range(pf.num_row_groups)
+        for batch in pf.iter_batches(rows, [group], columns, use_threads=False)
+    )
     yield from rows_documents(parts, columns, rel, source, tally)
 
 
@@ -106,9 +113,7 @@ def opened(f: BinaryIO, rel: str, text_field: str = "text"):
     import pyarrow.parquet as pq
 
     try:
-        # pages streamed a MiB at a time as the batches need them, not every row group's
-        # columns buffered at the start (pyarrow's default)
-        pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=1 << 20)
+        pf = pq.ParquetFile(f)
     except (pa.ArrowInvalid, OSError) as e:
         raise BadInputError(f"{rel}: not a Parquet file pyarrow can read ({e})") from None
     return pf, columns_read(pf.schema_arrow, rel, text_field)

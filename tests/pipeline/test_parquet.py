@@ -65,7 +65,7 @@ def test_rows_are_the_documents_their_records_are_in_json_lines(tmp_path):
 def test_rows_are_read_a_batch_at_a_time_and_followed_by_the_bytes_read(tmp_path, monkeypatch):
     """The footer is read first: a reader that follows the position would call the file read
     at its first document. Its text is random letters, which compression cannot shrink much.
-    Batches of about 64 KB here (16 MiB in a build): a few rows of this 0.5 MB file each."""
+    Batches of about 64 KB here (4 MiB in a build): a few rows of this 0.5 MB file each."""
     monkeypatch.setattr(parquet, "BATCH_BYTES", 64 << 10)
     rng = np.random.default_rng(0)
     words = ["".join(rng.choice(list("abcdefghij"), size=8)) for _ in range(60_000)]
