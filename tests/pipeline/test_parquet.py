@@ -229,3 +229,28 @@ def test_one_large_row_group_is_read_a_batch_at_a_time(tmp_path, monkeypatch):
     finally:
         tracemalloc.stop()
     assert read == len(records) and peak < 16 << 20, peak
+
+
+def test_on_gcs_a_file_is_read_in_few_requests_and_little_more_than_once(
+    gcs_emulator, gcs_bucket, tmp_path
+):
+    """Row groups fetched whole, their column chunks' ranges coalesced: reading the text's and
+    the ids' pages in turn would seek back and forth between chunks, each seek a new request."""
+    from pipeline.files import fsio
+    from pipeline.stages.read import TrackedFile
+
+    rng = np.random.default_rng(0)
+    words = np.array(["".join(rng.choice(list("abcdefghij"), size=8)) for _ in range(20_000)])
+    texts = [" ".join(rng.choice(words, size=150)) for _ in range(20_000)]
+    records = [{"id": f"d{i}", "text": t} for i, t in enumerate(texts)]
+    path = write_parquet(tmp_path / "g.parquet", records, row_group_size=10_000)
+    size = os.path.getsize(path)
+    assert size > 16 << 20  # more than two of the build's 8 MiB ranged reads
+    url = f"gs://{gcs_bucket}/corpus/g.parquet"
+    with open(path, "rb") as src:
+        fsio.write_bytes(url, src.read())
+    gcs_emulator.reset_stats()
+    with TrackedFile(fsio.open_read(url)) as f:
+        assert sum(1 for _ in READERS["parquet"](f, "g.parquet", Tally(), "parquet")) == 20_000
+    stats = gcs_emulator.stats()
+    assert stats["requests"] <= 8 and stats["bytes_down"] <= 1.5 * size, (stats, size)
