@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from pipeline.sources.documents import BadInputError, Document, Tally
-from pipeline.sources.parquet import columns_read, first_bytes, rows_documents
+from pipeline.sources.parquet import columns_read, first_bytes, rows_documents, slice_rows
 from pipeline.sources.streams import PrefixedReader
 
 FILE_MAGIC = b"ARROW1"  # the file format's first (and last) six bytes
@@ -74,15 +74,21 @@ def opened(f: BinaryIO, rel: str):
 
 
 def batches(reader, rel: str):
-    """The record batches, in order; a file cut short or damaged raises `BadInputError`."""
+    """The record batches, in order, each cut into slices of about `parquet.BATCH_BYTES`
+    (views, no copy), so that a writer's one batch of a whole table (polars writes such files)
+    is not made into Python strings at once; a file cut short or damaged raises
+    `BadInputError`."""
     import pyarrow as pa
 
     try:
         if isinstance(reader, pa.ipc.RecordBatchFileReader):
-            for k in range(reader.num_record_batches):
-                yield reader.get_batch(k)
+            whole = (reader.get_batch(k) for k in range(reader.num_record_batches))
         else:
-            yield from reader
+            whole = iter(reader)
+        for batch in whole:
+            rows = slice_rows(batch.nbytes, batch.num_rows)
+            for start in range(0, batch.num_rows, rows):
+                yield batch.slice(start, rows)
     except (pa.ArrowInvalid, OSError) as e:
         raise BadInputError(f"{rel}: a damaged or truncated Arrow IPC file ({e})") from None
 

@@ -61,7 +61,12 @@ def batch_rows(metadata) -> int:
     writers make hundreds of MB, would hold all its text at once, and again as Python strings
     (docs/benchmarks.md, "Parquet read a batch at a time")."""
     size = sum(metadata.row_group(g).total_byte_size for g in range(metadata.num_row_groups))
-    per_row = max(1, size // max(1, metadata.num_rows))
+    return slice_rows(size, metadata.num_rows)
+
+
+def slice_rows(size: int, rows: int) -> int:
+    """Rows of about `BATCH_BYTES` when `rows` rows take `size` bytes; 1 to `MAX_BATCH_ROWS`."""
+    per_row = max(1, size // max(1, rows))
     return max(1, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
 
 

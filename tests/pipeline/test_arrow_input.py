@@ -149,3 +149,24 @@ def test_arrow_files_on_gcs_read_as_the_local_bytes(gcs_emulator, gcs_bucket):
         with TrackedFile(fsio.open_read(url)) as f:
             remote = [(d.id, d.paragraphs) for d in READERS["arrow"](f, name, Tally(), "arrow")]
         assert remote == read(data, name)[0] and len(remote) == len(RECORDS) - 1
+
+
+def test_one_batch_of_a_whole_table_is_read_in_slices(monkeypatch):
+    """polars writes a table as one record batch. The batch is one message, read whole; its
+    rows become Python strings a slice of about BATCH_BYTES at a time, not all at once (which
+    held the batch and all its strings: 2.2 times the file here)."""
+    import tracemalloc
+
+    from pipeline.sources import parquet
+
+    monkeypatch.setattr(parquet, "BATCH_BYTES", 1 << 20)
+    records = [{"id": f"d{i}", "text": f"Row {i} says a few words. " * 100} for i in range(20_000)]
+    data = stream_bytes(table(records), rows_per_batch=len(records))  # about 50 MB of text
+    tracemalloc.start()
+    try:
+        docs = READERS["arrow"](io.BytesIO(data), "one.arrow", Tally(), "arrow")
+        count = sum(1 for _ in docs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert count == len(records) and peak < 1.5 * len(data), (peak, len(data))
