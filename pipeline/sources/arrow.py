@@ -58,14 +58,11 @@ def opened(f: BinaryIO, rel: str):
         )
     try:
         if head.startswith(FILE_MAGIC):
-            if not _seekable(f):
-                raise BadInputError(
-                    f"{rel}: an Arrow file of the file format, compressed; decompress it (the "
-                    "file format is read by seeking)"
-                )
+            if not f.seekable():
+                raise BadInputError(compressed_file_format(rel))
             f.seek(0)
             return pa.ipc.open_file(f)
-        if _seekable(f):
+        if f.seekable():
             f.seek(0)
             return pa.ipc.open_stream(f)
         return pa.ipc.open_stream(io.BufferedReader(_Raw(PrefixedReader(head, f))))
@@ -93,9 +90,13 @@ def batches(reader, rel: str):
         raise BadInputError(f"{rel}: a damaged or truncated Arrow IPC file ({e})") from None
 
 
-def _seekable(f) -> bool:
-    seekable = getattr(f, "seekable", None)
-    return bool(seekable and seekable())
+def compressed_file_format(rel: str) -> str:
+    """The line for an Arrow file of the file format compressed as a whole: it is read by
+    seeking (the stream format may be compressed)."""
+    return (
+        f"{rel}: an Arrow file of the file format, compressed; decompress it (the file format "
+        "is read by seeking)"
+    )
 
 
 class _Raw(io.RawIOBase):

@@ -124,6 +124,10 @@ class DecompressingReader:
         self._fed = False  # the current stream has been given input
         self._done = False
 
+    def seekable(self) -> bool:
+        """A stream: a reader that must seek (Parquet, Arrow's file format) says so."""
+        return False
+
     def read(self, n: int = CHUNK_BYTES) -> bytes:
         n = CHUNK_BYTES if n is None or n < 0 else n
         while not self._done:

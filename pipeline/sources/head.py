@@ -14,11 +14,11 @@ import json
 import re
 from typing import BinaryIO
 
-from pipeline.sources.arrow import FILE_MAGIC, is_arrow
-from pipeline.sources.compressed import decompressed
+from pipeline.sources.arrow import FILE_MAGIC, compressed_file_format, is_arrow
+from pipeline.sources.compressed import compression_of, decompressed
 from pipeline.sources.documents import BadInputError, Tally
 from pipeline.sources.jsonl import read_jsonl
-from pipeline.sources.parquet import MAGIC, opened
+from pipeline.sources.parquet import MAGIC, compressed_whole, opened
 from pipeline.sources.streams import text_stream
 from pipeline.sources.wikipedia.pages import refuse_non_export
 from pipeline.sources.wikipedia.split import PAGE_OPEN, as_utf8
@@ -40,6 +40,11 @@ def check_head(
     try:
         with open_raw(path) as raw:
             head = read_head(decompressed(raw, path))
+            if strict and compression_of(path):  # what is read by seeking, compressed whole
+                if fmt == "parquet" and head.startswith(MAGIC):
+                    raise BadInputError(compressed_whole(rel))
+                if fmt == "arrow" and head.startswith(FILE_MAGIC):
+                    raise BadInputError(compressed_file_format(rel))
             if strict and fmt == "parquet" and head.startswith(MAGIC):
                 opened(raw, rel, text_field)  # its columns, from the footer at its end
             if strict and fmt == "arrow" and is_arrow(head):

@@ -104,11 +104,14 @@ def _blank(f: BinaryIO, rel: str) -> bool:
     if not first_bytes(f, len(MAGIC)):
         return True
     if not f.seekable():
-        raise BadInputError(
-            f"{rel}: a compressed Parquet file; decompress it (Parquet compresses its own pages)"
-        )
+        raise BadInputError(compressed_whole(rel))
     f.seek(0)
     return False
+
+
+def compressed_whole(rel: str) -> str:
+    """The line for a Parquet file compressed as a whole, which is read by seeking."""
+    return f"{rel}: a compressed Parquet file; decompress it (Parquet compresses its own pages)"
 
 
 def opened(f: BinaryIO, rel: str, text_field: str = "text"):

@@ -77,6 +77,15 @@ def test_a_compressed_stream_reads_and_a_compressed_file_format_is_refused():
         read(gzip.compress(file_bytes(table(RECORDS))), "a.arrow.gz")
 
 
+def test_a_compressed_file_format_is_refused_before_the_build(tmp_path):
+    path = tmp_path / "a.arrow.gz"
+    path.write_bytes(gzip.compress(file_bytes(table(RECORDS))))
+    with pytest.raises(BadInputError, match=r"^a\.arrow\.gz: an Arrow file of the file format, "):
+        check_head("arrow", str(path), "a.arrow.gz", lambda p: open(p, "rb"))
+    path.write_bytes(gzip.compress(stream_bytes(table(RECORDS))))
+    check_head("arrow", str(path), "a.arrow.gz", lambda p: open(p, "rb"))  # the stream: read
+
+
 def test_bad_rows_are_named_or_skipped_and_counted_under_the_arrow_names():
     records = [{"id": "a", "text": "One."}, {"id": "b", "text": None}, {"id": "a", "text": "2."}]
     with pytest.raises(BadInputError, match=r"^a\.arrow: row 2: its text is null"):

@@ -4,6 +4,7 @@ a text column and bad rows are refused in one line naming the file and row."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tracemalloc
@@ -254,3 +255,26 @@ def test_on_gcs_a_file_is_read_in_few_requests_and_little_more_than_once(
         assert sum(1 for _ in READERS["parquet"](f, "g.parquet", Tally(), "parquet")) == 20_000
     stats = gcs_emulator.stats()
     assert stats["requests"] <= 8 and stats["bytes_down"] <= 1.5 * size, (stats, size)
+
+
+def test_a_file_compressed_whole_is_refused_or_skipped_and_counted(tmp_path, capsys):
+    """Parquet is read by seeking, so `.parquet.gz` cannot be: refused before the build, or
+    with --skip-bad-input skipped and counted beside the files that can be read."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    good = write_parquet(corpus / "a.parquet", RECORDS)
+    with open(good, "rb") as f:
+        (corpus / "b.parquet.gz").write_bytes(gzip.compress(f.read()))
+    os.remove(good)
+    argv = ["build", "--input", f"parquet:{corpus}", "--workers", "1"]
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--out", str(tmp_path / "o1")])
+    assert e.value.code == (
+        "error: b.parquet.gz: a compressed Parquet file; decompress it (Parquet compresses its "
+        "own pages)"
+    )
+    write_parquet(corpus / "a.parquet", RECORDS)
+    out = tmp_path / "o2"
+    assert main([*argv, "--out", str(out), "--skip-bad-input"]) == 0
+    counts = ShardSet.open(str(out)).manifest.counts["by_source"]["parquet"]
+    assert counts["files_dropped.unreadable"] == 1 and counts["files_read"] == 2
