@@ -17,6 +17,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -186,12 +187,8 @@ def parse(argv: list[str] | None):
     others ending with the same status in silence."""
     if os.environ.get("LOCAL_RANK", "0") == "0":
         return build_parser().parse_args(argv)
-    with open(os.devnull, "w") as quiet:
-        stderr, sys.stderr = sys.stderr, quiet
-        try:
-            return build_parser().parse_args(argv)
-        finally:
-            sys.stderr = stderr
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stderr(quiet):
+        return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
