@@ -88,7 +88,16 @@ REPEAT_CAUSES = {
         "with the same name within their inputs",
         "remove the repeat, or rename one file",
     ),
+    "arrow": (
+        "Arrow rows with the same id in two files, or, for rows without an id, two files "
+        "with the same name within their inputs",
+        "remove the repeat, or rename one file",
+    ),
     "wikipedia": ("one Wikipedia page in two dumps", "give each dump once"),
+    "wikiextractor": (
+        "one article in two files of WikiExtractor's output, or the output given twice",
+        "give each article once",
+    ),
     "": ("two documents with one id", "remove the repeat"),
 }
 # only where the copies could be equal: --dedup drops equal documents before ids meet

@@ -1,11 +1,11 @@
 """The first bytes of an input's first file, read as its format's reader reads them, before any
 work starts: a wrong `--format` (a text file given as Wikipedia, a gzip file named `.txt`, a
 JSON Lines file whose first record is not JSON) is refused in the reader's own words before OUT
-is made or locked, and before Beam starts; and a MediaWiki export or JSON Lines file given as
-`text` or `books` (the default format takes an input without a prefix as text), whose markup
-would otherwise be read as prose. Only the head is read (`HEAD_BYTES`, decompressed); a bad
-record further on is still found by the reader, where `--skip-bad-input` skips and counts it
-(with that flag only another format is refused here)."""
+is made or locked, and before Beam starts; and a MediaWiki export, WikiExtractor's output or a
+JSON Lines file given as `text` or `books` (the default format takes an input without a prefix
+as text), whose markup would otherwise be read as prose. Only the head is read (`HEAD_BYTES`,
+decompressed); a bad record further on is still found by the reader, where `--skip-bad-input`
+skips and counts it (with that flag only another format is refused here)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ HEAD_BYTES = 1 << 16
 
 # an export's start: optional whitespace and XML declaration, then its root element
 _EXPORT_START = re.compile(rb"\s*(?:<\?xml[^>]*\?>\s*)?<mediawiki[\s>]")
+# WikiExtractor's output: its first article's opening line
+_EXTRACTED_START = re.compile(rb'\s*<doc[^>\n]*\sid="')
 
 
 def check_head(
@@ -63,6 +65,8 @@ def check_head(
     if fmt == "wikipedia":
         text = read_all(as_utf8(io.BytesIO(head)))
         if strict and text.strip():  # an empty file is dropped and counted, not refused
+            if _EXTRACTED_START.match(text):  # the dump already made text
+                refuse_as("wikiextractor", "WikiExtractor's output", "a MediaWiki export", rel)
             refuse_non_export(text.split(PAGE_OPEN, 1)[0], rel)
         return
     tally = Tally(skip_bad_input=not strict)  # strict: its first bad record raises
@@ -70,7 +74,10 @@ def check_head(
     if stream is None:
         return
     text = read_all(stream)
-    if fmt != "jsonl":
+    if fmt == "wikiextractor":
+        if strict and text.strip() and not _EXTRACTED_START.match(text):
+            refuse_not_extracted(text, whole, rel)
+    elif fmt != "jsonl":
         refuse_other_format(fmt, text, whole, rel, text_field)
     elif strict:
         if not whole:  # only whole lines: the head may end inside a record
@@ -133,21 +140,47 @@ def refuse_arrow_mismatch(fmt: str, head: bytes, rel: str, strict: bool) -> None
 def refuse_other_format(
     fmt: str, text: bytes, whole: bool, rel: str, text_field: str = "text"
 ) -> None:
-    """A MediaWiki export, or JSON Lines records in every whole line, given as `text` or
-    `books` (as the default --format takes any input without a prefix)."""
-    other = None
-    if _EXPORT_START.match(text):
-        other, kind = "wikipedia", "a MediaWiki XML export"
-    else:
-        lines = [line for line in text.split(b"\n")[: None if whole else -1] if line.strip()]
-        if lines and all(_is_record(line, text_field) for line in lines):
-            other, kind = "jsonl", "JSON Lines, a record per line"
-    if other:
+    """A MediaWiki export, WikiExtractor's output, or JSON Lines records in every whole line,
+    given as `text` or `books` (as the default --format takes any input without a prefix)."""
+    found = other_format(text, whole, text_field)
+    if found:
+        other, kind = found
         raise BadInputError(
             f"{rel}: {kind}, whose markup the {fmt} format would take as prose; pass "
             f"--format {other} (make: FORMAT={other}) or prefix the input with {other}:, "
             "or leave the file out of the input"
         )
+
+
+def other_format(text: bytes, whole: bool, text_field: str = "text") -> tuple[str, str] | None:
+    """(format, what it is) of a head that another text format's reader should read."""
+    if _EXPORT_START.match(text):
+        return "wikipedia", "a MediaWiki XML export"
+    if _EXTRACTED_START.match(text):
+        return "wikiextractor", "WikiExtractor's output, <doc> blocks"
+    lines = [line for line in text.split(b"\n")[: None if whole else -1] if line.strip()]
+    if lines and all(_is_record(line, text_field) for line in lines):
+        return "jsonl", "JSON Lines, a record per line"
+    return None
+
+
+def refuse_not_extracted(text: bytes, whole: bool, rel: str) -> None:
+    """A wikiextractor input whose first line opens no `<doc id="...">` block, named as what it
+    is where that is known (an export; WikiExtractor's --json output is JSON Lines)."""
+    found = other_format(text, whole)
+    if found:
+        refuse_as(*found, "WikiExtractor's <doc> output", rel)
+    raise BadInputError(
+        f'{rel}: not WikiExtractor\'s output (it does not start with a <doc id="..."> line); '
+        "is this the right --format?"
+    )
+
+
+def refuse_as(other: str, kind: str, expected: str, rel: str) -> None:
+    raise BadInputError(
+        f"{rel}: {kind}, not {expected}; pass --format {other} (make: FORMAT={other}) or "
+        f"prefix the input with {other}:"
+    )
 
 
 def _is_record(line: bytes, text_field: str = "text") -> bool:

@@ -13,6 +13,7 @@ from pipeline.sources.documents import Document, Tally
 from pipeline.sources.jsonl import read_jsonl
 from pipeline.sources.parquet import read_parquet
 from pipeline.sources.text import read_text
+from pipeline.sources.wikiextractor import read_wikiextractor
 from pipeline.sources.wikipedia.pages import WikiPage, iter_pages
 from pipeline.sources.wikipedia.reader import read_wikipedia
 from pipeline.sources.wikipedia.spans import read_span
@@ -24,6 +25,7 @@ READERS = {
     "jsonl": read_jsonl,
     "parquet": read_parquet,
     "arrow": read_arrow,
+    "wikiextractor": read_wikiextractor,
 }
 
 

@@ -1,0 +1,120 @@
+"""WikiExtractor's output: Wikipedia already turned into text by `wikiextractor` (the route
+BERT's own README gives for Wikipedia), its files (`text/AA/wiki_00`, ..., `.bz2` with its
+`--compress`) read as they are.
+
+Each article is a block:
+
+    <doc id="12" url="https://en.wikipedia.org/wiki?curid=12" title="Anarchism">
+    Anarchism
+
+    Anarchism is a political philosophy and movement ...
+    Etymology, terminology, and definition.
+    The etymological origin of anarchism ...
+    </doc>
+
+One block is one document, with id `wikiextractor:<id>` (the page id, as the `wikipedia`
+format's ids are), its paragraphs the block's lines: the first line is dropped when it is the
+title, blank lines separate nothing (WikiExtractor writes a paragraph per line), and the text
+is read back from the HTML escaping WikiExtractor applies inside blocks (`&lt;`, `&amp;`, ...).
+Section headings, which WikiExtractor keeps as lines of their own ("Etymology, terminology, and
+definition."), stay: nothing marks them apart from a short paragraph.
+
+A block without a `</doc>` (a file cut short), a block without an `id`, and text outside any
+block (not WikiExtractor's output) are bad records: the run stops naming the file and line, or
+with `--skip-bad-input` they are skipped and counted (`documents_dropped.wikiextractor_bad_record`).
+An article with no text but its title (redirects and stubs are written so) is dropped and counted
+(`documents_dropped.wikiextractor_no_text`).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from pipeline.sources.documents import Document, Tally, one_space
+from pipeline.sources.jsonl import numbered_lines
+from pipeline.sources.streams import DEFAULT_MAX_LINE_BYTES, text_stream
+
+DOC_OPEN = re.compile(r"\s*<doc[\s>]")
+DOC_CLOSE = "</doc>"
+_ID = re.compile(r'\sid="([^"]*)"')
+# WikiExtractor writes the title last and unescaped: it may hold quotes but never `>` (MediaWiki
+# titles cannot), so it runs to the first `">` (a fork writes the title line there too)
+_TITLE = re.compile(r'\stitle="(.*?)">(.*)$')
+BAD = "wikiextractor_bad_record"
+
+
+class _Block:
+    """An open `<doc>` block: where it began, its id and title, its lines so far."""
+
+    def __init__(self, line: str, number: int):
+        self.number = number
+        titled = _TITLE.search(line)
+        if titled:
+            head, self.title, rest = line[: titled.start()], titled.group(1), titled.group(2)
+        else:
+            (head, _, rest), self.title = line.partition(">"), None
+        ident = _ID.search(head)
+        self.id = ident.group(1) if ident else ""
+        self.lines: list[str] = [rest] if rest.strip() else []
+
+
+def read_wikiextractor(
+    f: BinaryIO, rel: str, tally: Tally, source: str = "wikiextractor"
+) -> Iterator[Document]:
+    """Documents of one WikiExtractor file (see the module docstring)."""
+    f = text_stream(f, rel, tally)
+    if f is None:
+        return
+    block: _Block | None = None
+    seen_any = False
+    for number, line in numbered_lines(f, tally, DEFAULT_MAX_LINE_BYTES):
+        if line is None:
+            tally.inc("lines_dropped.too_long")
+            continue
+        if block is None:
+            if DOC_OPEN.match(line):
+                block, seen_any = _Block(line, number), True
+            elif line.strip():
+                seen_any = True
+                tally.bad(BAD, f"{rel}:{number}", _OUTSIDE)
+            continue
+        if line.strip() == DOC_CLOSE:
+            yield from _document(block, rel, tally, source)
+            block = None
+        elif DOC_OPEN.match(line):
+            _unclosed(block, rel, tally, f"line {number} opens another")
+            block = _Block(line, number)
+        else:
+            block.lines.append(line)
+    if block is not None:
+        _unclosed(block, rel, tally, "the file ends first (cut short?)")
+    elif not seen_any:
+        tally.drop("empty_file")
+
+
+_OUTSIDE = (
+    "text outside any <doc ...> block: not WikiExtractor's output (its --json output is JSON "
+    "Lines: pass --format jsonl)"
+)
+
+
+def _unclosed(block: _Block, rel: str, tally: Tally, why: str) -> None:
+    tally.bad(BAD, f"{rel}:{block.number}", f"a <doc> block without its </doc>: {why}")
+
+
+def _document(block: _Block, rel: str, tally: Tally, source: str) -> Iterator[Document]:
+    ident = block.id
+    if not ident:
+        tally.bad(BAD, f"{rel}:{block.number}", 'a <doc> block without an id="..."')
+        return
+    paragraphs = [p for p in (one_space(html.unescape(line)) for line in block.lines) if p]
+    title = block.title
+    if paragraphs and title is not None and paragraphs[0] == one_space(html.unescape(title)):
+        del paragraphs[0]
+    if not paragraphs:
+        tally.drop("wikiextractor_no_text")
+        return
+    yield Document(f"{source}:{ident}", source, tuple(paragraphs))
