@@ -32,7 +32,7 @@ from pipeline.shell.arguments import (
     flag_said,
 )
 from pipeline.shell.configs import build_config, path_problem, punkt_config, vocab_config
-from pipeline.shell.report import report, vocab_note
+from pipeline.shell.report import no_instances, report, vocab_note
 from schemas.cli import COMMANDS as SCHEMAS_COMMANDS  # forwarded to `bert-schemas`
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
@@ -193,13 +193,7 @@ def run_build(args, beam_args: list[str]) -> int:
     from pipeline.stages.shards import NO_INSTANCES
 
     if not exists(f"{cfg.out}/manifest.json"):  # nothing published: the build made no instance
-        counts = json.loads(read_text(f"{building_dir(cfg.out)}/{NO_INSTANCES}"))
-        print(json.dumps(counts.get("total", {}), indent=1, sort_keys=True))
-        print(
-            "error: no instances were made, and no shard set was written; see the counts above "
-            "for what was dropped and why",
-            file=sys.stderr,
-        )
+        no_instances(json.loads(read_text(f"{building_dir(cfg.out)}/{NO_INSTANCES}")))
         return 1
     manifest = Manifest.from_json(read_text(f"{cfg.out}/manifest.json"))
     report(manifest, cfg.out, time.time() - started)

@@ -5,6 +5,12 @@ another size than `--vocab-size`, random-next pairs far from `--random-next-prob
 from __future__ import annotations
 
 import json
+import sys
+
+from pipeline.sources.text import MAX_DOCUMENT_CHARS
+
+# documents dropped for their length, never held whole (pipeline.sources.text, .books)
+TOO_LONG = ("documents_dropped.text_document_too_long", "documents_dropped.books_too_long")
 
 
 def report(manifest, out: str, seconds: float) -> None:
@@ -23,10 +29,39 @@ def report(manifest, out: str, seconds: float) -> None:
         )
     for note in (
         vocab_note(manifest.vocab_size, manifest.config.get("vocab_size_target")),
+        too_long_note(total),
         nsp_note(manifest),
     ):
         if note:
             print(note)
+
+
+def no_instances(counts: dict) -> None:
+    """What a build that made no instance says: its counts, why where known, the error."""
+    total = counts.get("total", {})
+    print(json.dumps(total, indent=1, sort_keys=True))
+    note = too_long_note(total)
+    if note:
+        print(note)
+    print(
+        "error: no instances were made, and no shard set was written; see the counts above "
+        "for what was dropped and why",
+        file=sys.stderr,
+    )
+
+
+def too_long_note(total: dict) -> str | None:
+    """Documents too long to hold (text, books): a corpus without document breaks."""
+    dropped = {k.split(".", 1)[1]: total[k] for k in TOO_LONG if total.get(k)}
+    if not dropped:
+        return None
+    counts = ", ".join(f"{n:,} {name}" for name, n in dropped.items())
+    return (
+        f"note: documents of more than {MAX_DOCUMENT_CHARS >> 20} Mi characters were dropped "
+        f"unread ({counts}): a text file ends a document only at a blank line, and a book is "
+        "one file; a corpus without document breaks (Hugging Face's bookcorpus dump) needs "
+        "them first"
+    )
 
 
 # the share of rows whose next-sentence label no draw decided, beyond which the build says so:

@@ -27,6 +27,7 @@ from typing import BinaryIO
 
 from pipeline.sources.documents import Document, Tally, one_space
 from pipeline.sources.streams import iter_lines, small_text, text_stream
+from pipeline.sources.text import MAX_DOCUMENT_CHARS
 
 EDGE_WINDOW = 50  # paragraphs searched at each end, at most a quarter of the book
 
@@ -144,14 +145,19 @@ def text_paragraphs(text: str) -> list[str]:
     return list(filter(None, map(one_space, _BLANK_LINES.split(text))))
 
 
-def line_paragraphs(f: BinaryIO, tally: Tally) -> list[str]:
+def line_paragraphs(f: BinaryIO, tally: Tally) -> list[str] | None:
     """A stream's paragraphs, split on blank lines, a paragraph's lines joined (`_joined`), in
-    bounded memory (`iter_lines`)."""
+    bounded memory (`iter_lines`); None for a book of more than `MAX_DOCUMENT_CHARS`, whose
+    reading stops there."""
     paragraphs: list[str] = []
     current: list[str] = []
+    size = 0
     for line in iter_lines(f, tally):
         if line.strip():
             current.append(line.strip())
+            size += len(current[-1])
+            if size > MAX_DOCUMENT_CHARS:
+                return None
         elif current:
             paragraphs.append(_joined(current))
             current = []
@@ -162,14 +168,19 @@ def line_paragraphs(f: BinaryIO, tally: Tally) -> list[str]:
 
 def read_book(f: BinaryIO, rel: str, tally: Tally, source: str = "books") -> Iterator[Document]:
     """One book per file; paragraphs split on blank lines, lines inside a paragraph joined.
-    A file with no text at all is dropped (counted as `documents_dropped.empty_file`); a
-    binary file is a bad record; front and back matter are stripped (`strip_boilerplate`)."""
+    A file with no text at all is dropped (counted as `documents_dropped.empty_file`), and one
+    of more than `MAX_DOCUMENT_CHARS` (no book is so long; a corpus in one file may be) as
+    `documents_dropped.books_too_long`; a binary file is a bad record; front and back matter
+    are stripped (`strip_boilerplate`)."""
     f = text_stream(f, rel, tally)
     if f is None:
         return
     too_long = tally.counts["lines_dropped.too_long"]
     text, f = small_text(f)
     paragraphs = text_paragraphs(text) if text is not None else line_paragraphs(f, tally)
+    if paragraphs is None:
+        tally.drop("books_too_long")
+        return
     if not paragraphs:  # a book of overlong lines only is not an empty file
         overlong = tally.counts["lines_dropped.too_long"] > too_long
         tally.drop("only_overlong_lines" if overlong else "empty_file")

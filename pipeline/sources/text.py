@@ -8,26 +8,42 @@ from typing import BinaryIO
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.streams import iter_lines, text_stream
 
+# a longer document (the lines between two blank lines) is dropped and counted, never held whole:
+# a file without blank lines is one document (Hugging Face's bookcorpus dump is 4.6 GB so)
+MAX_DOCUMENT_CHARS = 32 << 20  # as a JSON Lines record or a Parquet text
+
 
 def read_text(f: BinaryIO, rel: str, tally: Tally, source: str = "text") -> Iterator[Document]:
     """The reference format: one sentence per line, a blank line between documents. Binary
     input is a bad record; UTF-16/32 with a byte-order mark is decoded; an empty file is
-    counted as `documents_dropped.empty_file`."""
+    counted as `documents_dropped.empty_file`; a document of more than `MAX_DOCUMENT_CHARS` as
+    `documents_dropped.text_document_too_long` (it keeps its number: later ids stay)."""
     f = text_stream(f, rel, tally)
     if f is None:
         return
     block: list[str] = []
-    number = 0
+    number = size = 0
     for line in iter_lines(f, tally):
         line = line.strip()
         if line:
-            block.append(line)
+            size += len(line)
+            if size <= MAX_DOCUMENT_CHARS:
+                block.append(line)
+            elif block:
+                block = []  # dropped when the document ends
             continue
-        if block:
-            yield Document(f"{source}:{rel}#{number}", source, tuple(block), presplit=True)
+        if size:
+            yield from _document(block, size, f"{source}:{rel}#{number}", source, tally)
             number += 1
-            block = []
-    if block:
-        yield Document(f"{source}:{rel}#{number}", source, tuple(block), presplit=True)
+            block, size = [], 0
+    if size:
+        yield from _document(block, size, f"{source}:{rel}#{number}", source, tally)
     elif number == 0:
         tally.drop("empty_file")
+
+
+def _document(block: list[str], size: int, doc_id: str, source: str, tally: Tally):
+    if size > MAX_DOCUMENT_CHARS:
+        tally.drop("text_document_too_long")
+    else:
+        yield Document(doc_id, source, tuple(block), presplit=True)

@@ -1,0 +1,134 @@
+"""A corpus without document structure, as BooksCorpus often comes: the build says so. Records
+that are sentences (Hugging Face's `bookcorpus`) give random-next rows only, and a text file
+without blank lines (one document) actual-next rows only: the build ends with a note; the
+sample's short documents, whose labels a draw mostly decides, get none. A document too long to
+hold (a `text` block or a book of more than 32 Mi characters: such a file of GBs) is dropped
+unread and counted, the reading of it bounded, and the build says why."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tracemalloc
+
+import pytest
+
+import pipeline.sources.books as books
+import pipeline.sources.text as text
+from pipeline.shell.cli import main
+from pipeline.shell.report import no_instances, nsp_note, too_long_note
+from pipeline.sources.documents import Tally
+from schemas.reader import ShardSet
+from tests.helpers import SAMPLE
+
+
+def sample_sentences() -> list[str]:
+    """The sample's reference-format text, a sentence per line, in order."""
+    folder = os.path.join(SAMPLE, "text")
+    lines = []
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            lines += [line.strip() for line in f if line.strip()]
+    return lines
+
+
+def build(tmp_path, capsys, source: str) -> tuple[str, str]:
+    out = str(tmp_path / "out")
+    argv = ["build", "--input", source, "--out", out, "--workers", "1", "--vocab-size", "500"]
+    assert main(argv) == 0
+    return out, capsys.readouterr().out
+
+
+def test_records_that_are_sentences_are_noted_as_all_random_next(tmp_path, capsys):
+    records = tmp_path / "bookcorpus.jsonl"
+    records.write_text("".join(json.dumps({"text": s}) + "\n" for s in sample_sentences()))
+    out, said = build(tmp_path, capsys, f"jsonl:{records}")
+    (note,) = [line for line in said.splitlines() if line.startswith("note: ")]
+    assert note.startswith("note: 100.0% of rows are random-next, not about 50%")
+    assert "documents of one sentence each" in note and "bookcorpus" in note
+    assert note == nsp_note(ShardSet.open(out).manifest)
+
+
+def test_a_text_file_without_blank_lines_is_noted_as_one_document(tmp_path, capsys):
+    flat = tmp_path / "books_large_p1.txt"
+    flat.write_text("".join(s + "\n" for s in sample_sentences()))
+    _, said = build(tmp_path, capsys, f"text:{flat}")
+    (note,) = [line for line in said.splitlines() if line.startswith("note: ")]
+    assert note.startswith("note: 0.0% of rows are random-next, not about 50%")
+    assert "(the whole input is one document; the text format ends a document only at a " in note
+
+
+def test_the_samples_short_documents_get_no_note(sample_shards):
+    manifest = ShardSet.open(sample_shards).manifest
+    forced = sum(s.forced_random_next + s.forced_actual_next for s in manifest.shards)
+    assert 0.2 * manifest.rows < forced < 0.5 * manifest.rows  # many, but a draw decides most
+    assert nsp_note(manifest) is None
+
+
+def test_labels_forced_the_way_they_were_asked_get_no_note(sample_shards):
+    from dataclasses import replace
+
+    manifest = ShardSet.open(sample_shards).manifest
+    forced = [replace(s, random_next=s.rows, forced_random_next=s.rows) for s in manifest.shards]
+    config = {**manifest.config, "random_next_prob": 1.0}
+    assert nsp_note(replace(manifest, shards=forced, config=config)) is None
+    assert "random-next, not about 50%" in nsp_note(replace(manifest, shards=forced))
+
+
+def test_a_text_document_over_the_bound_is_dropped_keeping_the_later_ids(monkeypatch) -> None:
+    monkeypatch.setattr(text, "MAX_DOCUMENT_CHARS", 20)
+    data = b"short one.\nshort two.\n\nthis line is long enough.\nand more.\n\nlast doc.\n"
+    tally = Tally()
+    docs = [(d.id, d.paragraphs) for d in text.read_text(io.BytesIO(data), "a.txt", tally)]
+    assert docs == [
+        ("text:a.txt#0", ("short one.", "short two.")),
+        ("text:a.txt#2", ("last doc.",)),
+    ]
+    assert tally.counts == {"documents_read": 1, "documents_dropped.text_document_too_long": 1}
+    only = Tally()  # a file that is one such document is no empty file
+    assert list(text.read_text(io.BytesIO(data[22:48]), "b.txt", only)) == []
+    assert only.counts == {"documents_read": 1, "documents_dropped.text_document_too_long": 1}
+
+
+def test_a_book_over_the_bound_is_dropped(monkeypatch) -> None:
+    monkeypatch.setattr(books, "MAX_DOCUMENT_CHARS", 3 << 20)
+    line = ("A sentence of a book that goes on. " * 20 + "\n").encode()
+    big = line * ((4 << 20) // len(line))  # over the 1 MiB a book is read whole within
+    tally = Tally()
+    assert list(books.read_book(io.BytesIO(big), "corpus.txt", tally)) == []
+    assert tally.counts == {"documents_read": 1, "documents_dropped.books_too_long": 1}
+    kept = Tally()
+    assert len(list(books.read_book(io.BytesIO(big[: 2 << 20]), "book.txt", kept))) == 1
+
+
+@pytest.mark.parametrize("module", [text, books], ids=["text", "books"])
+def test_a_file_without_document_breaks_is_read_in_bounded_memory(module, monkeypatch) -> None:
+    """A file without a blank line, 8 times the bound (2 Mi characters here, 32 Mi in use): what
+    is held stays near the bound (the text reader held it all, and a build held each byte 25
+    times over: a 93 MB file peaked at 2.4 GB)."""
+    monkeypatch.setattr(module, "MAX_DOCUMENT_CHARS", 2 << 20)
+    line = b"One sentence of a corpus without any document breaks in it at all, on and on.\n"
+    data = line * ((16 << 20) // len(line))
+    reader = text.read_text if module is text else books.read_book
+    tally = Tally()
+    tracemalloc.start()
+    try:
+        assert list(reader(io.BytesIO(data), "books_large_p1.txt", tally)) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 << 20, peak  # the bound's characters as line strings, and a chunk read
+    assert sum(n for k, n in tally.counts.items() if k.endswith("too_long")) == 1
+
+
+def test_the_drop_is_said_in_the_builds_note_and_beside_its_no_instances(capsys) -> None:
+    total = {"documents_read": 1, "documents_dropped.text_document_too_long": 1}
+    note = too_long_note(total)
+    assert note.startswith("note: documents of more than 32 Mi characters were dropped unread ")
+    assert "(1 text_document_too_long)" in note and "bookcorpus" in note
+    assert too_long_note({"documents_read": 5}) is None
+    no_instances({"total": total})
+    said = capsys.readouterr()
+    assert note in said.out.splitlines()
+    assert said.err.startswith("error: no instances were made")
