@@ -1,16 +1,20 @@
-"""`wikiextractor:` input, Wikipedia as WikiExtractor writes it (`text/AA/wiki_00`, ...): real
-articles rendered by the `wikipedia` format and written in WikiExtractor's layout read back as
-the same paragraphs under the same page ids; the layout's variants; its damage stops the run
-naming the file and line, or is skipped and counted; such a file given as another format (and
-another format's file given as it) is refused before any work; a build of a folder of them,
-plain and compressed as its `--compress` writes them."""
+"""`wikiextractor:` input, Wikipedia as WikiExtractor writes it (`text/AA/wiki_00`, ...):
+WikiExtractor's own output of a real export (the `wikiextractor` package, run as its command)
+read and built, compressed as its `--compress` writes it and plain; real articles rendered by
+the `wikipedia` format and written in WikiExtractor's layout read back as the same paragraphs
+under the same page ids; the layout's variants; its damage stops the run naming the file and
+line, or is skipped and counted; such a file given as another format (and another format's
+file, its own `--json` output among them, given as it) is refused before any work."""
 
 from __future__ import annotations
 
 import bz2
+import glob
 import html
 import io
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -22,7 +26,21 @@ from pipeline.sources.wikiextractor import read_wikiextractor
 from pipeline.sources.wikipedia.pages import iter_pages
 from pipeline.sources.wikipedia.reader import page_document
 from schemas.reader import ShardSet
-from tests.pipeline.wikidata import ARTICLES, export, gensim_xml, page_xml
+from tests.pipeline.wikidata import ARTICLES, export, gensim_file, gensim_xml, page_xml
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("dump") / ARTICLES
+    path.write_bytes(gensim_file(ARTICLES))
+    return str(path)
+
+
+def wikiextractor(dump: str, out: str, *flags: str) -> str:
+    """WikiExtractor's output of `dump` in `out` (`AA/wiki_00`, ...), from its own command."""
+    cmd = [sys.executable, "-m", "wikiextractor.WikiExtractor", dump, "-o", out, "-q"]
+    subprocess.run([*cmd, "--processes", "1", *flags], check=True, capture_output=True)
+    return out
 
 
 def block(ident: int, title: str, paragraphs: list[str]) -> str:
@@ -136,21 +154,42 @@ def test_one_article_in_two_files_is_refused_as_a_repeat() -> None:
     assert "one article in two files of WikiExtractor's output" in message
 
 
-def test_a_folder_of_its_output_builds_compressed_files_among_them(tmp_path) -> None:
-    articles = real_articles()
-    half = len(articles) // 2
-    folder = tmp_path / "text"
-    (folder / "AA").mkdir(parents=True)
-    (folder / "AB").mkdir()
-    first = "".join(block(int(i), t, list(ps)) for i, t, ps in articles[:half])
-    rest = "".join(block(int(i), t, list(ps)) for i, t, ps in articles[half:])
-    (folder / "AA" / "wiki_00").write_text(first + block(1, "Stub", []), encoding="utf-8")
-    (folder / "AB" / "wiki_00.bz2").write_bytes(bz2.compress(rest.encode()))
+@pytest.mark.slow
+def test_wikiextractors_own_output_is_read_and_built(dump, tmp_path) -> None:
+    """Its `--compress` output in files of 200 KB, one file decompressed as a user might: every
+    block an article of the export under its page id, its title line gone, its escaping undone."""
+    folder = wikiextractor(dump, str(tmp_path / "text"), "--compress", "--bytes", "200K")
+    files = sorted(glob.glob(f"{folder}/*/wiki_*.bz2"))
+    assert len(files) > 2
+    with open(files[0][: -len(".bz2")], "wb") as f:
+        f.write(bz2.decompress(open(files[0], "rb").read()))
+    os.remove(files[0])
+    blocks = sum(bz2.decompress(open(p, "rb").read()).count(b"<doc ") for p in files[1:])
+    blocks += open(files[0][: -len(".bz2")], "rb").read().count(b"<doc ")
+    titles = {int(i): t for i, t, _ in real_articles()}
+    docs, counts = [], Tally()
+    for path in sorted(glob.glob(f"{folder}/*/wiki_*")):
+        with open(path, "rb") as raw:
+            f = bz2.BZ2File(raw) if path.endswith(".bz2") else raw
+            docs += list(read_wikiextractor(f, os.path.relpath(path, folder), counts))
+    assert len(docs) > 50
+    assert counts.counts == {"documents_read": 1, "documents_dropped.wikiextractor_no_text": 1}
+    assert len(docs) + 1 == blocks  # one article of its title alone
+    for doc in docs:
+        page = int(doc.id.removeprefix("wikiextractor:"))
+        assert page in titles and doc.paragraphs[0] != titles[page]
+        assert not any(s in p for p in doc.paragraphs for s in ("&amp;", "&lt;", "<doc", "</doc"))
     out = str(tmp_path / "out")
     argv = ["build", "--input", f"wikiextractor:{folder}", "--out", out, "--workers", "1"]
     assert main([*argv, "--vocab-size", "500"]) == 0
-    counts = ShardSet.open(out).manifest.counts["by_source"]["wikiextractor"]
-    assert counts["documents_read"] == len(articles) + 1
-    assert counts["documents_used"] == len(articles)
-    assert counts["documents_dropped.wikiextractor_no_text"] == 1
-    assert os.listdir(os.path.join(out, "shards"))
+    built = ShardSet.open(out).manifest.counts["by_source"]["wikiextractor"]
+    assert built["documents_used"] == len(docs)
+    assert built["documents_read"] == blocks
+
+
+def test_its_json_output_is_refused_as_wikiextractor_saying_jsonl(dump, tmp_path) -> None:
+    folder = wikiextractor(dump, str(tmp_path / "json"), "--json")
+    first = sorted(glob.glob(f"{folder}/*/wiki_*"))[0]
+    with pytest.raises(BadInputError, match=r"JSON Lines.*--format jsonl"):
+        check_head("wikiextractor", first, "AA/wiki_00", lambda p: open(p, "rb"))
+    check_head("jsonl", first, "AA/wiki_00", lambda p: open(p, "rb"))  # which reads it
