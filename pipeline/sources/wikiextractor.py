@@ -23,7 +23,8 @@ A block without a `</doc>` (a file cut short), a block without an `id`, and text
 block (not WikiExtractor's output) are bad records: the run stops naming the file and line, or
 with `--skip-bad-input` they are skipped and counted (`documents_dropped.wikiextractor_bad_record`).
 An article with no text but its title (redirects and stubs are written so) is dropped and counted
-(`documents_dropped.wikiextractor_no_text`).
+(`documents_dropped.wikiextractor_no_text`), and so is one of more than 32 Mi characters, never
+held whole (`.wikiextractor_too_long`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import BinaryIO
 from pipeline.sources.documents import Document, Tally, one_space
 from pipeline.sources.jsonl import numbered_lines
 from pipeline.sources.streams import DEFAULT_MAX_LINE_BYTES, text_stream
+from pipeline.sources.text import MAX_DOCUMENT_CHARS
 
 DOC_OPEN = re.compile(r"\s*<doc[\s>]")
 DOC_CLOSE = "</doc>"
@@ -59,6 +61,15 @@ class _Block:
         ident = _ID.search(head)
         self.id = ident.group(1) if ident else ""
         self.lines: list[str] = [rest] if rest.strip() else []
+        self.size = len(rest)
+
+    def add(self, line: str) -> None:
+        """A line of the block; past `MAX_DOCUMENT_CHARS` none is kept (the block is dropped)."""
+        self.size += len(line)
+        if self.size <= MAX_DOCUMENT_CHARS:
+            self.lines.append(line)
+        elif self.lines:
+            self.lines = []
 
 
 def read_wikiextractor(
@@ -69,16 +80,16 @@ def read_wikiextractor(
     if f is None:
         return
     block: _Block | None = None
-    seen_any = False
+    seen_any = outside = False  # outside: in a run of lines outside any block (one bad record)
     for number, line in numbered_lines(f, tally, DEFAULT_MAX_LINE_BYTES):
         if line is None:
             tally.inc("lines_dropped.too_long")
             continue
         if block is None:
             if DOC_OPEN.match(line):
-                block, seen_any = _Block(line, number), True
-            elif line.strip():
-                seen_any = True
+                block, seen_any, outside = _Block(line, number), True, False
+            elif line.strip() and not outside:
+                seen_any = outside = True
                 tally.bad(BAD, f"{rel}:{number}", _OUTSIDE)
             continue
         if line.strip() == DOC_CLOSE:
@@ -88,7 +99,7 @@ def read_wikiextractor(
             _unclosed(block, rel, tally, f"line {number} opens another")
             block = _Block(line, number)
         else:
-            block.lines.append(line)
+            block.add(line)
     if block is not None:
         _unclosed(block, rel, tally, "the file ends first (cut short?)")
     elif not seen_any:
@@ -109,6 +120,9 @@ def _document(block: _Block, rel: str, tally: Tally, source: str) -> Iterator[Do
     ident = block.id
     if not ident:
         tally.bad(BAD, f"{rel}:{block.number}", 'a <doc> block without an id="..."')
+        return
+    if block.size > MAX_DOCUMENT_CHARS:
+        tally.drop("wikiextractor_too_long")
         return
     paragraphs = [p for p in (one_space(html.unescape(line)) for line in block.lines) if p]
     title = block.title

@@ -110,7 +110,8 @@ GOOD = block(1, "Good", ["A good article."])
         (GOOD + '<doc id="2" url="u" title="Cut">\nCut\n\nThe file ends', 7, "ends first"),
         ('<doc id="2" url="u" title="A">\nA\n' + GOOD, 1, "line 3 opens another"),
         ('<doc url="u" title="No id">\nNo id\nText.\n</doc>\n' + GOOD, 1, 'without an id="..."'),
-        ("Some prose before any block.\n" + GOOD, 1, "text outside any <doc ...> block"),
+        # a run of such lines is one bad record
+        ("Some prose before.\nAnd more.\n\n" + GOOD, 1, "text outside any <doc ...> block"),
     ],
     ids=["cut-short", "unclosed", "no-id", "outside"],
 )
@@ -120,6 +121,16 @@ def test_damage_stops_the_run_naming_the_line_or_is_skipped_and_counted(text, li
     docs, counts = read(text, skip=True)
     assert ("wikiextractor:1", ("A good article.",)) in docs
     assert counts["documents_dropped.wikiextractor_bad_record"] == 1
+
+
+def test_an_article_over_the_bound_is_dropped_unheld(monkeypatch) -> None:
+    import pipeline.sources.wikiextractor as module
+
+    monkeypatch.setattr(module, "MAX_DOCUMENT_CHARS", 40)
+    long = block(2, "Long", ["A paragraph of some length.", "And another of some length."])
+    docs, counts = read(long + GOOD)
+    assert docs == [("wikiextractor:1", ("A good article.",))]
+    assert counts == {"documents_read": 1, "documents_dropped.wikiextractor_too_long": 1}
 
 
 def check(fmt: str, tmp_path, data: bytes, name: str = "wiki_00") -> None:
