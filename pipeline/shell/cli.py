@@ -32,7 +32,7 @@ from pipeline.shell.arguments import (
     flag_said,
 )
 from pipeline.shell.configs import build_config, path_problem, punkt_config, vocab_config
-from pipeline.shell.report import no_instances, report, vocab_note
+from pipeline.shell.report import NO_TEXT, no_instances, no_text, report, vocab_note
 from schemas.cli import COMMANDS as SCHEMAS_COMMANDS  # forwarded to `bert-schemas`
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
@@ -222,18 +222,22 @@ def run_vocab(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
     from pipeline.core.tokenize import tokenizer_json
-    from pipeline.files.fsio import write_text
+    from pipeline.files.fsio import exists, write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
     from pipeline.shell.outdir import AGAIN, out_trouble_said
     from pipeline.stages.dedup import DeduplicateChunks
     from pipeline.stages.read import ReadChunks
     from pipeline.stages.split import SplitSentences
     from pipeline.stages.vocab import TrainVocab
+    from schemas.vocab import SPECIAL_TOKENS
 
     cfg = check_inputs(command_config(args), args.verbose)
     out, lowercase = cfg.out, cfg.vocab.lowercase
 
-    def save(vocab):
+    def save(vocab, tmp: str):
+        if set(vocab.pieces) <= set(SPECIAL_TOKENS):  # no text reached the trainer
+            write_text(f"{tmp}/{NO_TEXT}", "")
+            return
         write_text(f"{out}/vocab.txt", vocab.to_text())
         write_text(f"{out}/tokenizer.json", tokenizer_json(vocab, lowercase))
 
@@ -244,13 +248,15 @@ def run_vocab(args, beam_args: list[str]) -> int:
         if cfg.dedup:  # as a build does, so that both train the same vocab
             chunks = chunks | DeduplicateChunks(cfg.dedup, tmp)
         sentences = chunks | SplitSentences(tmp, cfg.max_paragraph_chars, cfg.punkt_json)
-        _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save)
+        _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save, tmp)
 
     options = pipeline_options(beam_args, args.runner, args.workers)
     writes = ("vocab.txt", "tokenizer.json")
     with side_output(out, writes, args.overwrite), temporary_area(out, ".vocab-building") as tmp:
         with out_trouble_said(out, "bert-shards vocab", AGAIN):
             run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
+        if exists(f"{tmp}/{NO_TEXT}"):
+            return no_text()
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     from pipeline.files.fsio import read_text
 

@@ -50,6 +50,20 @@ def no_instances(counts: dict) -> None:
     )
 
 
+NO_TEXT = "no-text"  # a vocab command's marker: its trainer saw no sentence
+
+
+def no_text() -> int:
+    """What a vocab command whose input held no text says (its exit status): nothing written."""
+    print(
+        "error: no text reached the vocab trainer, and no vocab was written: every document was "
+        "empty or dropped (a document of more than 32 Mi characters is: as text, a file without "
+        "blank lines is one document); `bert-shards build` on the same input prints the counts",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def too_long_note(total: dict) -> str | None:
     """Documents too long to hold (text, books): a corpus without document breaks."""
     dropped = {k.split(".", 1)[1]: total[k] for k in TOO_LONG if total.get(k)}
@@ -57,10 +71,10 @@ def too_long_note(total: dict) -> str | None:
         return None
     counts = ", ".join(f"{n:,} {name}" for name, n in dropped.items())
     return (
-        f"note: documents of more than {MAX_DOCUMENT_CHARS >> 20} Mi characters were dropped "
-        f"unread ({counts}): a text file ends a document only at a blank line, and a book is "
-        "one file; a corpus without document breaks (Hugging Face's bookcorpus dump) needs "
-        "them first"
+        f"note: documents of more than {MAX_DOCUMENT_CHARS >> 20} Mi characters were dropped, "
+        f"never held whole ({counts}): a text file ends a document only at a blank line, and a "
+        "book is one file; a corpus without document breaks (Hugging Face's bookcorpus dump) "
+        "needs them first"
     )
 
 

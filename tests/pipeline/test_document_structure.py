@@ -125,10 +125,24 @@ def test_a_file_without_document_breaks_is_read_in_bounded_memory(module, monkey
 def test_the_drop_is_said_in_the_builds_note_and_beside_its_no_instances(capsys) -> None:
     total = {"documents_read": 1, "documents_dropped.text_document_too_long": 1}
     note = too_long_note(total)
-    assert note.startswith("note: documents of more than 32 Mi characters were dropped unread ")
+    assert note.startswith("note: documents of more than 32 Mi characters were dropped, never ")
     assert "(1 text_document_too_long)" in note and "bookcorpus" in note
     assert too_long_note({"documents_read": 5}) is None
     no_instances({"total": total})
     said = capsys.readouterr()
     assert note in said.out.splitlines()
     assert said.err.startswith("error: no instances were made")
+
+
+def test_a_vocab_of_no_text_is_refused_writing_nothing(tmp_path, capsys) -> None:
+    """`bert-shards vocab` on input that leaves no text (here blank files; the dump without
+    document breaks likewise) wrote a vocab of the five special pieces and a note blaming the
+    corpus's size."""
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n\n  \n")
+    out = tmp_path / "vocab"
+    assert main(["vocab", "--input", str(blank), "--out", str(out), "--workers", "1"]) == 1
+    said = capsys.readouterr()
+    assert said.err.startswith("error: no text reached the vocab trainer, and no vocab was")
+    assert "32 Mi characters" in said.err and "wrote" not in said.out
+    assert not os.path.exists(out / "vocab.txt") and not os.path.exists(out / "tokenizer.json")
