@@ -32,7 +32,7 @@ from pipeline.shell.arguments import (
     flag_said,
 )
 from pipeline.shell.configs import build_config, path_problem, punkt_config, vocab_config
-from pipeline.shell.report import NO_TEXT, no_instances, no_text, report, vocab_note
+from pipeline.shell.report import no_instances, no_text, report, vocab_note
 from schemas.cli import COMMANDS as SCHEMAS_COMMANDS  # forwarded to `bert-schemas`
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
@@ -222,22 +222,20 @@ def run_vocab(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
     from pipeline.core.tokenize import tokenizer_json
-    from pipeline.files.fsio import exists, write_text
+    from pipeline.files.fsio import exists, read_text, write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
     from pipeline.shell.outdir import AGAIN, out_trouble_said
     from pipeline.stages.dedup import DeduplicateChunks
     from pipeline.stages.read import ReadChunks
     from pipeline.stages.split import SplitSentences
-    from pipeline.stages.vocab import TrainVocab
-    from schemas.vocab import SPECIAL_TOKENS
+    from pipeline.stages.vocab import NO_TEXT, TrainVocab, learnt_nothing
 
     cfg = check_inputs(command_config(args), args.verbose)
     out, lowercase = cfg.out, cfg.vocab.lowercase
 
     def save(vocab, tmp: str):
-        if set(vocab.pieces) <= set(SPECIAL_TOKENS):  # no text reached the trainer
-            write_text(f"{tmp}/{NO_TEXT}", "")
-            return
+        if learnt_nothing(vocab):
+            return write_text(f"{tmp}/{NO_TEXT}", "")
         write_text(f"{out}/vocab.txt", vocab.to_text())
         write_text(f"{out}/tokenizer.json", tokenizer_json(vocab, lowercase))
 
@@ -256,10 +254,8 @@ def run_vocab(args, beam_args: list[str]) -> int:
         with out_trouble_said(out, "bert-shards vocab", AGAIN):
             run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
         if exists(f"{tmp}/{NO_TEXT}"):
-            return no_text()
+            return no_text("vocab trainer", "vocab")
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
-    from pipeline.files.fsio import read_text
-
     note = vocab_note(len(read_text(f"{out}/vocab.txt").splitlines()), cfg.vocab.vocab_size)
     if note:
         print(note)
@@ -269,11 +265,11 @@ def run_vocab(args, beam_args: list[str]) -> int:
 def run_punkt(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
-    from pipeline.files.fsio import write_text
+    from pipeline.files.fsio import exists, write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
     from pipeline.shell.outdir import AGAIN, out_trouble_said
     from pipeline.stages.read import ReadChunks
-    from pipeline.stages.vocab import TrainPunkt
+    from pipeline.stages.vocab import NO_TEXT, TrainPunkt, learnt_nothing
 
     cfg = check_inputs(command_config(args), args.verbose)
     path = f"{cfg.out}/punkt.json"
@@ -282,8 +278,11 @@ def run_punkt(args, beam_args: list[str]) -> int:
         chunks = p | ReadChunks(
             list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input, text_field=cfg.text_field
         )
-        params = chunks | TrainPunkt(cfg.sample_paragraphs, cfg.seed)
-        _ = params | beam.Map(lambda text: write_text(path, text))
+        _ = (
+            chunks
+            | TrainPunkt(cfg.sample_paragraphs, cfg.seed)
+            | beam.Map(lambda t: write_text(f"{tmp}/{NO_TEXT}" if learnt_nothing(t) else path, t))
+        )
 
     options = pipeline_options(beam_args, args.runner, args.workers)
     with (
@@ -292,6 +291,8 @@ def run_punkt(args, beam_args: list[str]) -> int:
         out_trouble_said(cfg.out, "bert-shards punkt", AGAIN),
     ):
         run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
+        if exists(f"{tmp}/{NO_TEXT}"):
+            return no_text("Punkt trainer", "parameter file")
     print(f"wrote {path}; use it with `bert-shards build --punkt {path}`")
     return 0
 

@@ -50,15 +50,13 @@ def no_instances(counts: dict) -> None:
     )
 
 
-NO_TEXT = "no-text"  # a vocab command's marker: its trainer saw no sentence
-
-
-def no_text() -> int:
-    """What a vocab command whose input held no text says (its exit status): nothing written."""
+def no_text(trainer: str, written: str) -> int:
+    """What `vocab` or `punkt` says when no text reached its trainer (its exit status)."""
     print(
-        "error: no text reached the vocab trainer, and no vocab was written: every document was "
-        "empty or dropped (a document of more than 32 Mi characters is: as text, a file without "
-        "blank lines is one document); `bert-shards build` on the same input prints the counts",
+        f"error: no text reached the {trainer}, and no {written} was written: every document "
+        "was empty or dropped (a document of more than 32 Mi characters is: as text, a file "
+        "without blank lines is one document); `bert-shards build` on the same input prints "
+        "the counts",
         file=sys.stderr,
     )
     return 1

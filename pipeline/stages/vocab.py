@@ -8,6 +8,7 @@ chunking (`pipeline.core.tokenize.train_vocab` trains it).
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from pipeline.files.chunks import Chunk, read_documents, read_sentences
 from pipeline.sources.documents import Tally
 from pipeline.sources.wikipedia.reader import rendered
 from pipeline.stages.base import Stage
-from schemas.vocab import Vocab
+from schemas.vocab import SPECIAL_TOKENS, Vocab
 
 
 def hash_sample(docs, total: int, bound: int, seed: int, label: str) -> list[tuple[int, str]]:
@@ -97,6 +98,17 @@ class TrainOnSample(Stage):
             | "Gather" >> beam.CombineGlobally(concat)
             | "Train" >> beam.Map(train_in_key_order, self.trainer())
         )
+
+
+NO_TEXT = "no-text"  # a command's marker in its temporary area: its trainer saw no text
+
+
+def learnt_nothing(result) -> bool:
+    """Whether a trainer saw no text: a vocab of the special pieces alone, or Punkt parameters
+    (JSON) without a word's context."""
+    if isinstance(result, str):
+        return not json.loads(result)["ortho_context"]
+    return set(result.pieces) <= set(SPECIAL_TOKENS)
 
 
 def trained_punkt(texts: list[str]) -> str:

@@ -134,15 +134,25 @@ def test_the_drop_is_said_in_the_builds_note_and_beside_its_no_instances(capsys)
     assert said.err.startswith("error: no instances were made")
 
 
-def test_a_vocab_of_no_text_is_refused_writing_nothing(tmp_path, capsys) -> None:
-    """`bert-shards vocab` on input that leaves no text (here blank files; the dump without
-    document breaks likewise) wrote a vocab of the five special pieces and a note blaming the
-    corpus's size."""
+@pytest.mark.parametrize(
+    ("command", "written", "said"),
+    [
+        ("vocab", ("vocab.txt", "tokenizer.json"), "the vocab trainer, and no vocab was"),
+        ("punkt", ("punkt.json",), "the Punkt trainer, and no parameter file was"),
+    ],
+)
+def test_a_vocab_or_punkt_of_no_text_is_refused_writing_nothing(
+    command, written, said, tmp_path, capsys
+) -> None:
+    """`bert-shards vocab` and `punkt` on input that leaves no text (here a blank file; the
+    dump without document breaks likewise) wrote a vocab of the five special pieces (with a
+    note blaming the corpus's size) and empty Punkt parameters."""
     blank = tmp_path / "blank.txt"
     blank.write_text("\n\n  \n")
-    out = tmp_path / "vocab"
-    assert main(["vocab", "--input", str(blank), "--out", str(out), "--workers", "1"]) == 1
-    said = capsys.readouterr()
-    assert said.err.startswith("error: no text reached the vocab trainer, and no vocab was")
-    assert "32 Mi characters" in said.err and "wrote" not in said.out
-    assert not os.path.exists(out / "vocab.txt") and not os.path.exists(out / "tokenizer.json")
+    out = tmp_path / "out"
+    argv = [command, "--input", f"books:{blank}", "--out", str(out), "--workers", "1"]
+    assert main(argv) == 1
+    lines = capsys.readouterr()
+    assert lines.err.startswith(f"error: no text reached {said} written")
+    assert "32 Mi characters" in lines.err and "wrote" not in lines.out
+    assert not any(os.path.exists(out / name) for name in written)
