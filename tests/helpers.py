@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import glob
 import hashlib
+import html
 import json
 import os
 import signal
@@ -70,6 +71,21 @@ def write_parquet(path, records: list[dict], row_group_size: int = 4) -> str:
     )
     pq.write_table(table, str(path), row_group_size=row_group_size)
     return str(path)
+
+
+def write_other_formats(folder, texts: list[str]) -> str:
+    """`texts` as WikiExtractor's output (a block each) and as an Arrow stream file (ids `aN`)
+    under `folder`; the inputs naming them, for the runners' tests."""
+    import pyarrow as pa
+
+    os.makedirs(os.path.join(folder, "text"))
+    block = '<doc id="{}" url="u" title="T">\nT\n\n{}\n</doc>\n'
+    with open(os.path.join(folder, "text", "wiki_00"), "w", encoding="utf-8") as f:
+        f.writelines(block.format(i, html.escape(t, False)) for i, t in enumerate(texts))
+    table = pa.table({"id": [f"a{i}" for i in range(len(texts))], "text": texts})
+    with pa.ipc.new_stream(os.path.join(folder, "rows.arrow"), table.schema) as writer:
+        writer.write_table(table, max_chunksize=2)
+    return f"wikiextractor:{folder}/text,arrow:{folder}/rows.arrow"
 
 
 def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:

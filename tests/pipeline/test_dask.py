@@ -35,6 +35,7 @@ from tests.helpers import (  # noqa: E402
     kill_when,
     shard_set,
     shard_times,
+    write_other_formats,
     write_parquet,
 )
 
@@ -117,8 +118,8 @@ def test_a_workers_listing_unlike_the_commands_stops_the_build_in_one_line(
 
 
 def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, tmp_path):
-    """--dedup's counts, Wikipedia's multistream path (its index read beside the dump, the
-    dump read by span) and Parquet (read by seeking) on Dask's workers."""
+    """--dedup's counts, Wikipedia's multistream path (its index read beside the dump, the dump
+    read by span), Parquet (read by seeking), Arrow, WikiExtractor's output on Dask's workers."""
     from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, write_multistream
 
     copy, dumps, rows = tmp_path / "copy", tmp_path / "dumps", tmp_path / "rows"
@@ -129,7 +130,8 @@ def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, t
     with open(f"{SAMPLE}/text/wiki-style.txt") as f:
         texts = [t for t in f.read().split("\n\n")[::-1] if t.strip()]
     write_parquet(rows / "r.parquet", [{"id": i, "text": t} for i, t in enumerate(texts)], 2)
-    inputs = f"text:{SAMPLE}/text,text:{copy},wikipedia:{dumps},parquet:{rows}"
+    inputs = f"text:{SAMPLE}/text,text:{copy},wikipedia:{dumps},parquet:{rows},"
+    inputs += write_other_formats(tmp_path / "other", texts)
     local, on_dask = str(tmp_path / "local"), str(tmp_path / "dask")
     args = ["--num-shards", "4", "--dedup", "--progress-seconds", "0"]
     assert build_shards(local, *args, inputs=inputs) == 0
@@ -141,6 +143,7 @@ def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, t
     assert counts[0]["total"]["documents_dropped.duplicate"] > 0
     assert counts[0]["total"]["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>")
     assert counts[0]["by_source"]["parquet"]["documents_read"] == len(texts)
+    assert counts[0]["by_source"]["wikiextractor"]["documents_read"] == len(texts)
 
 
 @pytest.fixture(scope="module")

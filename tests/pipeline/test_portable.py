@@ -25,6 +25,7 @@ from tests.helpers import (
     build_shards,
     kill_when,
     shard_set,
+    write_other_formats,
     write_parquet,
 )
 
@@ -117,7 +118,7 @@ def test_portable_build_from_and_into_gcs(portable, sample_shards, gcs_emulator)
 @pytest.mark.slow
 def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     """The formats the sample lacks: a `-multistream` Wikipedia dump, its index beside it (the
-    dump read by span in the pool's workers), JSONL and Parquet."""
+    dump read by span in the pool's workers), JSONL, Parquet, Arrow and WikiExtractor's output."""
     import json
 
     from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, write_multistream
@@ -132,7 +133,8 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     (tmp_path / "parquet").mkdir()
     rows = [{"id": f"row-{i}", "text": r["text"][::-1]} for i, r in enumerate(records)]
     write_parquet(tmp_path / "parquet" / "part-0.parquet", rows, row_group_size=2)
-    inputs = f"wikipedia:{dumps},jsonl:{lines},parquet:{tmp_path / 'parquet'}"
+    inputs = f"wikipedia:{dumps},jsonl:{lines},parquet:{tmp_path / 'parquet'},"
+    inputs += write_other_formats(tmp_path / "other", [r["text"] for r in records])
     local, portable_out = str(tmp_path / "local"), str(tmp_path / "portable")
     assert build_shards(local, "--num-shards", "4", "--progress-seconds", "0", inputs=inputs) == 0
     assert build(inputs, portable_out, portable) == 0
@@ -140,7 +142,7 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     with open(f"{local}/manifest.json") as f:
         total = json.load(f)["counts"]["total"]
     assert total["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>") > 1
-    assert total["files_read"] == 3  # the dump, the JSONL file and the Parquet file
+    assert total["files_read"] == 5  # the dump, the JSONL, Parquet, WikiExtractor, Arrow files
     parquet = json.load(open(f"{portable_out}/manifest.json"))["counts"]["by_source"]["parquet"]
     assert parquet["documents_used"] == len(rows)
 
