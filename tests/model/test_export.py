@@ -47,6 +47,24 @@ def test_transformers_loads_the_export_with_the_same_outputs(pretrained_run, sha
     torch.testing.assert_close(got.seq_relationship_logits, nsp, atol=1e-5, rtol=0)
 
 
+def test_the_fill_mask_pipeline_predicts_what_the_run_does(pretrained_run, tmp_path):
+    """transformers' `pipeline("fill-mask", model=DIR)`, the usual first look at a pre-trained
+    BERT, on the export: the pieces the run's own model ranks first at the mask, in order."""
+    out = str(tmp_path / "hf")
+    assert main(["export", "--ckpt", os.path.join(pretrained_run, "last.pt"), "--out", out]) == 0
+    text = "The river runs through the old [MASK] and into the sea."
+    got = [p["token"] for p in transformers.pipeline("fill-mask", model=out, top_k=5)(text)]
+    ckpt = load_checkpoint(os.path.join(pretrained_run, "last.pt"))
+    ours = BertForPreTraining(BertConfig(**ckpt["model_config"])).eval()
+    ours.load_state_dict(ckpt["model"])
+    tokenizer = load_tokenizer(os.path.join(pretrained_run, "vocab.txt"), lowercase=True)
+    ids = torch.tensor([tokenizer.encode(text).ids])
+    with torch.no_grad():
+        mlm, _ = ours(ids, torch.zeros_like(ids), torch.ones_like(ids))
+    at = ids[0].tolist().index(tokenizer.token_to_id("[MASK]"))
+    assert len(set(got)) == 5 and got == mlm[0, at].topk(5).indices.tolist()
+
+
 def test_exported_tokenizer_gives_the_same_ids(pretrained_run, tmp_path):
     out = str(tmp_path / "hf")
     assert main(["export", "--ckpt", os.path.join(pretrained_run, "last.pt"), "--out", out]) == 0
