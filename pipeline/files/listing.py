@@ -200,8 +200,14 @@ def not_a_file(path: str) -> str | None:
 
 def refuse_unusable_inputs(specs) -> None:
     """Lists every input before any work starts (the listing is kept for the command, inside
-    `one_listing`): a name that is no readable file stops the command in one line."""
+    `one_listing`): a name that is no readable file stops the command in one line, and so
+    does `-` (standard input: the command reads its files more than once)."""
     for spec in specs:
+        if spec.pattern == "-":
+            raise SystemExit(
+                "error: --input -: standard input cannot be an input (the command reads its files "
+                "more than once); write it to a file, and give that file"
+            )
         try:
             listed(spec)
         except BadInputError as e:

@@ -45,12 +45,6 @@ def check_inputs(cfg, verbose: bool = False):
     from pipeline.files.listing import input_bytes, refuse_unusable_inputs, shard_set_inside
     from pipeline.stages.read import chunk_bytes_for
 
-    for spec in cfg.inputs:
-        if spec.pattern == "-":
-            raise SystemExit(
-                "error: --input -: standard input cannot be an input (the command reads its files "
-                "more than once); write it to a file, and give that file"
-            )
     refuse_unusable_inputs(cfg.inputs)
     for spec in cfg.inputs:
         if not expand_pattern(spec):
@@ -75,7 +69,8 @@ def check_inputs(cfg, verbose: bool = False):
 def check_first_file(spec, verbose: bool, strict: bool, text_field: str = "text") -> None:
     """The input's first file (a Wikipedia dump's index aside) read as its format: a wrong
     --format is refused here, in the reader's words, before OUT is made; with --skip-bad-input
-    (not `strict`) only another format read as text (`pipeline.sources.head`)."""
+    (not `strict`) only another format read as text (`pipeline.sources.head`); prose given as
+    the text format is said in a note."""
     from pipeline.files import fsio
     from pipeline.sources.documents import BadInputError
     from pipeline.sources.head import HEAD_BYTES, check_head
@@ -86,7 +81,11 @@ def check_first_file(spec, verbose: bool, strict: bool, text_field: str = "text"
         return
     fmt, path, rel = files[0]
     try:
-        check_head(fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES), strict, text_field)
+        note = check_head(
+            fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES), strict, text_field
+        )
+        if note:  # read as asked, though it does not look like it
+            print(note)
     except BadInputError as e:
         if verbose:
             raise

@@ -33,12 +33,13 @@ _EXTRACTED_START = re.compile(rb'\s*<doc[^>\n]*\sid="')
 
 def check_head(
     fmt: str, path: str, rel: str, open_raw, strict: bool = True, text_field: str = "text"
-) -> None:
+) -> str | None:
     """Raises `BadInputError` when the file at `path` (`rel` within its input) does not start
     as format `fmt` does; `open_raw(path)` opens it as stored. Not `strict` (--skip-bad-input),
     only a file of another format read as `text` or `books` is refused: the readers would take
     its markup as prose, where a bad file is skipped and counted. JSON Lines, Parquet and
-    Arrow records hold their text in `text_field`."""
+    Arrow records hold their text in `text_field`. Returns a note for a `text` file that reads
+    as prose rather than a sentence per line (`prose_note`), else None."""
     try:
         with open_raw(path) as raw:
             head = read_head(decompressed(raw, path))
@@ -79,6 +80,8 @@ def check_head(
             refuse_not_extracted(text, whole, rel)
     elif fmt != "jsonl":
         refuse_other_format(fmt, text, whole, rel, text_field)
+        if fmt == "text":
+            return prose_note(text, whole, rel)
     elif strict:
         if not whole:  # only whole lines: the head may end inside a record
             text = text[: text.rfind(b"\n") + 1]
@@ -150,6 +153,39 @@ def refuse_other_format(
             f"--format {other} (make: FORMAT={other}) or prefix the input with {other}:, "
             "or leave the file out of the input"
         )
+
+
+# a line that ends a sentence (closing quotes and brackets after the mark)
+_ENDS_SENTENCE = re.compile("[.!?:;][\"')\\]\u2019\u201d]*$")
+# a sentence's end inside a line, the next beginning in upper case: two sentences on one line
+_INNER_END = re.compile("[a-z0-9][.!?][\"')\\]\u2019\u201d]* +[A-Z]")
+PROSE_LINES = 20  # fewer whole lines in the head say nothing either way
+
+
+def prose_note(text: bytes, whole: bool, rel: str) -> str | None:
+    """Why a `text` file (the reference's layout, a sentence per line) looks like prose instead,
+    from its head: a quarter of its lines ending mid-sentence with the next going on in lower
+    case (wrapped lines), or half of them holding two sentences or more (a paragraph a line).
+    Each line would be taken as a sentence; the books format splits prose with Punkt."""
+    decoded = text.decode("utf-8", "replace").split("\n")
+    lines = [line.strip() for line in decoded[: None if whole else -1]]
+    said = [line for line in lines if line]
+    if len(said) < PROSE_LINES:
+        return None
+    pairs = zip(lines, lines[1:], strict=False)
+    wrapped = sum(1 for a, b in pairs if a and b[:1].islower() and not _ENDS_SENTENCE.search(a))
+    several = sum(1 for line in said if _INNER_END.search(line))
+    if wrapped >= len(said) / 4:
+        how = f"{wrapped} of its first {len(said)} lines end mid-sentence, the next going on"
+    elif several >= len(said) / 2:
+        how = f"{several} of its first {len(said)} lines hold two sentences or more"
+    else:
+        return None
+    return (
+        f"note: {rel} reads as prose, not a sentence per line ({how}); the text format takes "
+        "each line as a sentence as it is: for prose, --format books (make: FORMAT=books) "
+        "splits sentences with Punkt"
+    )
 
 
 def other_format(text: bytes, whole: bool, text_field: str = "text") -> tuple[str, str] | None:

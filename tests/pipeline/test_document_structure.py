@@ -1,9 +1,11 @@
-"""A corpus without document structure, as BooksCorpus often comes: the build says so. Records
-that are sentences (Hugging Face's `bookcorpus`) give random-next rows only, and a text file
-without blank lines (one document) actual-next rows only: the build ends with a note; the
-sample's short documents, whose labels a draw mostly decides, get none. A document too long to
-hold (a `text` block or a book of more than 32 Mi characters: such a file of GBs) is dropped
-unread and counted, the reading of it bounded, and the build says why."""
+"""A corpus without document structure, as BooksCorpus often comes, and prose given as the
+reference's sentence-per-line format: the build says so. Records that are sentences (Hugging
+Face's `bookcorpus`) give random-next rows only, and a text file without blank lines (one
+document) actual-next rows only: the build ends with a note; the sample's short documents,
+whose labels a draw mostly decides, get none. A document too long to hold (a `text` block or a
+book of more than 32 Mi characters: such a file of GBs) is dropped and counted, never held
+whole, and the build says why; `vocab` and `punkt` left no text refuse to write. Prose read as
+the text format (wrapped lines, or a paragraph a line) is noted before the build starts."""
 
 from __future__ import annotations
 
@@ -156,3 +158,34 @@ def test_a_vocab_or_punkt_of_no_text_is_refused_writing_nothing(
     assert lines.err.startswith(f"error: no text reached {said} written")
     assert "32 Mi characters" in lines.err and "wrote" not in lines.out
     assert not any(os.path.exists(out / name) for name in written)
+
+
+def first_file_note(tmp_path, text: str, name: str = "corpus.txt") -> str | None:
+    from pipeline.sources.head import check_head
+
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return check_head("text", str(path), name, lambda p: open(p, "rb"))
+
+
+def test_prose_given_as_text_is_noted_before_the_build(tmp_path, capsys) -> None:
+    """The default format is the reference's, a sentence per line: a folder of ordinary prose
+    given without FORMAT=books became line fragments taken as sentences, without a word."""
+    book = open(os.path.join(SAMPLE, "books", "a-field-guide-to-small-machines.txt")).read()
+    note = first_file_note(tmp_path, book)
+    assert note.startswith("note: corpus.txt reads as prose, not a sentence per line (")
+    assert "lines end mid-sentence, the next going on" in note and "--format books" in note
+    paragraphs = [" ".join(p.split()) for p in book.split("\n\n") if p.strip()]
+    note = first_file_note(tmp_path, "\n\n".join(paragraphs) + "\n")  # a paragraph a line
+    assert "lines hold two sentences or more" in note
+    out = str(tmp_path / "out")
+    argv = ["build", "--input", str(tmp_path / "corpus.txt"), "--out", out, "--workers", "1"]
+    assert main([*argv, "--vocab-size", "500"]) == 0  # said, and built as asked
+    assert capsys.readouterr().out.startswith("note: corpus.txt reads as prose")
+
+
+def test_the_reference_layout_gets_no_note(tmp_path) -> None:
+    sentences = sample_sentences()
+    assert len(sentences) > 100
+    assert first_file_note(tmp_path, "\n".join(sentences[:200]) + "\n") is None
+    assert first_file_note(tmp_path, "Too few lines.\nto say.\n") is None
