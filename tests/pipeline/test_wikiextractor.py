@@ -204,3 +204,21 @@ def test_its_json_output_is_refused_as_wikiextractor_saying_jsonl(dump, tmp_path
     with pytest.raises(BadInputError, match=r"JSON Lines.*--format jsonl"):
         check_head("wikiextractor", first, "AA/wiki_00", lambda p: open(p, "rb"))
     check_head("jsonl", first, "AA/wiki_00", lambda p: open(p, "rb"))  # which reads it
+
+
+def test_its_files_on_gcs_read_as_the_local_bytes(dump, tmp_path, gcs_emulator, gcs_bucket):
+    """A `--compress` file through Beam's GCS filesystem: the first-file check and the reader."""
+    from pipeline.files import fsio
+    from pipeline.sources.readers import read_input
+
+    folder = wikiextractor(dump, str(tmp_path / "text"), "--compress")
+    path = sorted(glob.glob(f"{folder}/*/wiki_*.bz2"))[0]
+    url = f"gs://{gcs_bucket}/text/AA/wiki_00.bz2"
+    with open(path, "rb") as f:
+        fsio.write_bytes(url, f.read())
+    check_head("wikiextractor", url, "AA/wiki_00.bz2", fsio.open_read)
+    item = ("wikiextractor", url, "AA/wiki_00.bz2", None)
+    remote = [(d.id, d.paragraphs) for d in read_input(item, Tally(), fsio.open_read)]
+    with open(path, "rb") as f:
+        assert remote == read(bz2.decompress(f.read()), "AA/wiki_00.bz2")[0]
+    assert len(remote) > 20
