@@ -49,6 +49,7 @@ from model.training import (
     precision_name,
     to_device,
 )
+from schemas.labels import forced_labels_note
 from schemas.manifest import atomic_write_text
 from schemas.reader import ShardSet
 
@@ -130,6 +131,8 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
         _announce(cfg, trainer, data, step)
         if imported and step == 0 and imported.report():
             print(f"note: {imported.report()}", flush=True)
+        if cfg.nsp and step == 0 and (note := forced_labels_note(shards.manifest)):
+            print(f"{note} (--no-nsp pre-trains the masked LM alone)", flush=True)
     held_out = HeldOut(shards, held, micro, d, cfg.seed)
     board = Board(cfg.run, step) if cfg.tensorboard and d.main else None
     last, result = _train_loop(cfg, trainer, shards, (data, held_out), (step, position), board)

@@ -22,6 +22,7 @@ import sys
 
 from schemas.command_line import OneLineParser, chosen
 from schemas.interrupts import exit_code, interrupts_unwind
+from schemas.labels import forced_labels_note
 from schemas.stats import normal_tail
 from schemas.text import printable
 
@@ -260,6 +261,8 @@ def _inspect(args) -> int:
             return refused(args, e)
         if not args.no_summary:
             print(inspection.format_summary(summary))
+            if note := forced_labels_note(ss.manifest):
+                print(note)
         if args.plot:
             try:  # the path was checked up front; a full disk is still possible
                 print(f"wrote {inspection.plot(summary, args.plot)}")

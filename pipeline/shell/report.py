@@ -8,6 +8,7 @@ import json
 import sys
 
 from pipeline.sources.text import MAX_DOCUMENT_CHARS
+from schemas.labels import forced_labels_note
 
 # documents dropped for their length, never held whole (pipeline.sources.text, .books)
 TOO_LONG = ("documents_dropped.text_document_too_long", "documents_dropped.books_too_long")
@@ -30,7 +31,7 @@ def report(manifest, out: str, seconds: float) -> None:
     for note in (
         vocab_note(manifest.vocab_size, manifest.config.get("vocab_size_target")),
         too_long_note(total),
-        nsp_note(manifest),
+        forced_labels_note(manifest),
     ):
         if note:
             print(note)
@@ -73,49 +74,6 @@ def too_long_note(total: dict) -> str | None:
         f"never held whole ({counts}): a text file ends a document only at a blank line, and a "
         "book is one file; a corpus without document breaks (Hugging Face's bookcorpus dump) "
         "needs them first"
-    )
-
-
-# the share of rows whose next-sentence label no draw decided, beyond which the build says so:
-# short documents force some (the sample's: 28%, one-sentence chunks), a corpus without
-# document structure nearly all
-FORCED_MAX = 0.5
-
-
-def nsp_note(manifest) -> str | None:
-    """Why most of the set's next-sentence labels were not drawn with `random_next_prob` (None:
-    they were). Documents of one sentence (records that are sentences) have no next sentence;
-    a bucket of one document (an input without document breaks is one document) has no other.
-    Next-sentence prediction learns little from either."""
-    rows, wanted = manifest.rows, manifest.config.get("random_next_prob")
-    if not rows or wanted is None:
-        return None
-    forced_random = sum(s.forced_random_next for s in manifest.shards)
-    forced_actual = sum(s.forced_actual_next for s in manifest.shards)
-    if forced_random + forced_actual <= FORCED_MAX * rows:
-        return None
-    share = sum(s.random_next for s in manifest.shards) / rows
-    if abs(share - wanted) < 0.1:  # as asked all the same (--random-next-prob 1, ...)
-        return None
-    if forced_random >= forced_actual:
-        why = (
-            f"{forced_random / rows:.1%} of rows had to take B from another document, their "
-            "document having no sentence after A: documents of one sentence each (records that "
-            "are sentences, as Hugging Face's bookcorpus holds them) should be joined into "
-            "whole documents first"
-        )
-    else:
-        documents = manifest.counts.get("total", {}).get("documents_used", 0)
-        few = "the whole input is one document" if documents == 1 else f"{documents:,} documents"
-        why = (
-            f"{forced_actual / rows:.1%} of rows could not take B from another document, none "
-            f"other being in their bucket ({few}; the text format ends a document only at a "
-            "blank line)"
-        )
-    return (
-        f"note: {share:.1%} of rows are random-next, not about {wanted:.0%} "
-        f"(--random-next-prob {wanted:g}): {why}; next-sentence prediction learns little "
-        "from such a set"
     )
 
 

@@ -19,8 +19,9 @@ import pytest
 import pipeline.sources.books as books
 import pipeline.sources.text as text
 from pipeline.shell.cli import main
-from pipeline.shell.report import no_instances, nsp_note, too_long_note
+from pipeline.shell.report import no_instances, too_long_note
 from pipeline.sources.documents import Tally
+from schemas.labels import forced_labels_note
 from schemas.reader import ShardSet
 from tests.helpers import SAMPLE
 
@@ -49,7 +50,19 @@ def test_records_that_are_sentences_are_noted_as_all_random_next(tmp_path, capsy
     (note,) = [line for line in said.splitlines() if line.startswith("note: ")]
     assert note.startswith("note: 100.0% of rows are random-next, not about 50%")
     assert "documents of one sentence each" in note and "bookcorpus" in note
-    assert note == nsp_note(ShardSet.open(out).manifest)
+    assert note == forced_labels_note(ShardSet.open(out).manifest)
+    # said again where the set is looked at and where it is trained on
+    from model.cli import main as model_main
+    from schemas.cli import main as schemas_main
+
+    assert schemas_main(["inspect", out, "--n", "0"]) == 0
+    assert note in capsys.readouterr().out.splitlines()
+    run = ["pretrain", "--shards", out, "--run", str(tmp_path / "run"), "--steps", "1"]
+    assert model_main([*run, "--batch-size", "4", "--eval-batches", "1"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert f"{note} (--no-nsp pre-trains the masked LM alone)" in said
+    assert model_main([*run[:4], str(tmp_path / "mlm"), *run[5:], "--no-nsp"]) == 0
+    assert not any(line.startswith("note: 100.0%") for line in capsys.readouterr().out.splitlines())
 
 
 def test_a_text_file_without_blank_lines_is_noted_as_one_document(tmp_path, capsys):
@@ -65,7 +78,7 @@ def test_the_samples_short_documents_get_no_note(sample_shards):
     manifest = ShardSet.open(sample_shards).manifest
     forced = sum(s.forced_random_next + s.forced_actual_next for s in manifest.shards)
     assert 0.2 * manifest.rows < forced < 0.5 * manifest.rows  # many, but a draw decides most
-    assert nsp_note(manifest) is None
+    assert forced_labels_note(manifest) is None
 
 
 def test_labels_forced_the_way_they_were_asked_get_no_note(sample_shards):
@@ -74,8 +87,8 @@ def test_labels_forced_the_way_they_were_asked_get_no_note(sample_shards):
     manifest = ShardSet.open(sample_shards).manifest
     forced = [replace(s, random_next=s.rows, forced_random_next=s.rows) for s in manifest.shards]
     config = {**manifest.config, "random_next_prob": 1.0}
-    assert nsp_note(replace(manifest, shards=forced, config=config)) is None
-    assert "random-next, not about 50%" in nsp_note(replace(manifest, shards=forced))
+    assert forced_labels_note(replace(manifest, shards=forced, config=config)) is None
+    assert "random-next, not about 50%" in forced_labels_note(replace(manifest, shards=forced))
 
 
 def test_a_text_document_over_the_bound_is_dropped_keeping_the_later_ids(monkeypatch) -> None:
