@@ -13,6 +13,7 @@ import glob
 import html
 import io
 import os
+import shutil
 import subprocess
 import sys
 
@@ -34,6 +35,13 @@ def dump(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("dump") / ARTICLES
     path.write_bytes(gensim_file(ARTICLES))
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def compressed(dump, tmp_path_factory) -> str:
+    """Its `--compress` output of the export in files of 200 KB (read-only: copy to change)."""
+    out = str(tmp_path_factory.mktemp("extracted") / "text")
+    return wikiextractor(dump, out, "--compress", "--bytes", "200K")
 
 
 def wikiextractor(dump: str, out: str, *flags: str) -> str:
@@ -166,10 +174,10 @@ def test_one_article_in_two_files_is_refused_as_a_repeat() -> None:
 
 
 @pytest.mark.slow
-def test_wikiextractors_own_output_is_read_and_built(dump, tmp_path) -> None:
+def test_wikiextractors_own_output_is_read_and_built(compressed, tmp_path) -> None:
     """Its `--compress` output in files of 200 KB, one file decompressed as a user might: every
     block an article of the export under its page id, its title line gone, its escaping undone."""
-    folder = wikiextractor(dump, str(tmp_path / "text"), "--compress", "--bytes", "200K")
+    folder = shutil.copytree(compressed, tmp_path / "text")
     files = sorted(glob.glob(f"{folder}/*/wiki_*.bz2"))
     assert len(files) > 2
     with open(files[0][: -len(".bz2")], "wb") as f:
@@ -206,13 +214,12 @@ def test_its_json_output_is_refused_as_wikiextractor_saying_jsonl(dump, tmp_path
     check_head("jsonl", first, "AA/wiki_00", lambda p: open(p, "rb"))  # which reads it
 
 
-def test_its_files_on_gcs_read_as_the_local_bytes(dump, tmp_path, gcs_emulator, gcs_bucket):
+def test_its_files_on_gcs_read_as_the_local_bytes(compressed, gcs_emulator, gcs_bucket):
     """A `--compress` file through Beam's GCS filesystem: the first-file check and the reader."""
     from pipeline.files import fsio
     from pipeline.sources.readers import read_input
 
-    folder = wikiextractor(dump, str(tmp_path / "text"), "--compress")
-    path = sorted(glob.glob(f"{folder}/*/wiki_*.bz2"))[0]
+    path = sorted(glob.glob(f"{compressed}/*/wiki_*.bz2"))[0]
     url = f"gs://{gcs_bucket}/text/AA/wiki_00.bz2"
     with open(path, "rb") as f:
         fsio.write_bytes(url, f.read())
@@ -221,4 +228,4 @@ def test_its_files_on_gcs_read_as_the_local_bytes(dump, tmp_path, gcs_emulator, 
     remote = [(d.id, d.paragraphs) for d in read_input(item, Tally(), fsio.open_read)]
     with open(path, "rb") as f:
         assert remote == read(bz2.decompress(f.read()), "AA/wiki_00.bz2")[0]
-    assert len(remote) > 20
+    assert len(remote) > 1
