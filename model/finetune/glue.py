@@ -65,12 +65,10 @@ def glue(args: argparse.Namespace) -> dict:
             given = {**vars(args), "task": task, "data": folders[task], "run": folder}
             given.update(seed=seed, doc_stride=None, max_query_length=None, max_answer_length=None)
             by_seed[seed] = finetune(finetune_config(argparse.Namespace(**given)))
-        best = max(by_seed, key=lambda s: task_score(task, by_seed[s]))  # the first of equals
+        each = {s: task_score(task, m) for s, m in by_seed.items()}
+        best = max(each, key=each.get)  # the first of equals
         scores[task] = by_seed[best]
-        tried[task] = {
-            "best_seed": best,
-            "scores": {s: task_score(task, m) for s, m in by_seed.items()},
-        }
+        tried[task] = {"best_seed": best, "scores": each}
     table = summary(scores)
     if args.restarts > 1:
         table["restarts"] = tried

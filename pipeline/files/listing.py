@@ -167,17 +167,16 @@ def refuse_odd_files(found: list[FileMetadata], missed: list[str], pattern: str 
     for m in found:
         if m.size_in_bytes == 0 and fsio.is_local(m.path):  # how pipes and devices list
             kind = not_a_file(m.path)
-            if kind and m.path == pattern:
-                raise BadInputError(
-                    f"{m.path} is {kind}, not a regular file, so it cannot be read as input "
-                    "(the command reads its files more than once); write what it gives to a file, "
-                    "and give that file"
-                )
             if kind:
+                advice = (
+                    " (the command reads its files more than once); write what it gives to a "
+                    "file, and give that file"
+                    if m.path == pattern  # named as the input itself
+                    else "; remove it from the input folder, or name the input's files with a "
+                    "glob that leaves it out"
+                )
                 raise BadInputError(
-                    f"{m.path} is {kind}, not a regular file, so it cannot be read as input; "
-                    "remove it from the input folder, or name the input's files with a glob "
-                    "that leaves it out"
+                    f"{m.path} is {kind}, not a regular file, so it cannot be read as input{advice}"
                 )
 
 

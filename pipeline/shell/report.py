@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from pipeline.sources.text import MAX_DOCUMENT_CHARS
+from pipeline.sources.documents import MAX_DOCUMENT_CHARS
 from schemas.labels import forced_labels_note
 
 # documents dropped for their length, never held whole (pipeline.sources.text, .books)
@@ -55,9 +55,9 @@ def no_text(trainer: str, written: str) -> int:
     """What `vocab` or `punkt` says when no text reached its trainer (its exit status)."""
     print(
         f"error: no text reached the {trainer}, and no {written} was written: every document "
-        "was empty or dropped (a document of more than 32 Mi characters is: as text, a file "
-        "without blank lines is one document); `bert-shards build` on the same input prints "
-        "the counts",
+        f"was empty or dropped (a document of more than {MAX_DOCUMENT_CHARS >> 20} Mi characters "
+        "is: as text, a file without blank lines is one document); `bert-shards build` on the "
+        "same input prints the counts",
         file=sys.stderr,
     )
     return 1

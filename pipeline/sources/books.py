@@ -25,9 +25,8 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipeline.sources.documents import Document, Tally, one_space
+from pipeline.sources.documents import MAX_DOCUMENT_CHARS, Document, Tally, one_space
 from pipeline.sources.streams import iter_lines, small_text, text_stream
-from pipeline.sources.text import MAX_DOCUMENT_CHARS
 
 EDGE_WINDOW = 50  # paragraphs searched at each end, at most a quarter of the book
 

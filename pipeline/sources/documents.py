@@ -11,6 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+# the most text a document may hold: a longer one (a JSON Lines record, in bytes; a Parquet or
+# Arrow text, a `text` block, a book, a WikiExtractor article, in characters) is dropped and
+# counted, never held whole
+MAX_DOCUMENT_CHARS = 32 << 20
+
 
 @dataclass(frozen=True)
 class Document:

@@ -15,10 +15,10 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipeline.sources.documents import Document, Tally, one_space
+from pipeline.sources.documents import MAX_DOCUMENT_CHARS, Document, Tally, one_space
 from pipeline.sources.streams import CHUNK_BYTES, decode, text_stream
 
-MAX_RECORD_BYTES = 32 << 20  # a longer line is skipped and counted, never held whole
+MAX_RECORD_BYTES = MAX_DOCUMENT_CHARS  # a longer line is skipped and counted, never held whole
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
 
 

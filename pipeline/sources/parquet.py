@@ -155,13 +155,8 @@ def _strings(kind) -> bool:
 
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or _view(kind)
-
-
-def _view(kind) -> bool:
-    import pyarrow as pa
-
-    return pa.types.is_string_view(kind)
+    types = pa.types
+    return types.is_string(kind) or types.is_large_string(kind) or types.is_string_view(kind)
 
 
 def row_document(

@@ -47,8 +47,6 @@ def read_input(
             yield from read_span(raw, rel, span, tally)
         elif fmt == "wikipedia":
             yield from iter_pages(decompressed(raw, path), rel, tally)
-        elif fmt in FIELD_FORMATS:
-            f = decompressed(raw, path)
-            yield from READERS[fmt](f, rel, tally, source=fmt, text_field=text_field)
         else:
-            yield from READERS[fmt](decompressed(raw, path), rel, tally, source=fmt)
+            field = {"text_field": text_field} if fmt in FIELD_FORMATS else {}
+            yield from READERS[fmt](decompressed(raw, path), rel, tally, source=fmt, **field)

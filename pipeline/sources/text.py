@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipeline.sources.documents import Document, Tally
+from pipeline.sources.documents import MAX_DOCUMENT_CHARS, Document, Tally
 from pipeline.sources.streams import iter_lines, text_stream
 
-# a longer document (the lines between two blank lines) is dropped and counted, never held whole:
-# a file without blank lines is one document (Hugging Face's bookcorpus dump is 4.6 GB so)
-MAX_DOCUMENT_CHARS = 32 << 20  # as a JSON Lines record or a Parquet text
+# MAX_DOCUMENT_CHARS bounds the lines between two blank lines: a file without blank lines is one
+# document (Hugging Face's bookcorpus dump is 4.6 GB so)
 
 
 def read_text(f: BinaryIO, rel: str, tally: Tally, source: str = "text") -> Iterator[Document]:

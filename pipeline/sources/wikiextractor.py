@@ -34,10 +34,9 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipeline.sources.documents import Document, Tally, one_space
+from pipeline.sources.documents import MAX_DOCUMENT_CHARS, Document, Tally, one_space
 from pipeline.sources.jsonl import numbered_lines
 from pipeline.sources.streams import DEFAULT_MAX_LINE_BYTES, text_stream
-from pipeline.sources.text import MAX_DOCUMENT_CHARS
 
 DOC_OPEN = re.compile(r"\s*<doc[\s>]")
 DOC_CLOSE = "</doc>"
