@@ -56,9 +56,9 @@ def heavy_files_first(items: list) -> list:
     return sorted(items, key=lambda item: rank[file_of(item)])
 
 
-def write_parquet(path, records: list[dict], row_group_size: int = 4) -> str:
-    """Records (`id`, `text`) as a Parquet file as the Hub's text corpora hold them, a `url`
-    column beside (not read), `row_group_size` rows a group."""
+def write_parquet(path, records: list[dict], row_group_size: int = 4, field: str = "text") -> str:
+    """Records (`id`, `text`) as a Parquet file as the Hub's text corpora hold them (the text in
+    column `field`), a `url` column beside (not read), `row_group_size` rows a group."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -66,23 +66,23 @@ def write_parquet(path, records: list[dict], row_group_size: int = 4) -> str:
         {
             "id": [r["id"] for r in records],
             "url": ["https://example.org"] * len(records),
-            "text": [r["text"] for r in records],
+            field: [r["text"] for r in records],
         }
     )
     pq.write_table(table, str(path), row_group_size=row_group_size)
     return str(path)
 
 
-def write_other_formats(folder, texts: list[str]) -> str:
-    """`texts` as WikiExtractor's output (a block each) and as an Arrow stream file (ids `aN`)
-    under `folder`; the inputs naming them, for the runners' tests."""
+def write_other_formats(folder, texts: list[str], field: str = "text") -> str:
+    """`texts` as WikiExtractor's output (a block each) and as an Arrow stream file (ids `aN`,
+    the text in column `field`) under `folder`; the inputs naming them, for the runners' tests."""
     import pyarrow as pa
 
     os.makedirs(os.path.join(folder, "text"))
     block = '<doc id="{}" url="u" title="T">\nT\n\n{}\n</doc>\n'
     with open(os.path.join(folder, "text", "wiki_00"), "w", encoding="utf-8") as f:
         f.writelines(block.format(i, html.escape(t, False)) for i, t in enumerate(texts))
-    table = pa.table({"id": [f"a{i}" for i in range(len(texts))], "text": texts})
+    table = pa.table({"id": [f"a{i}" for i in range(len(texts))], field: texts})
     with pa.ipc.new_stream(os.path.join(folder, "rows.arrow"), table.schema) as writer:
         writer.write_table(table, max_chunksize=2)
     return f"wikiextractor:{folder}/text,arrow:{folder}/rows.arrow"

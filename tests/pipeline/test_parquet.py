@@ -195,24 +195,37 @@ def test_parquet_on_gcs_reads_as_the_local_file(gcs_emulator, gcs_bucket, tmp_pa
     assert len(remote) == len(RECORDS) - 1  # every row with text
 
 
-def test_a_build_from_parquet_on_gcs_into_gcs_is_the_local_build(
+def test_a_build_from_parquet_and_other_formats_on_gcs_into_gcs_is_the_local_build(
     gcs_emulator, gcs_bucket, tmp_path
 ):
-    """End to end on the object store: Parquet read from gs:// a row group at a time, the set
-    written into gs://, byte for byte the set of the same file on a local disk."""
-    from pipeline.files import fsio
+    """End to end on the object store: Parquet read from gs:// a row group at a time, beside it
+    in the same build WikiExtractor's output, Arrow and JSON Lines compressed as zstd, the set
+    written into gs://, byte for byte the set of the same files on a local disk."""
+    import zstandard
 
-    path = write_parquet(tmp_path / "a.parquet", RECORDS, row_group_size=4)
-    with open(path, "rb") as src:
-        fsio.write_bytes(f"gs://{gcs_bucket}/corpus/a.parquet", src.read())
+    from tests.gcs_emulator import upload_tree
+    from tests.helpers import write_other_formats
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_parquet(corpus / "a.parquet", RECORDS, row_group_size=4)
+    texts = [r["text"][::-1] for r in RECORDS if r["text"].strip()]
+    other = write_other_formats(corpus / "other", texts)
+    lines = "".join(json.dumps({"id": f"z{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    (corpus / "z.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines.encode()))
+    upload_tree(str(corpus), f"gs://{gcs_bucket}/corpus")
     sets = []
-    for corpus, out in ((tmp_path, str(tmp_path / "out")), (f"gs://{gcs_bucket}/corpus", None)):
+    for root, out in ((str(corpus), str(tmp_path / "out")), (f"gs://{gcs_bucket}/corpus", None)):
         out = out or f"gs://{gcs_bucket}/out"
-        argv = ["build", "--input", f"parquet:{corpus}/a.parquet", "--out", out, "--workers", "1"]
-        assert main(argv) == 0
+        inputs = f"parquet:{root}/a.parquet,jsonl:{root}/z.jsonl.zst,"
+        inputs += other.replace(str(corpus), root)
+        assert main(["build", "--input", inputs, "--out", out, "--workers", "1"]) == 0
         sets.append(shard_set(out))
     assert sets[0] == sets[1]
-    assert sets[0]["manifest"]["counts"]["by_source"]["parquet"]["documents_read"] == len(RECORDS)
+    by_source = sets[0]["manifest"]["counts"]["by_source"]
+    assert by_source["parquet"]["documents_read"] == len(RECORDS)
+    for fmt in ("wikiextractor", "arrow", "jsonl"):
+        assert by_source[fmt]["documents_read"] == len(texts), fmt
 
 
 def test_one_large_row_group_is_read_a_batch_at_a_time(tmp_path, monkeypatch):

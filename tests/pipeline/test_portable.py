@@ -118,8 +118,12 @@ def test_portable_build_from_and_into_gcs(portable, sample_shards, gcs_emulator)
 @pytest.mark.slow
 def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     """The formats the sample lacks: a `-multistream` Wikipedia dump, its index beside it (the
-    dump read by span in the pool's workers), JSONL, Parquet, Arrow and WikiExtractor's output."""
+    dump read by span in the pool's workers), JSONL (compressed as zstd), Parquet and Arrow (the
+    three read from `--text-field`'s field, which reaches the pool's workers), and
+    WikiExtractor's output."""
     import json
+
+    import zstandard
 
     from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, write_multistream
 
@@ -129,15 +133,17 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     with open(f"{SAMPLE}/text/wiki-style.txt") as f:
         documents = f.read().split("\n\n")
     records = [{"id": f"doc-{i}", "text": d} for i, d in enumerate(documents) if d.strip()]
-    (lines / "part-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    text = "".join(json.dumps({"id": r["id"], "body": r["text"]}) + "\n" for r in records)
+    (lines / "part-0.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(text.encode()))
     (tmp_path / "parquet").mkdir()
     rows = [{"id": f"row-{i}", "text": r["text"][::-1]} for i, r in enumerate(records)]
-    write_parquet(tmp_path / "parquet" / "part-0.parquet", rows, row_group_size=2)
+    write_parquet(tmp_path / "parquet" / "part-0.parquet", rows, 2, "body")
     inputs = f"wikipedia:{dumps},jsonl:{lines},parquet:{tmp_path / 'parquet'},"
-    inputs += write_other_formats(tmp_path / "other", [r["text"] for r in records])
+    inputs += write_other_formats(tmp_path / "other", [r["text"] for r in records], "body")
     local, portable_out = str(tmp_path / "local"), str(tmp_path / "portable")
-    assert build_shards(local, "--num-shards", "4", "--progress-seconds", "0", inputs=inputs) == 0
-    assert build(inputs, portable_out, portable) == 0
+    flags = ["--num-shards", "4", "--progress-seconds", "0", "--text-field", "body"]
+    assert build_shards(local, *flags, inputs=inputs) == 0
+    assert build(inputs, portable_out, [*portable, "--text-field", "body"]) == 0
     assert shard_set(portable_out) == shard_set(local)
     with open(f"{local}/manifest.json") as f:
         total = json.load(f)["counts"]["total"]
