@@ -81,11 +81,21 @@ class VocabCommandConfig(ReadConfig):
     max_paragraph_chars: int = 1_000_000  # longer paragraphs are dropped and counted
     dedup: DedupConfig | None = None  # exact de-duplication of documents and paragraphs
     punkt_json: str | None = None  # Punkt parameters (`bert-shards punkt`); None: English
+    cjk_sentences: bool = False  # prose also cut at Chinese and Japanese full stops
 
     def __post_init__(self):
         super().__post_init__()
         if self.max_paragraph_chars < 1:
             raise ValueError(f"max_paragraph_chars must be >= 1 (got {self.max_paragraph_chars})")
+        if self.cjk_sentences and all(s.format == "text" for s in self.inputs):
+            raise ValueError(
+                "cjk_sentences cuts the sentences of prose, and every input is `text`, whose "
+                "lines are sentences already: leave it out, or give prose its format (books:PATH)"
+            )
+
+    def splitting(self) -> tuple:
+        """`SplitSentences`'s settings after its folder."""
+        return self.max_paragraph_chars, self.punkt_json, self.cjk_sentences
 
 
 @dataclass(frozen=True)
@@ -119,6 +129,7 @@ class BuildConfig(VocabCommandConfig):
             "inputs": sorted({s.format for s in self.inputs}),
             # only when not the default, so that the sets of every earlier build stay the same
             **({"text_field": self.text_field} if self.text_field != "text" else {}),
+            **({"cjk_sentences": True} if self.cjk_sentences else {}),
         }
 
 
@@ -197,9 +208,7 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
     if cfg.dedup:
         read = read | "Deduplicate" >> DeduplicateChunks(cfg.dedup, tmp)
         counted.append(read)
-    sentences = read | "SplitSentences" >> SplitSentences(
-        tmp, cfg.max_paragraph_chars, cfg.punkt_json
-    )
+    sentences = read | "SplitSentences" >> SplitSentences(tmp, *cfg.splitting())
     # side inputs carry the vocab's text: Beam weighs a cached side input by walking it
     if cfg.vocab_path:
         vocab = p | "LoadVocab" >> beam.Create([load_vocab(cfg.vocab_path).to_text()])
@@ -240,7 +249,8 @@ def resume_problem(old: dict | None, new: dict) -> str | None:
     """Why an interrupted build cannot be resumed with this command, or None."""
     if old is None:
         return "there is no interrupted build in OUT to resume (no shards/.building/build.json)"
-    # keys of either side: one written only when not its default (text_field) may be on one
+    # keys of either side: one written only when not its default (text_field, cjk_sentences)
+    # may be on one
     keys = {*old["config"], *new["config"]}
     changed = sorted(k for k in keys if old["config"].get(k) != new["config"].get(k))
     if changed:

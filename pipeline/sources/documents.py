@@ -8,6 +8,7 @@ for counts, and yields `Document`s in reading order. This module imports none of
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -15,6 +16,16 @@ from dataclasses import dataclass, field
 # Arrow text, a `text` block, a book, a WikiExtractor article, in characters) is dropped and
 # counted, never held whole
 MAX_DOCUMENT_CHARS = 32 << 20
+
+# A sentence end in Chinese and Japanese: full stops, question or exclamation marks, full-width
+# (or the half-width ideographic full stop), with all the closing quotes and brackets after them,
+# where more text follows. Punkt ends sentences only at `.`, `?` and `!` followed by a space, so
+# it never ends one there: a paragraph of such prose is one sentence to it. The full-width full
+# stop `．` is left out (it also stands in numbers), and so is an ellipsis. With --cjk-sentences
+# the splitter cuts there too (`pipeline.core.sentences.cjk_pieces`); the first file's check of
+# a `text` input counts lines holding one (`pipeline.sources.head.prose_note`).
+_STOPS, _CLOSERS = "。！？｡", "」』”’）】〕〉》〗〙〛｣\"')\\]"
+CJK_STOP = re.compile(f"[{_STOPS}]+[{_CLOSERS}]*(?![{_STOPS}{_CLOSERS}])(?=\\s*\\S)")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from pipeline.sources.arrow import FILE_MAGIC, compressed_file_format, is_arrow
 from pipeline.sources.compressed import compression_of, decompressed
-from pipeline.sources.documents import BadInputError, Tally
+from pipeline.sources.documents import CJK_STOP, BadInputError, Tally
 from pipeline.sources.jsonl import read_jsonl
 from pipeline.sources.parquet import MAGIC, compressed_whole, opened
 from pipeline.sources.streams import text_stream
@@ -165,8 +165,9 @@ PROSE_LINES = 20  # fewer whole lines in the head say nothing either way
 def prose_note(text: bytes, whole: bool, rel: str) -> str | None:
     """Why a `text` file (the reference's layout, a sentence per line) looks like prose instead,
     from its head: a quarter of its lines ending mid-sentence with the next going on in lower
-    case (wrapped lines), or half of them holding two sentences or more (a paragraph a line).
-    Each line would be taken as a sentence; the books format splits prose with Punkt."""
+    case (wrapped lines), or half of them holding two sentences or more (a paragraph a line;
+    a Chinese or Japanese sentence end inside a line counts, `CJK_STOP`). Each line would be
+    taken as a sentence; the books format splits prose with Punkt."""
     decoded = text.decode("utf-8", "replace").split("\n")
     lines = [line.strip() for line in decoded[: None if whole else -1]]
     said = [line for line in lines if line]
@@ -174,17 +175,19 @@ def prose_note(text: bytes, whole: bool, rel: str) -> str | None:
         return None
     pairs = zip(lines, lines[1:], strict=False)
     wrapped = sum(1 for a, b in pairs if a and b[:1].islower() and not _ENDS_SENTENCE.search(a))
-    several = sum(1 for line in said if _INNER_END.search(line))
+    cjk = [not line.isascii() and CJK_STOP.search(line) is not None for line in said]
+    several = sum(1 for line, c in zip(said, cjk, strict=True) if c or _INNER_END.search(line))
     if wrapped >= len(said) / 4:
         how = f"{wrapped} of its first {len(said)} lines end mid-sentence, the next going on"
     elif several >= len(said) / 2:
         how = f"{several} of its first {len(said)} lines hold two sentences or more"
     else:
         return None
+    also = " (and with --cjk-sentences at Chinese and Japanese full stops)" if any(cjk) else ""
     return (
         f"note: {rel} reads as prose, not a sentence per line ({how}); the text format takes "
         "each line as a sentence as it is: for prose, --format books (make: FORMAT=books) "
-        "splits sentences with Punkt"
+        f"splits sentences with Punkt{also}"
     )
 
 

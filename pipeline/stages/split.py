@@ -2,7 +2,9 @@
 
 Wikipedia pages are rendered here (after reading spread them over workers: rendering is the
 costly part), paragraphs over `--max-paragraph-chars` dropped and counted, and prose split by
-Punkt (`pipeline.core.sentences`); pre-split input (`text`, JSONL with sentences) passes as is.
+Punkt (`pipeline.core.sentences`), with `--cjk-sentences` also at Chinese and Japanese full stops
+(where not asked for, the sentences that run past one are counted); pre-split input (`text`,
+JSONL with sentences) passes as is.
 """
 
 from __future__ import annotations
@@ -11,10 +13,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from pipeline.core.sentences import (
-    sentence_tokenizer,
-    split_paragraphs,
-)
+from pipeline.core.sentences import runs_past_cjk_stop, sentence_tokenizer, split_paragraphs
 from pipeline.files.chunks import Chunk, finished, read_documents, write_sentences
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.wikipedia.reader import rendered
@@ -22,13 +21,20 @@ from pipeline.stages.base import Stage, next_path
 from pipeline.stages.counting import CountingStep
 
 
-def split_document(doc: Document, max_paragraph_chars: int, punkt, count):
+def split_document(doc: Document, max_paragraph_chars: int, punkt, count, cjk: bool = False):
     """A document -> (id, source, sentences), or None when no sentence is left; paragraphs over
     `max_paragraph_chars` are dropped. `punkt()` gives the sentence tokenizer (made when first
-    needed), `count(source, name, n)` takes the counts."""
+    needed), `count(source, name, n)` takes the counts; `cjk`: prose is cut at Chinese and
+    Japanese full stops too (else the sentences that run past one are counted)."""
     paragraphs = [p for p in doc.paragraphs if len(p) <= max_paragraph_chars]
     count(doc.source, "paragraphs_dropped.too_long", len(doc.paragraphs) - len(paragraphs))
-    sentences = paragraphs if doc.presplit else split_paragraphs(paragraphs, punkt())
+    if doc.presplit:
+        sentences = paragraphs
+    else:
+        sentences = split_paragraphs(paragraphs, punkt(), cjk)
+        if not cjk:
+            past = [s for s in sentences if not s.isascii()]
+            count(doc.source, "sentences_past_cjk_stops", sum(map(runs_past_cjk_stop, past)))
     if not sentences:
         count(doc.source, "documents_dropped.no_sentences")
         return None
@@ -39,10 +45,13 @@ def split_document(doc: Document, max_paragraph_chars: int, punkt, count):
 class SplitChunk(CountingStep):
     """A document chunk -> a sentence chunk of (id, source, sentences)."""
 
-    def __init__(self, tmp: str, max_paragraph_chars: int, punkt_json: str | None = None):
+    def __init__(
+        self, tmp: str, max_paragraph_chars: int, punkt_json: str | None = None, cjk: bool = False
+    ):
         self.tmp = tmp
         self.max_paragraph_chars = max_paragraph_chars
         self.punkt_json = punkt_json
+        self.cjk = cjk
 
     def setup(self):
         super().setup()
@@ -62,7 +71,8 @@ class SplitChunk(CountingStep):
             return
         tally = Tally()
         docs = rendered(read_documents(chunk.path), tally)
-        out = [split_document(d, self.max_paragraph_chars, self.punkt, self.count) for d in docs]
+        keep = self.max_paragraph_chars
+        out = [split_document(d, keep, self.punkt, self.count, self.cjk) for d in docs]
         out = [s for s in out if s is not None]
         for name, n in tally.counts.items():
             self.count("wikipedia", name, n)
@@ -77,7 +87,8 @@ class SplitSentences(Stage):
     tmp: str
     max_paragraph_chars: int
     punkt_json: str | None = None  # None: English parameters
+    cjk_sentences: bool = False  # prose cut at Chinese and Japanese full stops too
 
     def expand(self, chunks):
-        split = SplitChunk(self.tmp, self.max_paragraph_chars, self.punkt_json)
+        split = SplitChunk(self.tmp, self.max_paragraph_chars, self.punkt_json, self.cjk_sentences)
         return chunks | "Spread" >> beam.Reshuffle() | "Split" >> beam.ParDo(split)

@@ -119,8 +119,8 @@ def test_portable_build_from_and_into_gcs(portable, sample_shards, gcs_emulator)
 def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     """The formats the sample lacks: a `-multistream` Wikipedia dump, its index beside it (the
     dump read by span in the pool's workers), JSONL (compressed as zstd), Parquet and Arrow (the
-    three read from `--text-field`'s field, which reaches the pool's workers), and
-    WikiExtractor's output."""
+    three read from `--text-field`'s field, which reaches the pool's workers, as
+    `--cjk-sentences` does), and WikiExtractor's output."""
     import json
 
     import zstandard
@@ -131,7 +131,7 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     lines.mkdir()
     write_multistream(dumps, pages_per_stream=2)
     with open(f"{SAMPLE}/text/wiki-style.txt") as f:
-        documents = f.read().split("\n\n")
+        documents = [*f.read().split("\n\n"), "他说：“明天见。”然后走了。今天天气很好！"]
     records = [{"id": f"doc-{i}", "text": d} for i, d in enumerate(documents) if d.strip()]
     text = "".join(json.dumps({"id": r["id"], "body": r["text"]}) + "\n" for r in records)
     (lines / "part-0.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(text.encode()))
@@ -141,9 +141,10 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     inputs = f"wikipedia:{dumps},jsonl:{lines},parquet:{tmp_path / 'parquet'},"
     inputs += write_other_formats(tmp_path / "other", [r["text"] for r in records], "body")
     local, portable_out = str(tmp_path / "local"), str(tmp_path / "portable")
-    flags = ["--num-shards", "4", "--progress-seconds", "0", "--text-field", "body"]
-    assert build_shards(local, *flags, inputs=inputs) == 0
-    assert build(inputs, portable_out, [*portable, "--text-field", "body"]) == 0
+    fields = ["--text-field", "body", "--cjk-sentences"]
+    flags = ["--num-shards", "4", "--progress-seconds", "0"]
+    assert build_shards(local, *flags, *fields, inputs=inputs) == 0
+    assert build(inputs, portable_out, [*portable, *fields]) == 0
     assert shard_set(portable_out) == shard_set(local)
     with open(f"{local}/manifest.json") as f:
         total = json.load(f)["counts"]["total"]
