@@ -271,6 +271,7 @@ DOCUMENT_SCHEMA = pa.schema(
         ("presplit", pa.bool_()),
         ("page", pa.bool_()),  # an unrendered Wikipedia page: id is the page id, one paragraph
         ("prefixes", pa.list_(pa.string())),  # a page's non-prose link prefixes
+        ("variants", pa.bool_()),  # a page's wiki converts between script variants
     ]
 )
 
@@ -286,6 +287,7 @@ def write_documents(path: str, items: Sequence[Document | WikiPage]) -> Chunk:
         rows["presplit"].append(False if page else item.presplit)
         rows["page"].append(page)
         rows["prefixes"].append(sorted(item.non_prose_prefixes) if page else [])
+        rows["variants"].append(page and item.variants)
     write_table(path, pa.table(rows, schema=DOCUMENT_SCHEMA))
     parts = sum(len(p) for p in rows["paragraphs"])
     return Chunk(path, items=len(items), parts=parts)
@@ -293,10 +295,12 @@ def write_documents(path: str, items: Sequence[Document | WikiPage]) -> Chunk:
 
 def read_documents(path: str) -> Iterator[Document | WikiPage]:
     table = read_table(path).to_pydict()
+    variants = table.get("variants") or [False] * len(table["id"])  # a chunk of an older build
     for i, doc_id in enumerate(table["id"]):
         paragraphs = table["paragraphs"][i]
         if table["page"][i]:
-            yield WikiPage(doc_id, "", paragraphs[0], frozenset(table["prefixes"][i]))
+            prefixes = frozenset(table["prefixes"][i])
+            yield WikiPage(doc_id, "", paragraphs[0], prefixes, variants[i])
         else:
             yield Document(doc_id, table["source"][i], tuple(paragraphs), table["presplit"][i])
 

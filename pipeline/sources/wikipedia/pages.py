@@ -19,19 +19,27 @@ from typing import BinaryIO
 from pipeline.sources.documents import REFETCH_OR_SKIP, BadInputError, Tally
 from pipeline.sources.streams import decode
 from pipeline.sources.wikipedia.split import MAX_PAGE_BYTES, PageSplitter, as_utf8
+from pipeline.sources.wikipedia.variants import variant_language
 
-# Namespace prefixes whose links are not prose; a dump's own (localised) names are added.
+# Namespace prefixes whose links are not prose; a dump's own (localised) names are added. A dump
+# names each namespace once, not its aliases: the Chinese and Japanese wikis' aliases for files
+# and categories (`[[文件:...]]`, `[[分类:...]]`, `[[画像:...]]`) are listed here.
 NON_PROSE_PREFIXES = frozenset({"file", "image", "media", "category"})
+NON_PROSE_PREFIXES |= frozenset("文件 档案 檔案 图像 圖像 媒体 媒體".split())
+NON_PROSE_PREFIXES |= frozenset("分类 分類 画像 カテゴリ".split())
 NON_PROSE_NAMESPACES = (-2, 6, 14)  # Media, File, Category
 
 _NAMESPACE = re.compile(rb'<namespace key="(-?\d+)"[^>]*?(?:/>|>([^<]*)</namespace>)')
+_LANGUAGE = re.compile(rb'<mediawiki\b[^>]*?\sxml:lang="([^"]*)"')
 
 
 @dataclass(frozen=True)
 class Siteinfo:
-    """What a page needs from its dump's header: namespace names (lower case) by key."""
+    """What a page needs from its dump's header: namespace names (lower case) by key, and
+    whether its wiki converts between script variants (`-{ }-` markup, `.variants`)."""
 
     namespaces: tuple[tuple[str, int], ...] = ()
+    variants: bool = False
 
     @property
     def non_prose_prefixes(self) -> frozenset[str]:
@@ -54,15 +62,19 @@ class WikiPage:
     title: str
     wikitext: str
     non_prose_prefixes: frozenset[str] = NON_PROSE_PREFIXES
+    variants: bool = False  # its wiki converts between script variants (Chinese: `-{ }-`)
 
 
 def parse_siteinfo(header: bytes) -> Siteinfo:
-    """Namespace names from the bytes before the first <page> (the <siteinfo> block)."""
+    """Namespace names from the bytes before the first <page> (the <siteinfo> block), and the
+    export's language (`<mediawiki xml:lang=...>`)."""
     names = []
     for key, name in _NAMESPACE.findall(header):
         if name and name.strip():
             names.append((html.unescape(name.decode("utf-8", "replace")).strip().lower(), int(key)))
-    return Siteinfo(tuple(names))
+    lang = _LANGUAGE.search(header)
+    variants = lang is not None and variant_language(lang.group(1).decode("ascii", "replace"))
+    return Siteinfo(tuple(names), variants)
 
 
 def parse_page(chunk: bytes, where: str, tally: Tally, site: Siteinfo) -> WikiPage | None:
@@ -89,7 +101,7 @@ def parse_page(chunk: bytes, where: str, tally: Tally, site: Siteinfo) -> WikiPa
     if page.find("redirect") is not None or wikitext.lstrip()[:9].lower() == "#redirect":
         tally.inc("wiki_pages_skipped.redirect")
         return None
-    return WikiPage(page_id, title, wikitext, site.non_prose_prefixes)
+    return WikiPage(page_id, title, wikitext, site.non_prose_prefixes, site.variants)
 
 
 def iter_pages(

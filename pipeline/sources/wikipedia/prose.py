@@ -13,7 +13,8 @@ import re
 from pipeline.sources.documents import Tally, one_space
 
 MIN_WORDS = 4  # shorter paragraphs are kept only when they end like a sentence
-SENTENCE_ENDS = tuple(".!?\"'”’…)")
+# (and Chinese and Japanese ones, whose paragraphs have no spaces to count words by)
+SENTENCE_ENDS = tuple(".!?\"'”’…)。！？｡」』）")
 RESIDUE = ("[[", "]]", "{{", "}}", "{|", "|}", "|-", "<ref", "thumb|", "&amp;", "&lt;", "&gt;")
 RESIDUE += ("colspan=", "rowspan=", "bgcolor=", 'style="', "class=")
 

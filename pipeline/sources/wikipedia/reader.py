@@ -27,7 +27,7 @@ from pipeline.sources.wikipedia.render import render_wikitext
 def page_document(page: WikiPage, tally: Tally, source: str = "wikipedia") -> Document | None:
     """Render one article; None (counted) when no prose is left or the renderer fails."""
     try:
-        paragraphs = render_wikitext(page.wikitext, tally, page.non_prose_prefixes)
+        paragraphs = render_wikitext(page.wikitext, tally, page.non_prose_prefixes, page.variants)
     except (RecursionError, ValueError, TypeError):  # the parser's own limits, never seen so far
         tally.drop("wiki_render_error")
         return None

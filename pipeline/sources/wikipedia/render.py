@@ -7,7 +7,8 @@ without the tree building that dominates `mwparserfromhell.parse` (faster: docs/
 Wikipedia reader). Templates, infoboxes, tables, references, files and images, categories,
 interlanguage links, comments, headings, lists and preformatted text are dropped; link text
 and a few inline templates are kept; entities are decoded. `pipeline.sources.wikipedia.prose`
-then cuts the text into paragraphs of prose.
+then cuts the text into paragraphs of prose. On a wiki with script variants, the conversion
+markup `-{ }-` is rendered first (`pipeline.sources.wikipedia.variants`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mwparserfromhell.parser.tokenizer import Tokenizer
 from pipeline.sources.documents import Tally
 from pipeline.sources.wikipedia.pages import NON_PROSE_PREFIXES
 from pipeline.sources.wikipedia.prose import prose_paragraphs
+from pipeline.sources.wikipedia.variants import converted
 
 DROP_TAGS = frozenset(
     "ref references table gallery math chem ce pre nowiki code source syntaxhighlight timeline "
@@ -190,8 +192,14 @@ def without_plain_references(wikitext: str) -> str:
     return _REFERENCE.sub(_LinePrefix(wikitext).cut, wikitext)
 
 
-def render_wikitext(wikitext: str, tally: Tally, non_prose=NON_PROSE_PREFIXES) -> list[str]:
-    """Paragraphs of running prose, in order (see the module docstring for what is dropped)."""
+def render_wikitext(
+    wikitext: str, tally: Tally, non_prose=NON_PROSE_PREFIXES, variants: bool = False
+) -> list[str]:
+    """Paragraphs of running prose, in order (see the module docstring for what is dropped);
+    `variants`: the wiki converts between script variants, and its `-{ }-` markup is rendered
+    first (`pipeline.sources.wikipedia.variants`)."""
+    if variants:
+        wikitext = converted(wikitext)
     return render_uncut(without_plain_references(wikitext), tally, non_prose)
 
 
