@@ -17,7 +17,10 @@ format's ids are), its paragraphs the block's lines: the first line is dropped w
 title, blank lines separate nothing (WikiExtractor writes a paragraph per line), and the text
 is read back from the HTML escaping WikiExtractor applies inside blocks (`&lt;`, `&amp;`, ...).
 Section headings, which WikiExtractor keeps as lines of their own ("Etymology, terminology, and
-definition."), stay: nothing marks them apart from a short paragraph.
+definition."), stay: nothing marks them apart from a short paragraph. WikiExtractor leaves the
+conversion markup of the wikis with script variants (`-{zh-hans:计算机;zh-hant:電腦}-`) in its
+text: a block whose `url` names such a wiki (`https://zh.wikipedia.org/...`) has it rendered as
+the `wikipedia` format renders it (`pipeline.sources.wikipedia.variants`).
 
 A block without a `</doc>` (a file cut short), a block without an `id`, and text outside any
 block (not WikiExtractor's output) are bad records: the run stops naming the file and line, or
@@ -37,6 +40,7 @@ from typing import BinaryIO
 from pipeline.sources.documents import MAX_DOCUMENT_CHARS, Document, Tally, one_space
 from pipeline.sources.jsonl import numbered_lines
 from pipeline.sources.streams import DEFAULT_MAX_LINE_BYTES, text_stream
+from pipeline.sources.wikipedia.variants import converted, variant_language
 
 DOC_OPEN = re.compile(r"\s*<doc[\s>]")
 DOC_CLOSE = "</doc>"
@@ -44,6 +48,7 @@ _ID = re.compile(r'\sid="([^"]*)"')
 # WikiExtractor writes the title last and unescaped: it may hold quotes but never `>` (MediaWiki
 # titles cannot), so it runs to the first `">` (a fork writes the title line there too)
 _TITLE = re.compile(r'\stitle="(.*?)">(.*)$')
+_URL_LANGUAGE = re.compile(r'\surl="[a-z]+://([A-Za-z-]+)\.')  # the wiki's language: its host
 BAD = "wikiextractor_bad_record"
 
 
@@ -59,6 +64,8 @@ class _Block:
             (head, _, rest), self.title = line.partition(">"), None
         ident = _ID.search(head)
         self.id = ident.group(1) if ident else ""
+        language = _URL_LANGUAGE.search(head)
+        self.variants = language is not None and variant_language(language.group(1))
         self.lines: list[str] = [rest] if rest.strip() else []
         self.size = len(rest)
 
@@ -123,7 +130,10 @@ def _document(block: _Block, rel: str, tally: Tally, source: str) -> Iterator[Do
     if block.size > MAX_DOCUMENT_CHARS:
         tally.drop("wikiextractor_too_long")
         return
-    paragraphs = [p for p in (one_space(html.unescape(line)) for line in block.lines) if p]
+    texts = (html.unescape(line) for line in block.lines)
+    if block.variants:
+        texts = (converted(text) for text in texts)
+    paragraphs = [p for p in map(one_space, texts) if p]
     title = block.title
     if paragraphs and title is not None and paragraphs[0] == one_space(html.unescape(title)):
         del paragraphs[0]

@@ -1,12 +1,15 @@
 """Wikipedia in Chinese and Japanese: `-{ }-` conversion markup rendered as a reader of the
 simplified variant sees it on the wikis that convert (by the export's `xml:lang`), and left as
-text elsewhere; the Chinese and Japanese names of files and categories dropped as the English
-ones are; paragraphs that end like a Chinese or Japanese sentence kept as prose."""
+text elsewhere, in the dump and in WikiExtractor's output of it (by its blocks' url); the Chinese
+and Japanese names of files and categories dropped as the English ones are; paragraphs that end
+like a Chinese or Japanese sentence kept as prose."""
 
 from __future__ import annotations
 
 import html
 import io
+import subprocess
+import sys
 
 import pytest
 
@@ -16,7 +19,6 @@ from pipeline.sources.documents import Tally
 from pipeline.sources.readers import READERS
 from pipeline.sources.wikipedia.pages import WikiPage, parse_siteinfo
 from pipeline.sources.wikipedia.variants import converted
-from tests.pipeline.wikidata import HEADER, page_xml
 
 ARTICLE = """'''计算机'''（-{zh-hans:计算机;zh-hant:電腦}-）是一种利用[[电子学]]原理的设备。\
 它可以进行-{A|zh-cn:软件;zh-tw:軟體}-计算。[[文件:X.jpg|thumb|一张图的说明]]
@@ -53,9 +55,23 @@ def test_conversion_markup_shows_what_the_simplified_reader_sees(markup, shown):
 
 
 def zh_export(text: str, lang: str) -> bytes:
-    header = HEADER.replace('version="0.10">', f'version="0.10" xml:lang="{lang}">')
-    assert header != HEADER
-    page = page_xml(7, "计算机", html.escape(text, quote=False))
+    """One article in an export of the `lang` wiki, laid out line by line as a real dump is
+    (which WikiExtractor needs), its namespaces named as the Chinese wiki's dump names them."""
+    header = (
+        f'<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" xml:lang="{lang}">\n'
+        f"  <siteinfo>\n    <base>https://{lang}.wikipedia.org/wiki/Main</base>\n"
+        "    <namespaces>\n"
+        + "".join(
+            f'      <namespace key="{key}" case="first-letter">{name}</namespace>\n'
+            for key, name in ((6, "File"), (10, "Template"), (14, "Category"))
+        )
+        + "    </namespaces>\n  </siteinfo>\n"
+    )
+    page = (
+        "  <page>\n    <title>计算机</title>\n    <ns>0</ns>\n    <id>7</id>\n"
+        '    <revision>\n      <id>70</id>\n      <text xml:space="preserve">'
+        f"{html.escape(text, quote=False)}</text>\n    </revision>\n  </page>\n"
+    )
     return (header + page + "</mediawiki>\n").encode()
 
 
@@ -70,9 +86,12 @@ def read(data: bytes) -> list[str]:
     return list(doc.paragraphs)
 
 
+SIMPLIFIED = "计算机（计算机）是一种利用电子学原理的设备。它可以进行软件计算。"
+
+
 def test_a_chinese_article_reads_as_its_simplified_prose():
     assert read(zh_export(ARTICLE, "zh")) == [
-        "计算机（计算机）是一种利用电子学原理的设备。它可以进行软件计算。",
+        SIMPLIFIED,
         "第二段有中文内容，也有English。另有规则。",
     ]
     # on a wiki without variants `-{` is text, as MediaWiki shows it there
@@ -99,3 +118,21 @@ def test_a_build_of_a_chinese_dump_trains_on_one_variant(tmp_path):
         vocabs[lang] = set((tmp_path / f"out-{lang}" / "vocab.txt").read_text().split("\n"))
     assert not {"電", "軟", "體", "印", "表"} & vocabs["zh"] and "计" in vocabs["zh"]
     assert {"電", "軟", "體"} <= vocabs["en"] and "h" in vocabs["en"]
+
+
+def test_wikiextractors_output_of_a_chinese_dump_is_rendered_as_the_dump_is(tmp_path):
+    """WikiExtractor leaves the conversion markup in its text; its block's url names the wiki.
+    (It drops `{{lang|en|English}}`, which the wikipedia format keeps.)"""
+    pytest.importorskip("wikiextractor")
+    texts = {}
+    for lang in ("zh", "en"):
+        (tmp_path / f"{lang}.xml").write_bytes(zh_export(ARTICLE, lang))
+        cmd = [sys.executable, "-m", "wikiextractor.WikiExtractor", str(tmp_path / f"{lang}.xml")]
+        cmd += ["-o", str(tmp_path / lang), "-q", "--processes", "1"]
+        subprocess.run(cmd, check=True, capture_output=True)
+        data = (tmp_path / lang / "AA" / "wiki_00").read_bytes()
+        assert b"-{zh-hans:" in data and f'url="https://{lang}.wikipedia.org/'.encode() in data
+        [doc] = READERS["wikiextractor"](io.BytesIO(data), "wiki_00", Tally(), "wikiextractor")
+        texts[lang] = list(doc.paragraphs)
+    assert texts["zh"] == [SIMPLIFIED, "第二段有中文内容，也有。另有规则。"]
+    assert "-{zh-hans:计算机;zh-hant:電腦}-" in texts["en"][0]
