@@ -8,6 +8,8 @@ Encoding gives exactly the ids of `tokenizers.BertWordPieceTokenizer` built from
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from itertools import chain, compress
@@ -21,6 +23,32 @@ from pipeline.core.word_cache import WordCache, by_cache
 from schemas.masking import TokenSpec
 from schemas.shard import segment_gather
 from schemas.vocab import SPECIAL_TOKENS, Vocab, bert_normalizer
+
+# Blocks of scripts other than Latin and Greek (where BERT's uncased models mean to strip
+# accents) with letters that lowercasing changes beyond their case: BERT's uncased normalization
+# decomposes each character and drops every nonspacing mark, which in these scripts are no
+# accents but parts of letters: Cyrillic й and ё, Hebrew and Arabic points, the vowel signs and
+# viramas of the Indic scripts, Thai, Lao, Tibetan, Myanmar and Khmer vowels and tones, and
+# Japanese kana's voicing (が becomes か).
+STRIPPED_BLOCKS = ((0x0400, 0x052F), (0x0590, 0x08FF), (0x0900, 0x109F), (0x1780, 0x17FF))
+STRIPPED_BLOCKS += ((0x3040, 0x30FF),)
+
+
+@functools.lru_cache(maxsize=1)
+def _stripped_marks() -> re.Pattern:
+    chars = [
+        chr(c)
+        for lo, hi in STRIPPED_BLOCKS
+        for c in range(lo, hi + 1)
+        if any(unicodedata.category(d) == "Mn" for d in unicodedata.normalize("NFD", chr(c)))
+    ]
+    return re.compile("[" + re.escape("".join(chars)) + "]")
+
+
+def loses_marks_lowercased(sentence: str) -> bool:
+    """Whether lowercasing (`--lowercase`, BERT's uncased normalization) would strip a mark
+    that is part of a letter of `sentence` (`STRIPPED_BLOCKS`), not an accent."""
+    return not sentence.isascii() and _stripped_marks().search(sentence) is not None
 
 
 def train_vocab(sentences: Sequence[str], cfg: VocabConfig) -> tuple[Vocab, str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from pipeline.core.sentences import runs_past_cjk_stop, sentence_tokenizer, split_paragraphs
+from pipeline.core.tokenize import loses_marks_lowercased
 from pipeline.files.chunks import Chunk, finished, read_documents, write_sentences
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.wikipedia.reader import rendered
@@ -25,16 +26,16 @@ def split_document(doc: Document, max_paragraph_chars: int, punkt, count, cjk: b
     """A document -> (id, source, sentences), or None when no sentence is left; paragraphs over
     `max_paragraph_chars` are dropped. `punkt()` gives the sentence tokenizer (made when first
     needed), `count(source, name, n)` takes the counts; `cjk`: prose is cut at Chinese and
-    Japanese full stops too (else the sentences that run past one are counted)."""
+    Japanese full stops too (else the sentences that run past one are counted). The sentences
+    with letters whose marks lowercasing would strip are counted too, for the build's note."""
     paragraphs = [p for p in doc.paragraphs if len(p) <= max_paragraph_chars]
     count(doc.source, "paragraphs_dropped.too_long", len(doc.paragraphs) - len(paragraphs))
-    if doc.presplit:
-        sentences = paragraphs
-    else:
-        sentences = split_paragraphs(paragraphs, punkt(), cjk)
-        if not cjk:
-            past = [s for s in sentences if not s.isascii()]
-            count(doc.source, "sentences_past_cjk_stops", sum(map(runs_past_cjk_stop, past)))
+    sentences = paragraphs if doc.presplit else split_paragraphs(paragraphs, punkt(), cjk)
+    other = [s for s in sentences if not s.isascii()]  # what the two counts below look at
+    if not (doc.presplit or cjk):
+        count(doc.source, "sentences_past_cjk_stops", sum(map(runs_past_cjk_stop, other)))
+    marked = sum(map(loses_marks_lowercased, other))
+    count(doc.source, "sentences_losing_marks_if_lowercased", marked)
     if not sentences:
         count(doc.source, "documents_dropped.no_sentences")
         return None
