@@ -35,20 +35,25 @@ STRIPPED_BLOCKS += ((0x3040, 0x30FF),)
 
 
 @functools.lru_cache(maxsize=1)
-def _stripped_marks() -> re.Pattern:
-    chars = [
+def stripped_chars() -> str:
+    """The characters of `STRIPPED_BLOCKS` that hold a nonspacing mark once decomposed."""
+    return "".join(
         chr(c)
         for lo, hi in STRIPPED_BLOCKS
         for c in range(lo, hi + 1)
         if any(unicodedata.category(d) == "Mn" for d in unicodedata.normalize("NFD", chr(c)))
-    ]
-    return re.compile("[" + re.escape("".join(chars)) + "]")
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _stripped() -> re.Pattern:
+    return re.compile(f"[{re.escape(stripped_chars())}]")
 
 
 def loses_marks_lowercased(sentence: str) -> bool:
     """Whether lowercasing (`--lowercase`, BERT's uncased normalization) would strip a mark
     that is part of a letter of `sentence` (`STRIPPED_BLOCKS`), not an accent."""
-    return not sentence.isascii() and _stripped_marks().search(sentence) is not None
+    return not sentence.isascii() and _stripped().search(sentence) is not None
 
 
 def train_vocab(sentences: Sequence[str], cfg: VocabConfig) -> tuple[Vocab, str]:

@@ -24,8 +24,8 @@ MAX_DOCUMENT_CHARS = 32 << 20
 # stop `．` is left out (it also stands in numbers), and so is an ellipsis. With --cjk-sentences
 # the splitter cuts there too (`pipeline.core.sentences.cjk_pieces`); the first file's check of
 # a `text` input counts lines holding one (`pipeline.sources.head.prose_note`).
-_STOPS, _CLOSERS = "。！？｡", "」』”’）】〕〉》〗〙〛｣\"')\\]"
-CJK_STOP = re.compile(f"[{_STOPS}]+[{_CLOSERS}]*(?![{_STOPS}{_CLOSERS}])(?=\\s*\\S)")
+CJK_STOPS, _CLOSERS = "。！？｡", "」』”’）】〕〉》〗〙〛｣\"')\\]"
+CJK_STOP = re.compile(f"[{CJK_STOPS}]+[{_CLOSERS}]*(?![{CJK_STOPS}{_CLOSERS}])(?=\\s*\\S)")
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,16 @@ JSONL with sentences) passes as is.
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 
 import apache_beam as beam
 
 from pipeline.core.sentences import runs_past_cjk_stop, sentence_tokenizer, split_paragraphs
-from pipeline.core.tokenize import loses_marks_lowercased
+from pipeline.core.tokenize import loses_marks_lowercased, stripped_chars
 from pipeline.files.chunks import Chunk, finished, read_documents, write_sentences
-from pipeline.sources.documents import Document, Tally
+from pipeline.sources.documents import CJK_STOPS, Document, Tally
 from pipeline.sources.wikipedia.reader import rendered
 from pipeline.stages.base import Stage, next_path
 from pipeline.stages.counting import CountingStep
@@ -31,7 +33,8 @@ def split_document(doc: Document, max_paragraph_chars: int, punkt, count, cjk: b
     paragraphs = [p for p in doc.paragraphs if len(p) <= max_paragraph_chars]
     count(doc.source, "paragraphs_dropped.too_long", len(doc.paragraphs) - len(paragraphs))
     sentences = paragraphs if doc.presplit else split_paragraphs(paragraphs, punkt(), cjk)
-    other = [s for s in sentences if not s.isascii()]  # what the two counts below look at
+    found = _other_scripts().search  # a character either count below looks for
+    other = [s for s in sentences if not s.isascii() and found(s)]
     if not (doc.presplit or cjk):
         count(doc.source, "sentences_past_cjk_stops", sum(map(runs_past_cjk_stop, other)))
     marked = sum(map(loses_marks_lowercased, other))
@@ -41,6 +44,13 @@ def split_document(doc: Document, max_paragraph_chars: int, punkt, count, cjk: b
         return None
     count(doc.source, "sentences", len(sentences))
     return doc.id, doc.source, tuple(sentences)
+
+
+@functools.lru_cache(maxsize=1)
+def _other_scripts() -> re.Pattern:
+    """Any Chinese or Japanese sentence end or letter that lowercasing strips marks from: one
+    search of a sentence that holds none (English with curly quotes) spares the two counts'."""
+    return re.compile(f"[{re.escape(CJK_STOPS + stripped_chars())}]")
 
 
 class SplitChunk(CountingStep):
