@@ -1,8 +1,8 @@
 """What a finished command says beside its output: a build's summary, and a note where it made
 something other than what was asked for (fewer shards than `--num-shards`, a trained vocab of
-another size than `--vocab-size`, random-next pairs far from `--random-next-prob`), or where the
-input looks other than the flags took it for (Chinese or Japanese prose without
-`--cjk-sentences`)."""
+another size than `--vocab-size`), and the notes of the set's own counts and labels (random-next
+pairs far from `--random-next-prob`, Chinese or Japanese prose without `--cjk-sentences`,
+letters that lowercasing broke: `schemas.notes`, which `bert-schemas inspect` says too)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 import sys
 
 from pipeline.sources.documents import MAX_DOCUMENT_CHARS
-from schemas.labels import forced_labels_note
+from schemas.notes import corpus_notes
 
 # documents dropped for their length, never held whole (pipeline.sources.text, .books)
 TOO_LONG = ("documents_dropped.text_document_too_long", "documents_dropped.books_too_long")
@@ -33,9 +33,7 @@ def report(manifest, out: str, seconds: float) -> None:
     for note in (
         vocab_note(manifest.vocab_size, manifest.config.get("vocab_size_target")),
         too_long_note(total),
-        cjk_note(total),
-        marks_note(total, manifest.config.get("lowercase", True)),
-        forced_labels_note(manifest),
+        *corpus_notes(manifest),
     ):
         if note:
             print(note)
@@ -78,41 +76,6 @@ def too_long_note(total: dict) -> str | None:
         f"never held whole ({counts}): a text file ends a document only at a blank line, and a "
         "book is one file; a corpus without document breaks (Hugging Face's bookcorpus dump) "
         "needs them first"
-    )
-
-
-# the share of a build's sentences from which the build says that they run past a Chinese or
-# Japanese sentence end (a quotation in running English prose stays below it), and that they
-# lose marks to lowercasing (a corpus of which such sentences are a twentieth is written in those
-# scripts in good part; English Wikipedia's names in Cyrillic, Devanagari or kana are below a
-# thousandth of its sentences, the sample's few Japanese lines under two hundredths)
-NOTE_SHARE, MARKS_NOTE_SHARE = 0.01, 0.05
-
-
-def cjk_note(total: dict) -> str | None:
-    """Sentences that Punkt left running past a Chinese or Japanese full stop (the build was
-    not given `--cjk-sentences`), when they are a share of the sentences worth saying."""
-    past, sentences = total.get("sentences_past_cjk_stops", 0), total.get("sentences", 0)
-    if not sentences or past < NOTE_SHARE * sentences:
-        return None
-    return (
-        f"note: {past:,} of {sentences:,} sentences ({past / sentences:.1%}) run on past a "
-        "Chinese or Japanese full stop, question or exclamation mark (。！？): Punkt ends "
-        "sentences only at . ? and ! before a space; give --cjk-sentences to end them there too"
-    )
-
-
-def marks_note(total: dict, lowercase: bool) -> str | None:
-    """A lowercased build (BERT's uncased normalization) of a corpus in which a share worth
-    saying of the sentences hold letters whose marks it strips as if they were accents."""
-    marked, sentences = total.get("sentences_losing_marks_if_lowercased", 0), total.get("sentences")
-    if not lowercase or not sentences or marked < MARKS_NOTE_SHARE * sentences:
-        return None
-    return (
-        f"note: {marked:,} of {sentences:,} sentences ({marked / sentences:.1%}) hold letters "
-        "whose marks lowercasing strips as if they were accents (Japanese が becomes か, "
-        "Cyrillic й becomes и, Hindi and Thai lose vowel signs), in the shards and the vocab "
-        "alike; --cased keeps them (BERT's multilingual models are cased for this reason)"
     )
 
 

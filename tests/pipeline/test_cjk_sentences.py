@@ -92,7 +92,13 @@ def test_a_build_cuts_with_the_flag_and_says_so_without_it(tmp_path, capsys):
     inputs = f"books:{tmp_path / 'books'}"
     flags = ("--vocab-size", "200", "--random-next-prob", "0")
     _, plain = build(tmp_path, "plain", *flags, inputs=inputs)
-    assert "give --cjk-sentences to end them there too" in capsys.readouterr().out
+    [note] = [line for line in capsys.readouterr().out.splitlines() if "--cjk-sentences" in line]
+    assert note.endswith("give --cjk-sentences to end them there too")
+    # said again where the set is looked at
+    from schemas.cli import main as schemas_main
+
+    assert schemas_main(["inspect", str(tmp_path / "plain"), "--n", "0"]) == 0
+    assert note in capsys.readouterr().out.splitlines()
     _, cut = build(tmp_path, "cut", *flags, "--cjk-sentences", inputs=inputs)
     assert "--cjk-sentences" not in capsys.readouterr().out
     before, after = plain["counts"]["total"], cut["counts"]["total"]

@@ -11,7 +11,7 @@ from tokenizers.normalizers import BertNormalizer
 
 from pipeline.core.tokenize import loses_marks_lowercased
 from pipeline.shell.cli import main
-from pipeline.shell.report import marks_note
+from schemas.notes import marks_note
 from schemas.vocab import bert_normalizer
 
 LOWERCASE = BertNormalizer(**bert_normalizer(True))

@@ -1,0 +1,53 @@
+"""What a shard set's counts say of its corpus that its flags did not take into account: Chinese
+or Japanese prose split without `--cjk-sentences`, letters that lowercasing broke, and
+next-sentence labels mostly forced (`schemas.labels`). Said by the build as it ends and by
+`bert-schemas inspect`; the counts are the build's (`pipeline.stages.split`)."""
+
+from __future__ import annotations
+
+from schemas.labels import forced_labels_note
+
+# the share of a build's sentences from which a set's notes say that they run past a Chinese or
+# Japanese sentence end (a quotation in running English prose stays below it), and that they
+# lose marks to lowercasing (a corpus of which such sentences are a twentieth is written in those
+# scripts in good part; English Wikipedia's names in Cyrillic, Devanagari or kana are below a
+# thousandth of its sentences, the sample's few Japanese lines under two hundredths)
+NOTE_SHARE, MARKS_NOTE_SHARE = 0.01, 0.05
+
+
+def cjk_note(total: dict) -> str | None:
+    """Sentences that Punkt left running past a Chinese or Japanese full stop (the build was
+    not given `--cjk-sentences`), when they are a share of the sentences worth saying."""
+    past, sentences = total.get("sentences_past_cjk_stops", 0), total.get("sentences", 0)
+    if not sentences or past < NOTE_SHARE * sentences:
+        return None
+    return (
+        f"note: {past:,} of {sentences:,} sentences ({past / sentences:.1%}) run on past a "
+        "Chinese or Japanese full stop, question or exclamation mark (。！？): Punkt ends "
+        "sentences only at . ? and ! before a space; give --cjk-sentences to end them there too"
+    )
+
+
+def marks_note(total: dict, lowercase: bool) -> str | None:
+    """A lowercased build (BERT's uncased normalization) of a corpus in which a share worth
+    saying of the sentences hold letters whose marks it strips as if they were accents."""
+    marked, sentences = total.get("sentences_losing_marks_if_lowercased", 0), total.get("sentences")
+    if not lowercase or not sentences or marked < MARKS_NOTE_SHARE * sentences:
+        return None
+    return (
+        f"note: {marked:,} of {sentences:,} sentences ({marked / sentences:.1%}) hold letters "
+        "whose marks lowercasing strips as if they were accents (Japanese が becomes か, "
+        "Cyrillic й becomes и, Hindi and Thai lose vowel signs), in the shards and the vocab "
+        "alike; --cased keeps them (BERT's multilingual models are cased for this reason)"
+    )
+
+
+def corpus_notes(manifest) -> list[str]:
+    """Every note the set's counts and labels call for, in order (none: an empty list)."""
+    total = manifest.counts.get("total", {})
+    notes = (
+        cjk_note(total),
+        marks_note(total, manifest.config.get("lowercase", True)),
+        forced_labels_note(manifest),
+    )
+    return [note for note in notes if note]
