@@ -12,6 +12,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from pipeline.files.chunks import read_documents, write_documents
 from pipeline.shell.cli import main
@@ -136,3 +138,15 @@ def test_wikiextractors_output_of_a_chinese_dump_is_rendered_as_the_dump_is(tmp_
         texts[lang] = list(doc.paragraphs)
     assert texts["zh"] == [SIMPLIFIED, "第二段有中文内容，也有。另有规则。"]
     assert "-{zh-hans:计算机;zh-hant:電腦}-" in texts["en"][0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("-{}|;:=>zhansA Hx電脑", max_size=40))
+@example("-{-{a}-}-")
+def test_any_text_renders_to_a_text_without_markup_left_to_render(text):
+    """No text raises, and what is rendered holds no markup a second pass would render (short
+    texts nest less deep than `MAX_DEPTH`); without `-{` a text is itself."""
+    once = converted(text)
+    assert converted(once) == once and len(once) <= len(text)
+    if "-{" not in text:
+        assert once == text
