@@ -119,7 +119,7 @@ def test_a_workers_listing_unlike_the_commands_stops_the_build_in_one_line(
 
 def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, tmp_path):
     """--dedup's counts, Wikipedia's multistream path (its index read beside the dump, the dump
-    read by span), Parquet (by seeking) and Arrow from `--text-field`, WikiExtractor on Dask."""
+    read by span), Parquet (seeking), Arrow by `--text-field`, WikiExtractor, `--cjk-sentences`."""
     from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, write_multistream
 
     copy, dumps, rows = tmp_path / "copy", tmp_path / "dumps", tmp_path / "rows"
@@ -127,13 +127,13 @@ def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, t
     rows.mkdir()
     shutil.copy(f"{SAMPLE}/text/wiki-style.txt", copy / "again.txt")
     write_multistream(dumps, pages_per_stream=2)
-    with open(f"{SAMPLE}/text/wiki-style.txt") as f:
-        texts = [t for t in f.read().split("\n\n")[::-1] if t.strip()]
+    texts = [t for t in (copy / "again.txt").read_text().split("\n\n")[::-1] if t.strip()]
+    texts.append("他说：“明天见。”然后走了。今天天气很好！")  # prose the flag cuts
     write_parquet(rows / "r.parquet", [dict(id=i, text=t) for i, t in enumerate(texts)], 2, "body")
     inputs = f"text:{SAMPLE}/text,text:{copy},wikipedia:{dumps},parquet:{rows},"
     inputs += write_other_formats(tmp_path / "other", texts, "body")
     local, on_dask = str(tmp_path / "local"), str(tmp_path / "dask")
-    args = ["--num-shards", "4", "--dedup", "--progress-seconds", "0", "--text-field", "body"]
+    args = ["--num-shards", "4", "--dedup", "--text-field", "body", "--cjk-sentences"]
     assert build_shards(local, *args, inputs=inputs) == 0
     dask_args = ["--runner", "DaskRunner", "--dask-address", cluster]
     assert build_shards(on_dask, *args, *dask_args, inputs=inputs) == 0
