@@ -54,3 +54,22 @@ def test_a_lowercased_build_says_so_and_a_cased_one_does_not(tmp_path, capsys):
     )
     assert "--cased keeps them" not in said["--cased"]
     assert marks_note({"sentences": 1000, "sentences_losing_marks_if_lowercased": 49}, True) is None
+
+
+def test_a_real_bulgarian_article_is_noted():
+    """Bulgarian Wikipedia (gensim's export): a third of its sentences hold `й`, which BERT's
+    uncased normalization makes `и`, so `който` (who, one) reads as `които` (who, several)."""
+    import io
+
+    from pipeline.core.sentences import split_paragraphs
+    from pipeline.sources.documents import Tally
+    from pipeline.sources.wikipedia.reader import read_wikipedia
+    from tests.pipeline.wikidata import BULGARIAN, gensim_xml
+
+    [doc] = read_wikipedia(io.BytesIO(gensim_xml(BULGARIAN)), BULGARIAN, Tally())
+    sentences = split_paragraphs(doc.paragraphs)
+    marked = sum(map(loses_marks_lowercased, sentences))
+    assert marked > len(sentences) / 4
+    total = {"sentences": len(sentences), "sentences_losing_marks_if_lowercased": marked}
+    assert marks_note(total, True) and marks_note(total, False) is None
+    assert "който" in " ".join(sentences) and LOWERCASE.normalize_str("който") == "които"
