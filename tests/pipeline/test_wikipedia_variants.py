@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipeline.files.chunks import read_documents, write_documents
+from pipeline.files.chunks import read_documents, read_table, write_documents, write_table
 from pipeline.shell.cli import main
 from pipeline.sources.documents import Tally
 from pipeline.sources.readers import READERS
@@ -104,6 +104,10 @@ def test_a_chunk_keeps_whether_a_page_converts(tmp_path):
     pages = [WikiPage("1", "", "-{a}-", frozenset({"file"}), v) for v in (True, False)]
     write_documents(str(tmp_path / "c.arrow"), pages)
     assert [p.variants for p in read_documents(str(tmp_path / "c.arrow"))] == [True, False]
+    # a chunk an earlier version wrote (an interrupted build resumed) has no such column
+    older = read_table(str(tmp_path / "c.arrow")).drop_columns(["variants"])
+    write_table(str(tmp_path / "old.arrow"), older)
+    assert [p.variants for p in read_documents(str(tmp_path / "old.arrow"))] == [False, False]
 
 
 def test_a_build_of_a_chinese_dump_trains_on_one_variant(tmp_path):
