@@ -169,6 +169,11 @@ def add_text_args(ap: argparse.ArgumentParser) -> None:
         default=field_default("max_paragraph_chars"),
         help="longer paragraphs are dropped and counted",
     )
+    add_sentence_args(ap)
+
+
+def add_sentence_args(ap: argparse.ArgumentParser) -> None:
+    """How prose is cut into sentences: Punkt's parameters, and Chinese and Japanese ends."""
     ap.add_argument(
         "--punkt",
         metavar="FILE",
