@@ -272,6 +272,7 @@ DOCUMENT_SCHEMA = pa.schema(
         ("page", pa.bool_()),  # an unrendered Wikipedia page: id is the page id, one paragraph
         ("prefixes", pa.list_(pa.string())),  # a page's non-prose link prefixes
         ("variants", pa.bool_()),  # a page's wiki converts between script variants
+        ("wiki", pa.string()),  # a page's wiki (its dump's <dbname>), "" when not named
     ]
 )
 
@@ -288,6 +289,7 @@ def write_documents(path: str, items: Sequence[Document | WikiPage]) -> Chunk:
         rows["page"].append(page)
         rows["prefixes"].append(sorted(item.non_prose_prefixes) if page else [])
         rows["variants"].append(page and item.variants)
+        rows["wiki"].append(item.wiki if page else "")
     write_table(path, pa.table(rows, schema=DOCUMENT_SCHEMA))
     parts = sum(len(p) for p in rows["paragraphs"])
     return Chunk(path, items=len(items), parts=parts)
@@ -295,12 +297,14 @@ def write_documents(path: str, items: Sequence[Document | WikiPage]) -> Chunk:
 
 def read_documents(path: str) -> Iterator[Document | WikiPage]:
     table = read_table(path).to_pydict()
-    variants = table.get("variants") or [False] * len(table["id"])  # a chunk of an older build
+    # a chunk of an older build has neither column
+    variants = table.get("variants") or [False] * len(table["id"])
+    wikis = table.get("wiki") or [""] * len(table["id"])
     for i, doc_id in enumerate(table["id"]):
         paragraphs = table["paragraphs"][i]
         if table["page"][i]:
             prefixes = frozenset(table["prefixes"][i])
-            yield WikiPage(doc_id, "", paragraphs[0], prefixes, variants[i])
+            yield WikiPage(doc_id, "", paragraphs[0], prefixes, variants[i], wikis[i])
         else:
             yield Document(doc_id, table["source"][i], tuple(paragraphs), table["presplit"][i])
 

@@ -12,8 +12,10 @@ Each article is a block:
     The etymological origin of anarchism ...
     </doc>
 
-One block is one document, with id `wikiextractor:<id>` (the page id, as the `wikipedia`
-format's ids are), its paragraphs the block's lines: the first line is dropped when it is the
+One block is one document, with id `wikiextractor:<wiki>:<id>` (`wikiextractor:
+en.wikipedia.org:12`: the host of its `url` and the page id, which is numbered per wiki, so the
+output for several languages can be built together; `wikiextractor:<id>` for a block without a
+url of that form), its paragraphs the block's lines: the first line is dropped when it is the
 title, blank lines separate nothing (WikiExtractor writes a paragraph per line), and the text
 is read back from the HTML escaping WikiExtractor applies inside blocks (`&lt;`, `&amp;`, ...).
 Section headings, which WikiExtractor keeps as lines of their own ("Etymology, terminology, and
@@ -48,7 +50,7 @@ _ID = re.compile(r'\sid="([^"]*)"')
 # WikiExtractor writes the title last and unescaped: it may hold quotes but never `>` (MediaWiki
 # titles cannot), so it runs to the first `">` (a fork writes the title line there too)
 _TITLE = re.compile(r'\stitle="(.*?)">(.*)$')
-_URL_LANGUAGE = re.compile(r'\surl="[a-z]+://([A-Za-z-]+)\.')  # the wiki's language: its host
+_URL_HOST = re.compile(r'\surl="[a-z]+://([A-Za-z0-9.-]+)[/?]')  # the wiki: `en.wikipedia.org`
 BAD = "wikiextractor_bad_record"
 
 
@@ -64,8 +66,9 @@ class _Block:
             (head, _, rest), self.title = line.partition(">"), None
         ident = _ID.search(head)
         self.id = ident.group(1) if ident else ""
-        language = _URL_LANGUAGE.search(head)
-        self.variants = language is not None and variant_language(language.group(1))
+        host = _URL_HOST.search(head)
+        self.wiki = host.group(1).lower() if host else ""
+        self.variants = variant_language(self.wiki.partition(".")[0]) if self.wiki else False
         self.lines: list[str] = [rest] if rest.strip() else []
         self.size = len(rest)
 
@@ -140,4 +143,5 @@ def _document(block: _Block, rel: str, tally: Tally, source: str) -> Iterator[Do
     if not paragraphs:
         tally.drop("wikiextractor_no_text")
         return
-    yield Document(f"{source}:{ident}", source, tuple(paragraphs))
+    wiki = f"{block.wiki}:" if block.wiki else ""
+    yield Document(f"{source}:{wiki}{ident}", source, tuple(paragraphs))

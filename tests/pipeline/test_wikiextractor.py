@@ -83,7 +83,7 @@ def test_real_articles_in_wikiextractors_layout_read_as_the_wikipedia_formats() 
     text = "".join(block(int(i), title, list(ps)) for i, title, ps in articles)
     assert "&amp;" in text and "&lt;" in text  # the escaping is undone, not read as prose
     docs, counts = read(text)
-    assert docs == [(f"wikiextractor:{i}", ps) for i, _, ps in articles]
+    assert docs == [(f"wikiextractor:en.wikipedia.org:{i}", ps) for i, _, ps in articles]
     assert not counts
 
 
@@ -127,7 +127,7 @@ def test_damage_stops_the_run_naming_the_line_or_is_skipped_and_counted(text, li
     with pytest.raises(BadInputError, match=rf"^AA/wiki_00:{line}: .*{what}"):
         read(text)
     docs, counts = read(text, skip=True)
-    assert ("wikiextractor:1", ("A good article.",)) in docs
+    assert ("wikiextractor:en.wikipedia.org:1", ("A good article.",)) in docs
     assert counts["documents_dropped.wikiextractor_bad_record"] == 1
 
 
@@ -137,7 +137,7 @@ def test_an_article_over_the_bound_is_dropped_unheld(monkeypatch) -> None:
     monkeypatch.setattr(module, "MAX_DOCUMENT_CHARS", 40)
     long = block(2, "Long", ["A paragraph of some length.", "And another of some length."])
     docs, counts = read(long + GOOD)
-    assert docs == [("wikiextractor:1", ("A good article.",))]
+    assert docs == [("wikiextractor:en.wikipedia.org:1", ("A good article.",))]
     assert counts == {"documents_read": 1, "documents_dropped.wikiextractor_too_long": 1}
 
 
@@ -195,7 +195,7 @@ def test_wikiextractors_own_output_is_read_and_built(compressed, tmp_path) -> No
     assert counts.counts == {"documents_read": 1, "documents_dropped.wikiextractor_no_text": 1}
     assert len(docs) + 1 == blocks  # one article of its title alone
     for doc in docs:
-        page = int(doc.id.removeprefix("wikiextractor:"))
+        page = int(doc.id.removeprefix("wikiextractor:en.wikipedia.org:"))
         assert page in titles and doc.paragraphs[0] != titles[page]
         assert not any(s in p for p in doc.paragraphs for s in ("&amp;", "&lt;", "<doc", "</doc"))
     out = str(tmp_path / "out")

@@ -91,8 +91,13 @@ def multistream(xml: bytes, pages_per_stream: int) -> tuple[bytes, bytes]:
 
 def write_multistream(folder, pages_per_stream: int) -> None:
     """gensim's table-markup export as an English `-multistream` dump and its index, written
-    into `folder` (made), under the names Wikimedia gives them."""
-    dump, index = multistream(gensim_xml(TABLE_MARKUP), pages_per_stream)
+    into `folder` (made), under the names Wikimedia gives them; its first stream holds a
+    `<siteinfo>` naming the wiki, as a real dump's does (page ids then name it: the runners
+    carry that through their chunk files)."""
+    xml = gensim_xml(TABLE_MARKUP)
+    opened = xml.index(b">") + 1  # <mediawiki ...>
+    site = b"\n  <siteinfo>\n    <dbname>enwiki</dbname>\n  </siteinfo>"
+    dump, index = multistream(xml[:opened] + site + xml[opened:], pages_per_stream)
     os.makedirs(folder, exist_ok=True)
     name = os.path.join(folder, "enwiki-20240101-pages-articles-multistream")
     with open(f"{name}.xml.bz2", "wb") as f:

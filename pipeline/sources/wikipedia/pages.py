@@ -31,15 +31,19 @@ NON_PROSE_NAMESPACES = (-2, 6, 14)  # Media, File, Category
 
 _NAMESPACE = re.compile(rb'<namespace key="(-?\d+)"[^>]*?(?:/>|>([^<]*)</namespace>)')
 _LANGUAGE = re.compile(rb'<mediawiki\b[^>]*?\sxml:lang="([^"]*)"')
+_DBNAME = re.compile(rb"<dbname>\s*([A-Za-z0-9_-]+)\s*</dbname>")
 
 
 @dataclass(frozen=True)
 class Siteinfo:
-    """What a page needs from its dump's header: namespace names (lower case) by key, and
-    whether its wiki converts between script variants (`-{ }-` markup, `.variants`)."""
+    """What a page needs from its dump's header: namespace names (lower case) by key, whether
+    its wiki converts between script variants (`-{ }-` markup, `.variants`), and the wiki's
+    database name (`<dbname>enwiki</dbname>`; "" when the export gives none), which makes page
+    ids, numbered per wiki, ids of one document among several wikis' dumps."""
 
     namespaces: tuple[tuple[str, int], ...] = ()
     variants: bool = False
+    wiki: str = ""
 
     @property
     def non_prose_prefixes(self) -> frozenset[str]:
@@ -63,18 +67,26 @@ class WikiPage:
     wikitext: str
     non_prose_prefixes: frozenset[str] = NON_PROSE_PREFIXES
     variants: bool = False  # its wiki converts between script variants (Chinese: `-{ }-`)
+    wiki: str = ""  # its wiki's database name (`enwiki`), "" when the export names none
+
+    def document_id(self, source: str = "wikipedia") -> str:
+        """`wikipedia:enwiki:12`: a page id is unique within its wiki only (page 12 of the
+        English and of the German Wikipedia are two articles); `wikipedia:12` for an export
+        that does not name its wiki."""
+        return f"{source}:{self.wiki}:{self.page_id}" if self.wiki else f"{source}:{self.page_id}"
 
 
 def parse_siteinfo(header: bytes) -> Siteinfo:
-    """Namespace names from the bytes before the first <page> (the <siteinfo> block), and the
-    export's language (`<mediawiki xml:lang=...>`)."""
+    """Namespace names and the wiki's database name from the bytes before the first <page>
+    (the <siteinfo> block), and the export's language (`<mediawiki xml:lang=...>`)."""
     names = []
     for key, name in _NAMESPACE.findall(header):
         if name and name.strip():
             names.append((html.unescape(name.decode("utf-8", "replace")).strip().lower(), int(key)))
     lang = _LANGUAGE.search(header)
     variants = lang is not None and variant_language(lang.group(1).decode("ascii", "replace"))
-    return Siteinfo(tuple(names), variants)
+    dbname = _DBNAME.search(header)
+    return Siteinfo(tuple(names), variants, dbname.group(1).decode() if dbname else "")
 
 
 def parse_page(chunk: bytes, where: str, tally: Tally, site: Siteinfo) -> WikiPage | None:
@@ -101,7 +113,7 @@ def parse_page(chunk: bytes, where: str, tally: Tally, site: Siteinfo) -> WikiPa
     if page.find("redirect") is not None or wikitext.lstrip()[:9].lower() == "#redirect":
         tally.inc("wiki_pages_skipped.redirect")
         return None
-    return WikiPage(page_id, title, wikitext, site.non_prose_prefixes, site.variants)
+    return WikiPage(page_id, title, wikitext, site.non_prose_prefixes, site.variants, site.wiki)
 
 
 def iter_pages(

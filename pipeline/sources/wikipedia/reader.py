@@ -11,7 +11,9 @@ Reading is split in two so that the costly half can run anywhere:
 
 This module joins the two (`read_wikipedia`, `page_document`, and `rendered` for the pages of
 a chunk read earlier); each name is imported from the module that defines it. Ids are
-`wikipedia:<page id>`.
+`wikipedia:<wiki>:<page id>` (`wikipedia:enwiki:12`: page ids are numbered per wiki, so the
+dumps of several languages can be built together), `wikipedia:<page id>` for an export that
+does not name its wiki (`<dbname>`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def page_document(page: WikiPage, tally: Tally, source: str = "wikipedia") -> Do
     if not paragraphs:
         tally.drop("wiki_no_prose")
         return None
-    return Document(f"{source}:{page.page_id}", source, tuple(paragraphs))
+    return Document(page.document_id(source), source, tuple(paragraphs))
 
 
 def read_wikipedia(
