@@ -130,7 +130,15 @@ class BuildConfig(VocabCommandConfig):
             # only when not the default, so that the sets of every earlier build stay the same
             **({"text_field": self.text_field} if self.text_field != "text" else {}),
             **({"cjk_sentences": True} if self.cjk_sentences else {}),
+            **self.alphabet_config(),
         }
+
+    def alphabet_config(self) -> dict:
+        """A trained vocab's `limit_alphabet` when not the default (none with --vocab)."""
+        limit = self.vocab.limit_alphabet
+        if self.vocab_path or limit == VocabConfig.limit_alphabet:
+            return {}
+        return {"limit_alphabet": limit}
 
 
 def load_vocab(path: str, lowercase: bool | None = None) -> Vocab:

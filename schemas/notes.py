@@ -1,7 +1,8 @@
 """What a shard set's counts say of its corpus that its flags did not take into account: Chinese
-or Japanese prose split without `--cjk-sentences`, letters that lowercasing broke, and
-next-sentence labels mostly forced (`schemas.labels`). Said by the build as it ends and by
-`bert-schemas inspect`; the counts are the build's (`pipeline.stages.split`)."""
+or Japanese prose split without `--cjk-sentences`, letters that lowercasing broke, characters
+the vocab lacks, and next-sentence labels mostly forced (`schemas.labels`). Said by the build as
+it ends and by `bert-schemas inspect`; the counts are the build's (`pipeline.stages.split`,
+`pipeline.core.tokenize`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from schemas.labels import forced_labels_note
 # scripts in good part; English Wikipedia's names in Cyrillic, Devanagari or kana are below a
 # thousandth of its sentences, the sample's few Japanese lines under two hundredths)
 NOTE_SHARE, MARKS_NOTE_SHARE = 0.01, 0.05
+# the share of the pieces from which [UNK] is noted: English text under a vocab trained on it has
+# none, English Wikipedia under a vocab trained on the kernel docs 0.07%; the kernel's Chinese
+# documentation under a vocab of 1,000 characters 0.57%
+UNK_NOTE_SHARE = 0.001
 
 
 def cjk_note(total: dict) -> str | None:
@@ -42,12 +47,33 @@ def marks_note(total: dict, lowercase: bool) -> str | None:
     )
 
 
+def unk_note(total: dict, config: dict) -> str | None:
+    """[UNK] pieces a share worth saying of the set's: characters its vocab does not hold."""
+    unknown, pieces = total.get("unk_pieces", 0), total.get("tokens", 0)
+    if not pieces or unknown < UNK_NOTE_SHARE * pieces:
+        return None
+    said = f"note: {unknown:,} of {pieces:,} pieces ({unknown / pieces:.2%}) are [UNK], "
+    if config.get("vocab_size_target") is None:  # a given --vocab
+        return said + (
+            "words holding a character the given --vocab lacks: a vocab made for this corpus's "
+            "languages holds them (BERT's multilingual and Chinese vocabs hold thousands)"
+        )
+    limit = config.get("limit_alphabet")
+    held = f"{limit:,}" if limit else "--limit-alphabet's, 1,000 unless given"
+    return said + (
+        f"words holding a character the trained vocab lacks: it holds the sample's most "
+        f"frequent characters only ({held}); Chinese, Japanese and corpora of many languages "
+        "need thousands: raise --limit-alphabet"
+    )
+
+
 def corpus_notes(manifest) -> list[str]:
     """Every note the set's counts and labels call for, in order (none: an empty list)."""
     total = manifest.counts.get("total", {})
     notes = (
         cjk_note(total),
         marks_note(total, manifest.config.get("lowercase", True)),
+        unk_note(total, manifest.config),
         forced_labels_note(manifest),
     )
     return [note for note in notes if note]

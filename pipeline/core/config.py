@@ -67,7 +67,10 @@ class VocabConfig:
     lowercase: bool = True  # uncased BERT: lowercase and strip accents
     sample_sentences: int = 1_000_000  # bound on the sentences the trainer sees
     min_frequency: int = 2  # pieces seen fewer times are not merged
-    limit_alphabet: int = 1000  # initial characters kept, as Google's BERT vocab
+    # characters a trained vocab holds (the most frequent of its sample): Google's English
+    # vocab's bound, and that of `tokenizers`' BertWordPieceTokenizer; Chinese, Japanese and
+    # corpora of many languages need thousands (docs/inputs.md)
+    limit_alphabet: int = 1000
     seed: int = SEED  # draws the sample
 
     def __post_init__(self):
@@ -81,3 +84,5 @@ class VocabConfig:
             )
         if self.sample_sentences < 1:
             raise ValueError("sample_sentences must be >= 1")
+        if self.limit_alphabet < 1:
+            raise ValueError(f"limit_alphabet must be >= 1 (got {self.limit_alphabet})")

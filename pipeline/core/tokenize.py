@@ -114,13 +114,15 @@ def encode_documents(
 
     A BERT tokenizer maps the literal text "[SEP]" (also [CLS], [MASK], [PAD]) to the control id,
     which would break the instance layout; such pieces become [UNK], counted per source in
-    `counts` as `control_tokens_in_text`.
+    `counts` as `control_tokens_in_text`. The pieces the tokenizer itself made [UNK] (words
+    holding a character the vocab lacks) are counted as `unk_pieces`.
     """
     flat, lengths = sentence_pieces([s for _, _, ss in docs for s in ss], vocab, lowercase)
     sp = vocab.special_ids
     controls = np.array([sp.pad, sp.cls, sp.sep, sp.mask])
     flat = flat.astype(np.uint16 if vocab.id_type == "uint16" else np.uint32, copy=False)
     is_control = np.isin(flat, controls)  # for all documents at once: most have none
+    unknown = np.flatnonzero(flat == sp.unk) if counts is not None else ()  # mostly none
     ends = np.cumsum(lengths)
     out: list[TokenizedDoc] = []
     first = 0
@@ -134,6 +136,9 @@ def encode_documents(
             np.cumsum(kept, out=offsets[1:])
             ids = flat[lo : lo + int(offsets[-1])]
             control = is_control[lo : lo + int(offsets[-1])]
+            if len(unknown):
+                n = np.searchsorted(unknown, [lo, lo + int(offsets[-1])])
+                counts[(source, "unk_pieces")] += int(n[1] - n[0])
             if control.any():
                 ids = ids.copy()
                 ids[control] = sp.unk

@@ -21,6 +21,7 @@ FIELDS = {
     "sample_paragraphs": (PunktConfig, "sample_paragraphs"),
     "vocab_size": (VocabConfig, "vocab_size"),
     "vocab_sample_sentences": (VocabConfig, "sample_sentences"),
+    "limit_alphabet": (VocabConfig, "limit_alphabet"),
     "lowercase": (VocabConfig, "lowercase"),
     "dedup_min_paragraph_chars": (DedupConfig, "min_paragraph_chars"),
     "max_paragraph_chars": (VocabCommandConfig, "max_paragraph_chars"),
@@ -134,6 +135,13 @@ def add_text_args(ap: argparse.ArgumentParser) -> None:
         type=at_least(1),
         default=field_default("vocab_sample_sentences"),
         help="bound on the sentences the vocab trainer sees (deterministic sample)",
+    )
+    ap.add_argument(
+        "--limit-alphabet",
+        type=at_least(1),
+        default=field_default("limit_alphabet"),
+        help="characters a trained vocab holds, the sample's most frequent; the rest become "
+        "[UNK]: Chinese, Japanese and many-language corpora need thousands",
     )
     case = ap.add_mutually_exclusive_group()
     lowercase = field_default("lowercase")

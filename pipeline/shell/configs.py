@@ -215,6 +215,7 @@ def text_fields(args, punkt_json: str | None) -> dict:
         vocab_size=args.vocab_size,
         lowercase=args.lowercase,
         sample_sentences=args.vocab_sample_sentences,
+        limit_alphabet=args.limit_alphabet,
         seed=args.seed,
     )
     refuse_unused_flag(args, "dedup_min_paragraph_chars", not args.dedup, "without --dedup")
@@ -278,7 +279,7 @@ def refuse_unused_flag(args, dest: str, unused: bool, beside: str) -> None:
 
 
 # flags that shape a trained vocab: a given --vocab is used as it is, so they would do nothing
-TRAINING_FLAGS = ("vocab_size", "vocab_sample_sentences")
+TRAINING_FLAGS = ("vocab_size", "vocab_sample_sentences", "limit_alphabet")
 
 
 def refuse_unused_vocab_flags(args) -> None:
