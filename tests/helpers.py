@@ -62,20 +62,16 @@ def write_parquet(path, records: list[dict], row_group_size: int = 4, field: str
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table(
-        {
-            "id": [r["id"] for r in records],
-            "url": ["https://example.org"] * len(records),
-            field: [r["text"] for r in records],
-        }
-    )
+    columns = {"id": [r["id"] for r in records], "url": ["https://example.org"] * len(records)}
+    table = pa.table({**columns, field: [r["text"] for r in records]})
     pq.write_table(table, str(path), row_group_size=row_group_size)
     return str(path)
 
 
 def write_other_formats(folder, texts: list[str], field: str = "text") -> str:
-    """`texts` as WikiExtractor's output (a block each) and as an Arrow stream file (ids `aN`,
-    the text in column `field`) under `folder`; the inputs naming them, for the runners' tests."""
+    """`texts` as WikiExtractor's output (a block each), as an Arrow stream file (ids `aN`,
+    the text in column `field`) and in the paragraphs format (a document each, its lines
+    paragraphs) under `folder`; the inputs naming them, for the runners' tests."""
     import pyarrow as pa
 
     os.makedirs(os.path.join(folder, "text"))
@@ -85,7 +81,11 @@ def write_other_formats(folder, texts: list[str], field: str = "text") -> str:
     table = pa.table({"id": [f"a{i}" for i in range(len(texts))], field: texts})
     with pa.ipc.new_stream(os.path.join(folder, "rows.arrow"), table.schema) as writer:
         writer.write_table(table, max_chunksize=2)
-    return f"wikiextractor:{folder}/text,arrow:{folder}/rows.arrow"
+    lines = ["\n".join(line for line in t.splitlines() if line.strip()) for t in texts]
+    with open(os.path.join(folder, "paragraphs.txt"), "w", encoding="utf-8") as f:
+        f.write("\n\n".join(lines) + "\n")
+    inputs = f"wikiextractor:{folder}/text,arrow:{folder}/rows.arrow"
+    return f"{inputs},paragraphs:{folder}/paragraphs.txt"
 
 
 def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:

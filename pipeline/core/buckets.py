@@ -73,6 +73,11 @@ REPEAT_CAUSES = {
         "id is made of that name",
         "rename one file, or give each file once",
     ),
+    "paragraphs": (
+        "two files with the same name within their inputs, or one file given twice: a "
+        "paragraphs id is made of that name",
+        "rename one file, or give each file once",
+    ),
     "books": (
         "two books with the same name within their inputs, or one book given twice: a books "
         "id is that name",

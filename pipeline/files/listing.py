@@ -226,7 +226,8 @@ def shard_set_inside(spec: InputSpec) -> str | None:
     return None
 
 
-IDS_OF_NAMES = ("text", "books")  # formats whose document ids are a file's name in its input
+# formats whose document ids are a file's name in its input
+IDS_OF_NAMES = ("text", "paragraphs", "books")
 
 
 def refuse_shared_names(specs, dedup: bool) -> None:

@@ -71,7 +71,8 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         default="text",
         choices=sorted(READERS),
         help="input format for inputs without a FORMAT: prefix; text is the reference "
-        "format: one sentence per line, blank line between documents",
+        "format: one sentence per line, blank line between documents (paragraphs: the same "
+        "with a paragraph per line)",
     )
     ap.add_argument("--out", required=True, help="output directory (local or gs://...)")
     ap.add_argument(

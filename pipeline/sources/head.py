@@ -39,7 +39,8 @@ def check_head(
     only a file of another format read as `text` or `books` is refused: the readers would take
     its markup as prose, where a bad file is skipped and counted. JSON Lines, Parquet and
     Arrow records hold their text in `text_field`. Returns a note for a `text` file that reads
-    as prose rather than a sentence per line (`prose_note`), else None."""
+    as prose rather than a sentence per line (`prose_note`) or a `paragraphs` file of wrapped
+    lines (`wrapped_note`), else None."""
     try:
         with open_raw(path) as raw:
             head = read_head(decompressed(raw, path))
@@ -82,6 +83,8 @@ def check_head(
         refuse_other_format(fmt, text, whole, rel, text_field)
         if fmt == "text":
             return prose_note(text, whole, rel)
+        if fmt == "paragraphs":
+            return wrapped_note(text, whole, rel)
     elif strict:
         if not whole:  # only whole lines: the head may end inside a record
             text = text[: text.rfind(b"\n") + 1]
@@ -167,14 +170,14 @@ def prose_note(text: bytes, whole: bool, rel: str) -> str | None:
     from its head: a quarter of its lines ending mid-sentence with the next going on in lower
     case (wrapped lines), or half of them holding two sentences or more (a paragraph a line;
     a Chinese or Japanese sentence end inside a line counts, `CJK_STOP`). Each line would be
-    taken as a sentence; the books format splits prose with Punkt."""
-    decoded = text.decode("utf-8", "replace").split("\n")
-    lines = [line.strip() for line in decoded[: None if whole else -1]]
+    taken as a sentence; the books format splits prose with Punkt, and so does the paragraphs
+    format, named instead where blank lines part blocks of several lines (documents of a
+    paragraph per line, CC-100's layout)."""
+    lines = head_lines(text, whole)
     said = [line for line in lines if line]
     if len(said) < PROSE_LINES:
         return None
-    pairs = zip(lines, lines[1:], strict=False)
-    wrapped = sum(1 for a, b in pairs if a and b[:1].islower() and not _ENDS_SENTENCE.search(a))
+    wrapped = wrapped_lines(lines)
     cjk = [not line.isascii() and CJK_STOP.search(line) is not None for line in said]
     several = sum(1 for line, c in zip(said, cjk, strict=True) if c or _INNER_END.search(line))
     if wrapped >= len(said) / 4:
@@ -184,11 +187,50 @@ def prose_note(text: bytes, whole: bool, rel: str) -> str | None:
     else:
         return None
     also = " (and with --cjk-sentences at Chinese and Japanese full stops)" if any(cjk) else ""
+    fmt, layout = "books", "prose"
+    if several >= len(said) / 2 and _documents_of_lines(lines):
+        fmt, layout = "paragraphs", "a paragraph per line and a blank line between documents"
     return (
         f"note: {rel} reads as prose, not a sentence per line ({how}); the text format takes "
-        "each line as a sentence as it is: for prose, --format books (make: FORMAT=books) "
+        f"each line as a sentence as it is: for {layout}, --format {fmt} (make: FORMAT={fmt}) "
         f"splits sentences with Punkt{also}"
     )
+
+
+def head_lines(text: bytes, whole: bool) -> list[str]:
+    """The head's whole lines, stripped (blank ones kept, as '')."""
+    decoded = text.decode("utf-8", "replace").split("\n")
+    return [line.strip() for line in decoded[: None if whole else -1]]
+
+
+def wrapped_lines(lines: list[str]) -> int:
+    """Lines that end mid-sentence with the next going on in lower case: prose wrapped."""
+    pairs = zip(lines, lines[1:], strict=False)
+    return sum(1 for a, b in pairs if a and b[:1].islower() and not _ENDS_SENTENCE.search(a))
+
+
+def wrapped_note(text: bytes, whole: bool, rel: str) -> str | None:
+    """A `paragraphs` file whose lines are wrapped prose, each of which would be taken as a
+    paragraph, cut into sentences on its own: the books format joins wrapped lines."""
+    lines = head_lines(text, whole)
+    said = sum(1 for line in lines if line)
+    wrapped = wrapped_lines(lines)
+    if said < PROSE_LINES or wrapped < said / 4:
+        return None
+    return (
+        f"note: {rel} reads as wrapped prose ({wrapped} of its first {said} lines end "
+        "mid-sentence, the next going on); the paragraphs format takes each line as a "
+        "paragraph, its sentences cut at the line's end: for wrapped lines, --format books "
+        "(make: FORMAT=books) joins them, a file being one book"
+    )
+
+
+def _documents_of_lines(lines: list[str]) -> bool:
+    """Blank lines that part blocks, most of several lines: documents of a paragraph a line
+    (where blank lines between single lines part the paragraphs of one text, a book)."""
+    text = "\n".join(lines)
+    blocks = [b.strip("\n").count("\n") + 1 for b in text.split("\n\n") if b.strip("\n")]
+    return len(blocks) > 1 and sum(n > 1 for n in blocks) > len(blocks) / 2
 
 
 def other_format(text: bytes, whole: bool, text_field: str = "text") -> tuple[str, str] | None:

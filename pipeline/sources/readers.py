@@ -12,7 +12,7 @@ from pipeline.sources.compressed import decompressed
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.jsonl import read_jsonl
 from pipeline.sources.parquet import read_parquet
-from pipeline.sources.text import read_text
+from pipeline.sources.text import read_paragraphs, read_text
 from pipeline.sources.wikiextractor import read_wikiextractor
 from pipeline.sources.wikipedia.pages import WikiPage, iter_pages
 from pipeline.sources.wikipedia.reader import read_wikipedia
@@ -20,6 +20,7 @@ from pipeline.sources.wikipedia.spans import read_span
 
 READERS = {
     "text": read_text,
+    "paragraphs": read_paragraphs,
     "books": read_book,
     "wikipedia": read_wikipedia,
     "jsonl": read_jsonl,

@@ -1,4 +1,6 @@
-"""The reference text format: one sentence per line, a blank line between documents."""
+"""The reference text format: one sentence per line, a blank line between documents; and the
+`paragraphs` format, its layout with a paragraph per line (CC-100's: XLM-R's corpus), whose
+lines the split step cuts into sentences."""
 
 from __future__ import annotations
 
@@ -12,11 +14,14 @@ from pipeline.sources.streams import iter_lines, text_stream
 # document (Hugging Face's bookcorpus dump is 4.6 GB so)
 
 
-def read_text(f: BinaryIO, rel: str, tally: Tally, source: str = "text") -> Iterator[Document]:
+def read_text(
+    f: BinaryIO, rel: str, tally: Tally, source: str = "text", presplit: bool = True
+) -> Iterator[Document]:
     """The reference format: one sentence per line, a blank line between documents. Binary
     input is a bad record; UTF-16/32 with a byte-order mark is decoded; an empty file is
     counted as `documents_dropped.empty_file`; a document of more than `MAX_DOCUMENT_CHARS` as
-    `documents_dropped.text_document_too_long` (it keeps its number: later ids stay)."""
+    `documents_dropped.text_document_too_long` (it keeps its number: later ids stay). Not
+    `presplit`: each line is a paragraph of prose (`read_paragraphs`)."""
     f = text_stream(f, rel, tally)
     if f is None:
         return
@@ -32,17 +37,25 @@ def read_text(f: BinaryIO, rel: str, tally: Tally, source: str = "text") -> Iter
                 block = []  # dropped when the document ends
             continue
         if size:
-            yield from _document(block, size, f"{source}:{rel}#{number}", source, tally)
+            yield from _document(block, size, f"{source}:{rel}#{number}", source, tally, presplit)
             number += 1
             block, size = [], 0
     if size:
-        yield from _document(block, size, f"{source}:{rel}#{number}", source, tally)
+        yield from _document(block, size, f"{source}:{rel}#{number}", source, tally, presplit)
     elif number == 0:
         tally.drop("empty_file")
 
 
-def _document(block: list[str], size: int, doc_id: str, source: str, tally: Tally):
+def read_paragraphs(
+    f: BinaryIO, rel: str, tally: Tally, source: str = "paragraphs"
+) -> Iterator[Document]:
+    """A paragraph per line, a blank line between documents: the text format's layout, each
+    line cut into sentences by the split step (Punkt, and `--cjk-sentences`) as books' are."""
+    return read_text(f, rel, tally, source, presplit=False)
+
+
+def _document(block: list[str], size: int, doc_id: str, source: str, tally: Tally, presplit):
     if size > MAX_DOCUMENT_CHARS:
         tally.drop("text_document_too_long")
     else:
-        yield Document(doc_id, source, tuple(block), presplit=True)
+        yield Document(doc_id, source, tuple(block), presplit=presplit)

@@ -224,7 +224,8 @@ def test_a_prefix_that_is_no_format_is_refused_naming_the_formats(tmp_path):
         parse_inputs([f"xml:{SAMPLE}/books"], "text")
     assert str(e.value) == (
         f"--input xml:{SAMPLE}/books: xml is not an input format (arrow, books, jsonl, "
-        f"parquet, text, wikiextractor, wikipedia), and no file is named xml:{SAMPLE}/books; "
+        f"paragraphs, parquet, text, wikiextractor, wikipedia), and no file is named "
+        f"xml:{SAMPLE}/books; "
         "write FORMAT:PATH with one of those formats"
     )
     message = build_refusal(tmp_path, "--input", f"xml:{SAMPLE}/books")
