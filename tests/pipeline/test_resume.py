@@ -3,10 +3,12 @@ what was finished; a resume of another config, input or seed is refused, saying 
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
+from pipeline.build import code_record
 from tests.helpers import (
     build_in_a_process,
     build_process,
@@ -65,3 +67,31 @@ def test_a_resume_with_nothing_to_resume_says_so(tmp_path):
     with pytest.raises(SystemExit) as e:
         build_shards(str(tmp_path / "out"), *ARGS, "--resume")
     assert "no interrupted build" in str(e.value) and "without --resume" in str(e.value)
+
+
+def test_a_resume_on_other_code_is_refused_naming_what_changed(tmp_path):
+    """An upgrade between the interrupted build and its resume (the package's sources, or a
+    library whose output the shards hold) would mix two versions' bytes in one set."""
+    out = str(tmp_path / "out")
+    proc = build_process(out, *ARGS)
+    record = f"{out}/shards/.building/build.json"
+    assert kill_when(proc, record)
+    with open(record) as f:
+        written = json.load(f)
+    assert written["code"] == code_record() and len(written["code"]["sources_sha256"]) == 64
+    older = {**written["code"], "sources_sha256": "0" * 64, "tokenizers": "0.0.1"}
+    with open(record, "w") as f:
+        json.dump({**written, "code": older}, f)
+    with pytest.raises(SystemExit) as e:
+        build_shards(out, *ARGS, "--resume")
+    assert str(e.value) == (
+        "error: --resume refused: the interrupted build ran on other code (bert-shards' own "
+        f"code, tokenizers 0.0.1 -> {written['code']['tokenizers']}), and a set made by two "
+        "versions would be the bytes of neither; run the same command as before, or build "
+        "afresh without --resume (make: leave ARGS=--resume out)"
+    )
+    del written["code"]  # a record of a version from before the code was recorded
+    with open(record, "w") as f:
+        json.dump(written, f)
+    with pytest.raises(SystemExit, match="the interrupted build ran on other code"):
+        build_shards(out, *ARGS, "--resume")
