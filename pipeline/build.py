@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.core.config import SEED, InstanceConfig, VocabConfig
+from pipeline.files.code import code_changes, code_record
 from pipeline.files.credentials import mark_driver
 from pipeline.files.fsio import (
     VOCAB_MARKER,
@@ -257,28 +256,6 @@ def resume_record(cfg: BuildConfig) -> dict:
     return {**record, "code": code_record()}
 
 
-# the libraries whose output the shards hold: the vocab trainer and tokenizer, the Arrow files,
-# the random draws, Punkt
-BYTES_LIBRARIES = ("tokenizers", "pyarrow", "numpy", "nltk")
-
-
-@functools.lru_cache(maxsize=1)
-def code_record() -> dict:
-    """The code that decides a build's bytes: a digest of this package's and `schemas`' sources,
-    and the versions of `BYTES_LIBRARIES`. A resume on other code (an upgrade between the two
-    commands) would put two versions' bytes into one set."""
-    import importlib.metadata
-
-    digest = hashlib.sha256()
-    for package in ("pipeline", "schemas"):
-        root = Path(importlib.import_module(package).__file__).parent
-        for path in sorted(root.rglob("*.py")):
-            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
-    versions = {name: importlib.metadata.version(name) for name in BYTES_LIBRARIES}
-    return {"sources_sha256": digest.hexdigest(), **versions}
-
-
 def resume_problem(old: dict | None, new: dict) -> str | None:
     """Why an interrupted build cannot be resumed with this command, or None."""
     if old is None:
@@ -300,24 +277,13 @@ def resume_problem(old: dict | None, new: dict) -> str | None:
         )
     if old["vocab_sha256"] != new["vocab_sha256"]:
         return "the --vocab file differs from the interrupted build's"
-    return code_problem(old.get("code") or {}, new.get("code") or {})
-
-
-def code_problem(old: dict, new: dict) -> str | None:
-    """Why the code of an interrupted build's record is not this one's (`code_record`)."""
-    if old == new:
-        return None
-    changed = [
-        f"{name} {old.get(name)} -> {new.get(name)}"
-        for name in BYTES_LIBRARIES
-        if old.get(name) != new.get(name)
-    ]
-    if old.get("sources_sha256") != new.get("sources_sha256"):
-        changed.insert(0, "bert-shards' own code")
-    return (
-        f"the interrupted build ran on other code ({', '.join(changed)}), and a set made by "
-        "two versions would be the bytes of neither"
-    )
+    changed = code_changes(old.get("code") or {}, new.get("code") or {})
+    if changed:
+        return (
+            f"the interrupted build ran on other code ({', '.join(changed)}), and a set made "
+            "by two versions would be the bytes of neither"
+        )
+    return None
 
 
 def check_resume(out: str, record: dict) -> None:

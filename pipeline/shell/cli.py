@@ -405,16 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.files.credentials import mark_driver
     from pipeline.files.fsio import NoCredentials, StoreUnreachable, gcs_problem
     from pipeline.runners.options import unknown_args
-    from pipeline.runners.run import (
-        beam_logs_quiet,
-        dask_scheduler_problem,
-        pipeline_options,
-        runner_problem,
-    )
+    from pipeline.runners.run import beam_logs_quiet, pipeline_options, runner_problem
+    from pipeline.shell.cluster import cluster_problem
 
     mark_driver()
     problem = unknown_args(rest, commands[args.command]) or path_problem(args)
-    problem = problem or dask_scheduler_problem(args.runner, args.dask_address)
+    problem = problem or cluster_problem(args.runner, args.dask_address)
     with beam_logs_quiet(not args.verbose):  # Beam logs what it asks the cloud while checking
         problem = problem or runner_problem(
             pipeline_options(rest, args.runner, args.workers), cloud_check=gcs_problem

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from pipeline.build import code_record
+from pipeline.files.code import code_record
 from tests.helpers import (
     build_in_a_process,
     build_process,
