@@ -78,18 +78,27 @@ def check_head(
     text = read_all(stream)
     if fmt == "wikiextractor":
         if strict and text.strip() and not _EXTRACTED_START.match(text):
-            refuse_not_extracted(text, whole, rel)
+            if not extracted_json(text):
+                refuse_not_extracted(text, whole, rel)
     elif fmt != "jsonl":
         refuse_other_format(fmt, text, whole, rel, text_field)
         if fmt == "text":
             return prose_note(text, whole, rel)
         if fmt == "paragraphs":
             return wrapped_note(text, whole, rel)
-    elif strict:
-        if not whole:  # only whole lines: the head may end inside a record
-            text = text[: text.rfind(b"\n") + 1]
-        for _ in read_jsonl(io.BytesIO(text), rel, tally, text_field=text_field):
-            pass
+    else:
+        if strict:
+            if not whole:  # only whole lines: the head may end inside a record
+                text = text[: text.rfind(b"\n") + 1]
+            for _ in read_jsonl(io.BytesIO(text), rel, tally, text_field=text_field):
+                pass
+        if extracted_json(text):
+            return (
+                f"note: {rel} is WikiExtractor's --json output, whose text keeps its HTML "
+                "escaping (&amp;, &lt;) and names no wiki in the JSON Lines ids: --format "
+                "wikiextractor (make: FORMAT=wikiextractor) reads it undone, a paragraph a "
+                "line, the ids naming the wiki (several languages' output then builds together)"
+            )
 
 
 def refuse_parquet_mismatch(fmt: str, head: bytes, rel: str, strict: bool) -> None:
@@ -245,9 +254,25 @@ def other_format(text: bytes, whole: bool, text_field: str = "text") -> tuple[st
     return None
 
 
+def extracted_json(text: bytes) -> bool:
+    """Whether the head's first record is one of WikiExtractor's --json output: the fields of
+    its block's tag and the text, its url a page's (`?curid=`)."""
+    first = text.lstrip().split(b"\n", 1)[0]
+    if not first.startswith(b"{"):
+        return False
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return False
+    fields = ("id", "url", "title", "text")
+    if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in fields):
+        return False
+    return "curid=" in record["url"]
+
+
 def refuse_not_extracted(text: bytes, whole: bool, rel: str) -> None:
-    """A wikiextractor input whose first line opens no `<doc id="...">` block, named as what it
-    is where that is known (an export; WikiExtractor's --json output is JSON Lines)."""
+    """A wikiextractor input whose first line opens no `<doc id="...">` block and holds no
+    record of its --json output, named as what it is where that is known (an export)."""
     found = other_format(text, whole)
     if found:
         refuse_as(*found, "WikiExtractor's <doc> output", rel)

@@ -35,13 +35,19 @@ held whole (`.wikiextractor_too_long`).
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
 from pipeline.sources.documents import MAX_DOCUMENT_CHARS, Document, Tally, one_space
-from pipeline.sources.jsonl import numbered_lines
-from pipeline.sources.streams import DEFAULT_MAX_LINE_BYTES, text_stream
+from pipeline.sources.jsonl import MAX_RECORD_BYTES, numbered_lines
+from pipeline.sources.streams import (
+    DEFAULT_MAX_LINE_BYTES,
+    SNIFF_BYTES,
+    PrefixedReader,
+    text_stream,
+)
 from pipeline.sources.wikipedia.variants import converted, variant_language
 
 DOC_OPEN = re.compile(r"\s*<doc[\s>]")
@@ -52,6 +58,8 @@ _ID = re.compile(r'\sid="([^"]*)"')
 _TITLE = re.compile(r'\stitle="(.*?)">(.*)$')
 _URL_HOST = re.compile(r'\surl="[a-z]+://([A-Za-z0-9.-]+)[/?]')  # the wiki: `en.wikipedia.org`
 BAD = "wikiextractor_bad_record"
+# its --json output: a record per line, the fields of a block's tag and the text
+JSON_FIELDS = ("id", "url", "title", "text")
 
 
 class _Block:
@@ -72,6 +80,16 @@ class _Block:
         self.lines: list[str] = [rest] if rest.strip() else []
         self.size = len(rest)
 
+    @classmethod
+    def of_record(cls, record: dict, number: int) -> _Block:
+        """A record of the --json output as the block it would have been: the text's lines."""
+        url = html.escape(str(record.get("url") or ""))
+        tag = f'<doc id="{html.escape(str(record["id"]))}" url="{url}" title="{record["title"]}">'
+        block = cls(tag, number)
+        for line in record["text"].split("\n"):
+            block.add(line)
+        return block
+
     def add(self, line: str) -> None:
         """A line of the block; past `MAX_DOCUMENT_CHARS` none is kept (the block is dropped)."""
         self.size += len(line)
@@ -87,6 +105,11 @@ def read_wikiextractor(
     """Documents of one WikiExtractor file (see the module docstring)."""
     f = text_stream(f, rel, tally)
     if f is None:
+        return
+    head = f.read(SNIFF_BYTES)
+    f = PrefixedReader(head, f)
+    if head.lstrip()[:1] == b"{":  # its --json output
+        yield from _records(f, rel, tally, source)
         return
     block: _Block | None = None
     seen_any = outside = False  # outside: in a run of lines outside any block (one bad record)
@@ -115,10 +138,35 @@ def read_wikiextractor(
         tally.drop("empty_file")
 
 
-_OUTSIDE = (
-    "text outside any <doc ...> block: not WikiExtractor's output (its --json output is JSON "
-    "Lines: pass --format jsonl)"
-)
+_OUTSIDE = "text outside any <doc ...> block: not WikiExtractor's output"
+
+
+def _records(f: BinaryIO, rel: str, tally: Tally, source: str) -> Iterator[Document]:
+    """Documents of a file of its --json output: each record read as the block it stands for
+    (its text's lines the block's, escaped as they are); a line that is no such record is a
+    bad record."""
+    seen_any = False
+    for number, line in numbered_lines(f, tally, MAX_RECORD_BYTES):
+        if line is None:
+            seen_any = True
+            tally.drop("wikiextractor_too_long")
+            continue
+        if not line.strip():
+            continue
+        seen_any = True
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or not all(
+            isinstance(record.get(k), str) for k in JSON_FIELDS
+        ):
+            what = ", ".join(JSON_FIELDS)
+            tally.bad(BAD, f"{rel}:{number}", f"not a record of its --json output (strings {what})")
+            continue
+        yield from _document(_Block.of_record(record, number), rel, tally, source)
+    if not seen_any:
+        tally.drop("empty_file")
 
 
 def _unclosed(block: _Block, rel: str, tally: Tally, why: str) -> None:

@@ -4,7 +4,7 @@ read and built, compressed as its `--compress` writes it and plain; real article
 the `wikipedia` format and written in WikiExtractor's layout read back as the same paragraphs
 under the same page ids; the layout's variants; its damage stops the run naming the file and
 line, or is skipped and counted; such a file given as another format (and another format's
-file, its own `--json` output among them, given as it) is refused before any work."""
+file given as it) is refused before any work; its `--json` output reads as its blocks do."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import bz2
 import glob
 import html
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -110,6 +111,10 @@ def test_the_layouts_variants() -> None:
 
 
 GOOD = block(1, "Good", ["A good article."])
+GOOD_RECORD = json.dumps(  # the same article as its --json output writes it
+    {"id": "1", "url": "https://en.wikipedia.org/wiki?curid=1", "title": "Good"}
+    | {"text": "A good article."}
+).encode()
 
 
 @pytest.mark.parametrize(
@@ -206,12 +211,33 @@ def test_wikiextractors_own_output_is_read_and_built(compressed, tmp_path) -> No
     assert built["documents_read"] == blocks
 
 
-def test_its_json_output_is_refused_as_wikiextractor_saying_jsonl(dump, tmp_path) -> None:
-    folder = wikiextractor(dump, str(tmp_path / "json"), "--json")
-    first = sorted(glob.glob(f"{folder}/*/wiki_*"))[0]
-    with pytest.raises(BadInputError, match=r"JSON Lines.*--format jsonl"):
-        check_head("wikiextractor", first, "AA/wiki_00", lambda p: open(p, "rb"))
-    check_head("jsonl", first, "AA/wiki_00", lambda p: open(p, "rb"))  # which reads it
+def test_its_json_output_reads_as_its_blocks_and_as_jsonl_is_noted(dump, tmp_path) -> None:
+    """Its --json output (a record per article, the text HTML-escaped as in its blocks) read as
+    `wikiextractor`: the documents of its block output, ids, escaping undone and paragraphs
+    alike. Given as `jsonl` (which reads it, `&amp;` and all, under ids naming no wiki), the
+    first-file check says so, naming the format."""
+    folders = [
+        wikiextractor(dump, str(tmp_path / k), *f) for k, f in (("b", ()), ("j", ["--json"]))
+    ]
+    blocks, records = ([], Tally()), ([], Tally())
+    for folder, (docs, tally) in zip(folders, (blocks, records), strict=True):
+        for path in sorted(glob.glob(f"{folder}/*/wiki_*")):
+            with open(path, "rb") as f:
+                docs += [(d.id, d.paragraphs) for d in read_wikiextractor(f, path, tally)]
+    assert blocks[0] == records[0] and len(records[0]) > 50
+    assert blocks[1].counts == records[1].counts
+    first = sorted(glob.glob(f"{folders[1]}/*/wiki_*"))[0]
+    assert "&amp;" in open(first).read() or "&lt;" in open(first).read()
+    assert check_head("wikiextractor", first, "AA/wiki_00", lambda p: open(p, "rb")) is None
+    note = check_head("jsonl", first, "AA/wiki_00", lambda p: open(p, "rb"))
+    assert note.startswith("note: AA/wiki_00 is WikiExtractor's --json output, whose text keeps")
+    assert "--format wikiextractor (make: FORMAT=wikiextractor) reads it undone" in note
+    bad = b'{"id": "1", "url": "https://en.wikipedia.org/wiki?curid=1", "title": "A"}\n'
+    with pytest.raises(BadInputError, match="^f:2: not a record of its --json output"):
+        read(b'{"id": "2", "url": "u", "title": "B", "text": "B."}\n' + bad, "f")
+    docs, counts = read(bad + b"\n" + GOOD_RECORD, "f", skip=True)
+    assert docs == [("wikiextractor:en.wikipedia.org:1", ("A good article.",))]
+    assert counts["documents_dropped.wikiextractor_bad_record"] == 1
 
 
 def test_its_files_on_gcs_read_as_the_local_bytes(compressed, gcs_emulator, gcs_bucket):
