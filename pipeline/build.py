@@ -44,20 +44,35 @@ class ReadConfig:
     skip_bad_input: bool = False  # skip and count unreadable files instead of failing
     chunk_bytes: int = 8 << 20  # text per intermediate chunk file; never changes the output
     text_field: str = "text"  # the text's field: of JSON Lines, Parquet and Arrow records
+    id_field: str = "id"  # the id's field, likewise
 
     def __post_init__(self):
         if not self.inputs:
             raise ValueError("no input given: pass --input PATH (a file, directory or glob)")
-        if not self.text_field or self.text_field == "id":
+        if self.id_field == self.text_field and self.id_field != "id":
+            raise ValueError(
+                f"id_field {self.id_field!r} is the text's field (--text-field): give the field "
+                "that holds each document's id"
+            )
+        if not self.text_field or self.text_field == self.id_field:
             raise ValueError(
                 f"text_field {self.text_field!r} names no field of text: give the name of the "
                 "records' field (Parquet: column) that holds each document's text"
             )
-        if self.text_field != "text" and not field_inputs(self.inputs):
+        if not self.id_field:
             raise ValueError(
-                f"text_field {self.text_field!r} is read from jsonl, parquet and arrow inputs, "
-                "and no input is one: leave it out, or give the input its format (jsonl:PATH)"
+                "id_field '' names no field: give the name of the records' field (Parquet: "
+                "column) that holds each document's id"
             )
+        for name, value, default in (
+            ("text_field", self.text_field, "text"),
+            ("id_field", self.id_field, "id"),
+        ):
+            if value != default and not field_inputs(self.inputs):
+                raise ValueError(
+                    f"{name} {value!r} is read from jsonl, parquet and arrow inputs, and no "
+                    "input is one: leave it out, or give the input its format (jsonl:PATH)"
+                )
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,7 @@ class BuildConfig(VocabCommandConfig):
             "inputs": sorted({s.format for s in self.inputs}),
             # only when not the default, so that the sets of every earlier build stay the same
             **({"text_field": self.text_field} if self.text_field != "text" else {}),
+            **({"id_field": self.id_field} if self.id_field != "id" else {}),
             **({"cjk_sentences": True} if self.cjk_sentences else {}),
             **self.alphabet_config(),
         }
@@ -210,9 +226,7 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
     mark_driver()  # this process builds the graph: its gs:// problems are the driver's
     tmp = temp_area(cfg.out)
     record = FileSystems.join(building_dir(cfg.out), RESUME_RECORD)
-    read = p | "ReadDocuments" >> ReadChunks(
-        list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input, record, cfg.text_field
-    )
+    read = p | "ReadDocuments" >> read_documents(cfg, tmp, record)
     counted = [read]  # each stage's records, which carry its counts
     if cfg.dedup:
         read = read | "Deduplicate" >> DeduplicateChunks(cfg.dedup, tmp)
@@ -242,6 +256,13 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
 
 
 RESUME_RECORD = "build.json"
+
+
+def read_documents(cfg: ReadConfig, tmp: str, record: str | None = None) -> ReadChunks:
+    """Every command's read stage, with its config's reading settings (`record`: a build's
+    resume record, which names a file changed since)."""
+    reading = (cfg.chunk_bytes, cfg.skip_bad_input, record, cfg.text_field, cfg.id_field)
+    return ReadChunks(list(cfg.inputs), tmp, *reading)
 
 
 def resume_record(cfg: BuildConfig) -> dict:

@@ -65,6 +65,11 @@ class RepeatedIdError(BadInputError):
         )
 
 
+# records numbered afresh in each file or language (Hugging Face's `wikimedia/wikipedia`: page ids)
+RECORDS_ADVICE = (
+    "remove the repeat, or rename one file; for ids numbered per file or per language, "
+    "--id-field names a field unique across them (make: ARGS='--id-field url')"
+)
 # how an id of each source comes to be read twice, and what to do (ids are not changed: they
 # decide the shards' bytes)
 REPEAT_CAUSES = {
@@ -86,17 +91,17 @@ REPEAT_CAUSES = {
     "jsonl": (
         "JSONL records with the same id in two files, or, for records without an id, two files "
         "with the same name within their inputs",
-        "remove the repeat, or rename one file",
+        RECORDS_ADVICE,
     ),
     "parquet": (
         "Parquet rows with the same id in two files, or, for rows without an id, two files "
         "with the same name within their inputs",
-        "remove the repeat, or rename one file",
+        RECORDS_ADVICE,
     ),
     "arrow": (
         "Arrow rows with the same id in two files, or, for rows without an id, two files "
         "with the same name within their inputs",
-        "remove the repeat, or rename one file",
+        RECORDS_ADVICE,
     ),
     "wikipedia": ("one Wikipedia page in two dumps", "give each dump once"),
     "wikiextractor": (

@@ -18,6 +18,7 @@ FIELDS = {
     "seed": (InstanceConfig, "seed"),  # VocabConfig's and PunktConfig's too: core.config.SEED
     "skip_bad_input": (ReadConfig, "skip_bad_input"),
     "text_field": (ReadConfig, "text_field"),
+    "id_field": (ReadConfig, "id_field"),
     "sample_paragraphs": (PunktConfig, "sample_paragraphs"),
     "vocab_size": (VocabConfig, "vocab_size"),
     "vocab_sample_sentences": (VocabConfig, "sample_sentences"),
@@ -104,6 +105,14 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         default=field_default("text_field"),
         help="the field of JSON Lines records (the column of Parquet and Arrow rows) that holds "
         "each document's text",
+    )
+    ap.add_argument(
+        "--id-field",
+        metavar="NAME",
+        default=field_default("id_field"),
+        help="the field (column) that holds each document's id, unique across the inputs: "
+        "url where ids are numbered per language or per file; records without one are named "
+        "by their file and line (row)",
     )
     ap.add_argument(
         "--verbose",

@@ -220,12 +220,12 @@ def progress_line(cfg, interval: float):
 def run_vocab(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
+    from pipeline.build import read_documents
     from pipeline.core.tokenize import tokenizer_json
     from pipeline.files.fsio import exists, read_text, write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
     from pipeline.shell.outdir import AGAIN, out_trouble_said
     from pipeline.stages.dedup import DeduplicateChunks
-    from pipeline.stages.read import ReadChunks
     from pipeline.stages.split import SplitSentences
     from pipeline.stages.vocab import NO_TEXT, TrainVocab, learnt_nothing
 
@@ -239,9 +239,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
         write_text(f"{out}/tokenizer.json", tokenizer_json(vocab, lowercase))
 
     def steps(p, tmp: str) -> None:
-        chunks = p | ReadChunks(
-            list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input, text_field=cfg.text_field
-        )
+        chunks = p | read_documents(cfg, tmp)
         if cfg.dedup:  # as a build does, so that both train the same vocab
             chunks = chunks | DeduplicateChunks(cfg.dedup, tmp)
         sentences = chunks | SplitSentences(tmp, *cfg.splitting())
@@ -264,19 +262,17 @@ def run_vocab(args, beam_args: list[str]) -> int:
 def run_punkt(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
+    from pipeline.build import read_documents
     from pipeline.files.fsio import exists, write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
     from pipeline.shell.outdir import AGAIN, out_trouble_said
-    from pipeline.stages.read import ReadChunks
     from pipeline.stages.vocab import NO_TEXT, TrainPunkt, learnt_nothing
 
     cfg = check_inputs(command_config(args), args.verbose)
     path = f"{cfg.out}/punkt.json"
 
     def steps(p, tmp: str) -> None:
-        chunks = p | ReadChunks(
-            list(cfg.inputs), tmp, cfg.chunk_bytes, cfg.skip_bad_input, text_field=cfg.text_field
-        )
+        chunks = p | read_documents(cfg, tmp)
         _ = (
             chunks
             | TrainPunkt(cfg.sample_paragraphs, cfg.seed)

@@ -175,6 +175,7 @@ def read_fields(args) -> dict:
         "out": out,
         "skip_bad_input": args.skip_bad_input,
         "text_field": args.text_field,
+        "id_field": args.id_field,
     }
 
 

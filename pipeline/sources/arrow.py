@@ -30,14 +30,19 @@ def is_arrow(head: bytes) -> bool:
 
 
 def read_arrow(
-    f: BinaryIO, rel: str, tally: Tally, source: str = "arrow", text_field: str = "text"
+    f: BinaryIO,
+    rel: str,
+    tally: Tally,
+    source: str = "arrow",
+    text_field: str = "text",
+    id_field: str = "id",
 ) -> Iterator[Document]:
     """Documents of one Arrow IPC file (see the module docstring)."""
     reader = opened(f, rel)
     if reader is None:
         tally.drop("empty_file")
         return
-    columns = columns_read(reader.schema, rel, text_field, source)
+    columns = columns_read(reader.schema, rel, text_field, source, id_field)
     yield from rows_documents(batches(reader, rel), columns, rel, source, tally)
 
 

@@ -53,7 +53,7 @@ def text_paragraphs(text: str) -> tuple[str, ...]:
 
 
 def parse_record(
-    line: str, where: str, tally: Tally, text_field: str = "text"
+    line: str, where: str, tally: Tally, text_field: str = "text", id_field: str = "id"
 ) -> tuple[str | None, str] | None:
     """(id or None, text) of one line, or None when the line is a bad record (counted)."""
     try:
@@ -78,16 +78,21 @@ def parse_record(
             f"{found}; each line needs a string {name} (--text-field names the field)",
         )
         return None
-    ident = record.get("id")
+    ident = record.get(id_field)
     keep_id = isinstance(ident, (str, int)) and not isinstance(ident, bool) and str(ident) != ""
     return (str(ident) if keep_id else None), text
 
 
 def read_jsonl(
-    f: BinaryIO, rel: str, tally: Tally, source: str = "jsonl", text_field: str = "text"
+    f: BinaryIO,
+    rel: str,
+    tally: Tally,
+    source: str = "jsonl",
+    text_field: str = "text",
+    id_field: str = "id",
 ) -> Iterator[Document]:
     """Documents of one JSON Lines file (see the module docstring); the text is the records'
-    `text_field`."""
+    `text_field`, the id their `id_field`."""
     f = text_stream(f, rel, tally)
     if f is None:
         return
@@ -101,7 +106,7 @@ def read_jsonl(
         if line is None:
             tally.drop("jsonl_record_too_long")
             continue
-        parsed = parse_record(line, where, tally, text_field)
+        parsed = parse_record(line, where, tally, text_field, id_field)
         if parsed is None:
             continue
         ident, text = parsed

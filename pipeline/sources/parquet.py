@@ -1,7 +1,7 @@
 """Parquet: one document per row, its text in a string column `text` (another name with
-`--text-field`) and an optional `id` (string or integer), as the Hugging Face Hub publishes
-text corpora (`wikimedia/wikipedia`: `id`, `url`, `title`, `text`) and as the `datasets`
-library's `to_parquet` writes them. Other columns are not read.
+`--text-field`) and an optional `id` (string or integer; another column with `--id-field`), as
+the Hugging Face Hub publishes text corpora (`wikimedia/wikipedia`: `id`, `url`, `title`,
+`text`) and as the `datasets` library's `to_parquet` writes them. Other columns are not read.
 
 A row is what a JSON Lines record is (`pipeline.sources.jsonl`): its text splits into
 paragraphs on blank lines; its id is `source:id`, else `source:relative/path#row` (1-based),
@@ -33,14 +33,19 @@ BLANK_BYTES = 1 << 16  # white space beyond this is no blank file: read on as Pa
 
 
 def read_parquet(
-    f: BinaryIO, rel: str, tally: Tally, source: str = "parquet", text_field: str = "text"
+    f: BinaryIO,
+    rel: str,
+    tally: Tally,
+    source: str = "parquet",
+    text_field: str = "text",
+    id_field: str = "id",
 ) -> Iterator[Document]:
     """Documents of one Parquet file (see the module docstring); the text is the column
-    `text_field`."""
+    `text_field`, the id `id_field`."""
     if _blank(f, rel):  # as every reader counts a file of nothing or white space
         tally.drop("empty_file")
         return
-    pf, columns = opened(f, rel, text_field)
+    pf, columns = opened(f, rel, text_field, id_field)
     if pf.metadata.num_rows == 0:
         tally.drop("empty_file")
         return
@@ -73,11 +78,11 @@ def slice_rows(size: int, rows: int) -> int:
 def rows_documents(parts, columns: list[str], rel: str, source: str, tally: Tally):
     """The documents of a file's rows, given as its parts in order (record batches of Parquet
     rows or of an Arrow file), each made when it is reached and dropped once read:
-    `columns` are the text's and maybe `id` (`columns_read`)."""
+    `columns` are the text's and maybe the id's (`columns_read`)."""
     row, first_row = 0, {}  # id -> row: two rows with one id are one document
     for part in parts:
         texts = part.column(columns[0]).to_pylist()
-        ids = part.column("id").to_pylist() if "id" in columns else [None] * len(texts)
+        ids = part.column(columns[1]).to_pylist() if len(columns) > 1 else [None] * len(texts)
         del part
         for text, ident in zip(texts, ids, strict=True):
             row += 1
@@ -114,7 +119,7 @@ def compressed_whole(rel: str) -> str:
     return f"{rel}: a compressed Parquet file; decompress it (Parquet compresses its own pages)"
 
 
-def opened(f: BinaryIO, rel: str, text_field: str = "text"):
+def opened(f: BinaryIO, rel: str, text_field: str = "text", id_field: str = "id"):
     """The Parquet file and the columns it is read by; a file that is not Parquet, or has no
     string `text_field` column, raises `BadInputError` naming it (its footer alone is read)."""
     import pyarrow as pa
@@ -124,13 +129,15 @@ def opened(f: BinaryIO, rel: str, text_field: str = "text"):
         pf = pq.ParquetFile(f)
     except (pa.ArrowInvalid, OSError) as e:
         raise BadInputError(f"{rel}: not a Parquet file pyarrow can read ({e})") from None
-    return pf, columns_read(pf.schema_arrow, rel, text_field)
+    return pf, columns_read(pf.schema_arrow, rel, text_field, id_field=id_field)
 
 
-def columns_read(schema, rel: str, text_field: str = "text", fmt: str = "parquet") -> list[str]:
+def columns_read(
+    schema, rel: str, text_field: str = "text", fmt: str = "parquet", id_field: str = "id"
+) -> list[str]:
     """The columns read (of a Parquet or an Arrow file's schema): the text (`text_field`),
-    which must hold strings, and `id` where it holds strings or integers (another `id` is not
-    an id: rows are then named by their number)."""
+    which must hold strings, and the id (`id_field`) where it holds strings or integers
+    (another is not an id: rows are then named by their number)."""
     import pyarrow as pa
 
     if text_field not in schema.names:
@@ -141,10 +148,11 @@ def columns_read(schema, rel: str, text_field: str = "text", fmt: str = "parquet
     kind = schema.field(text_field).type
     if not _strings(kind):
         raise BadInputError(f"{rel}: its `{text_field}` column holds {kind}, not strings")
-    if "id" not in schema.names:
+    if id_field not in schema.names:
         return [text_field]
-    ident = schema.field("id").type
-    return [text_field, "id"] if _strings(ident) or pa.types.is_integer(ident) else [text_field]
+    ident = schema.field(id_field).type
+    kept = _strings(ident) or pa.types.is_integer(ident)
+    return [text_field, id_field] if kept else [text_field]
 
 
 def _strings(kind) -> bool:

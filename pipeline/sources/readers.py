@@ -35,13 +35,13 @@ FIELD_FORMATS = ("jsonl", "parquet", "arrow")
 
 
 def read_input(
-    item: tuple, tally: Tally, open_raw, text_field: str = "text"
+    item: tuple, tally: Tally, open_raw, text_field: str = "text", id_field: str = "id"
 ) -> Iterator[Document | WikiPage]:
     """What one read step yields for `(format, path, rel, span)`: documents, or for Wikipedia
     the pages (rendered later, after they are spread over workers: rendering is the costly
     part). `open_raw(path)` opens a file without decompression; compressed files are
     decompressed here, checked (`pipeline.sources.compressed`). JSON Lines, Parquet and Arrow
-    records hold their text in `text_field`."""
+    records hold their text in `text_field` and their id in `id_field`."""
     fmt, path, rel, span = item
     with open_raw(path) as raw:
         if span is not None:
@@ -49,5 +49,6 @@ def read_input(
         elif fmt == "wikipedia":
             yield from iter_pages(decompressed(raw, path), rel, tally)
         else:
-            field = {"text_field": text_field} if fmt in FIELD_FORMATS else {}
+            fields = {"text_field": text_field, "id_field": id_field}
+            field = fields if fmt in FIELD_FORMATS else {}
             yield from READERS[fmt](decompressed(raw, path), rel, tally, source=fmt, **field)

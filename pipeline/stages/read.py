@@ -52,11 +52,11 @@ class ReadFile(Step):
     which would trace `process` and the functions it calls through their bytecode when each
     graph is made, is not run (docs/benchmarks.md)."""
 
-    def __init__(self, tmp: str, chunk_bytes: int, skip_bad_input: bool, text_field: str = "text"):
+    def __init__(self, tmp: str, chunk_bytes: int, skip_bad_input: bool, fields=("text", "id")):
         self.tmp = tmp
         self.chunk_bytes = chunk_bytes
         self.skip_bad_input = skip_bad_input
-        self.text_field = text_field  # of JSON Lines, Parquet and Arrow records
+        self.fields = fields  # (text, id) of JSON Lines records, Parquet and Arrow columns
 
     def process(self, group):
         done = FileSystems.join(self.tmp, "items", item_key(group[0]) + ".json")
@@ -66,14 +66,14 @@ class ReadFile(Step):
             yield from (Chunk.from_record(r["path"], r) for r in records)
             return
         chunks = list(
-            read_group(group, self.tmp, self.chunk_bytes, self.skip_bad_input, self.text_field)
+            read_group(group, self.tmp, self.chunk_bytes, self.skip_bad_input, self.fields)
         )
         inputs = sorted({item[1] for item in group})  # named when an id repeats (BuildBucket)
         write_marker(done, {"chunks": [asdict(c) for c in chunks], "inputs": inputs})
         yield from chunks
 
 
-def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool, text_field: str = "text"):
+def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool, fields=("text", "id")):
     """The documents of a group's read items, in chunks of about `chunk_bytes` of text under
     `tmp`; the group's counts ride on its last `Chunk` (one with no path when nothing was read)."""
     opened = Opener()
@@ -83,7 +83,7 @@ def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool, text_fie
         tally = Tally(skip_bad_input=skip_bad_input)
         opened.start_item(item[3].start if item[3] else 0)
         try:
-            docs = read_item(item, tally, skip_bad_input, opened.open, text_field)
+            docs = read_item(item, tally, skip_bad_input, opened.open, fields)
             yield from writer.add_all(docs)
         finally:
             if item[3] is None or item[3].start <= item[3].header_end:  # a first span
@@ -157,12 +157,12 @@ class TrackedFile:
         self._f.close()
 
 
-def read_item(item, tally: Tally, skip_bad_input: bool, opener=None, text_field: str = "text"):
+def read_item(item, tally: Tally, skip_bad_input: bool, opener=None, fields=("text", "id")):
     """Documents and pages of one read item; a bad file stops the run or, when skipped, is
     counted (what was read before the fault is kept)."""
     fmt, path, _, _ = item
     try:
-        for doc in read_input(item, tally, opener or open_raw, text_field):
+        for doc in read_input(item, tally, opener or open_raw, *fields):
             if isinstance(doc, Document):  # Wikipedia pages are counted once rendered
                 tally.inc("documents_read")
             yield doc
@@ -324,6 +324,7 @@ class ReadChunks(Stage):
     skip_bad_input: bool = False
     record: str | None = None  # a build's resume record, which names a file changed since
     text_field: str = "text"  # of JSON Lines, Parquet and Arrow records
+    id_field: str = "id"  # likewise
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -331,7 +332,8 @@ class ReadChunks(Stage):
         self.digest = listing_for_workers(self.inputs)  # what workers that list must find
 
     def expand(self, pbegin):
-        read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input, self.text_field)
+        fields = (self.text_field, self.id_field)
+        read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input, fields)
         plan = (self.chunk_bytes, self.digest, self.record)
         return (
             pbegin
