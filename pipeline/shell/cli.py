@@ -49,7 +49,7 @@ def check_inputs(cfg, verbose: bool = False):
     for spec in cfg.inputs:
         if not expand_pattern(spec):
             raise SystemExit(f"error: no input files match {spec.pattern!r} (format {spec.format})")
-        check_first_file(spec, verbose, not cfg.skip_bad_input, cfg.text_field)
+        check_first_file(spec, verbose, not cfg.skip_bad_input, (cfg.text_field, cfg.id_field))
         manifest = shard_set_inside(spec)
         if manifest:
             raise SystemExit(
@@ -66,11 +66,11 @@ def check_inputs(cfg, verbose: bool = False):
     return dataclasses.replace(cfg, chunk_bytes=chunk_bytes_for(input_bytes(cfg.inputs)))
 
 
-def check_first_file(spec, verbose: bool, strict: bool, text_field: str = "text") -> None:
+def check_first_file(spec, verbose: bool, strict: bool, fields=("text", "id")) -> None:
     """The input's first file (a Wikipedia dump's index aside) read as its format: a wrong
     --format is refused here, in the reader's words, before OUT is made; with --skip-bad-input
     (not `strict`) only another format read as text (`pipeline.sources.head`); prose given as
-    the text format is said in a note."""
+    the text format is said in a note. `fields`: the records' text and id fields."""
     from pipeline.files import fsio
     from pipeline.sources.documents import BadInputError
     from pipeline.sources.head import HEAD_BYTES, check_head
@@ -81,9 +81,7 @@ def check_first_file(spec, verbose: bool, strict: bool, text_field: str = "text"
         return
     fmt, path, rel = files[0]
     try:
-        note = check_head(
-            fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES), strict, text_field
-        )
+        note = check_head(fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES), strict, *fields)
         if note:  # read as asked, though it does not look like it
             print(note)
     except BadInputError as e:

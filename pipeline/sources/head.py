@@ -32,15 +32,22 @@ _EXTRACTED_START = re.compile(rb'\s*<doc[^>\n]*\sid="')
 
 
 def check_head(
-    fmt: str, path: str, rel: str, open_raw, strict: bool = True, text_field: str = "text"
+    fmt: str,
+    path: str,
+    rel: str,
+    open_raw,
+    strict: bool = True,
+    text_field: str = "text",
+    id_field: str = "id",
 ) -> str | None:
     """Raises `BadInputError` when the file at `path` (`rel` within its input) does not start
     as format `fmt` does; `open_raw(path)` opens it as stored. Not `strict` (--skip-bad-input),
     only a file of another format read as `text` or `books` is refused: the readers would take
     its markup as prose, where a bad file is skipped and counted. JSON Lines, Parquet and
-    Arrow records hold their text in `text_field`. Returns a note for a `text` file that reads
-    as prose rather than a sentence per line (`prose_note`) or a `paragraphs` file of wrapped
-    lines (`wrapped_note`), else None."""
+    Arrow records hold their text in `text_field`, JSON Lines records their id in `id_field`
+    (two records of one id in the head are a bad record). Returns a note for a `text` file
+    that reads as prose rather than a sentence per line (`prose_note`) or a `paragraphs` file
+    of wrapped lines (`wrapped_note`), else None."""
     try:
         with open_raw(path) as raw:
             head = read_head(decompressed(raw, path))
@@ -90,7 +97,8 @@ def check_head(
         if strict:
             if not whole:  # only whole lines: the head may end inside a record
                 text = text[: text.rfind(b"\n") + 1]
-            for _ in read_jsonl(io.BytesIO(text), rel, tally, text_field=text_field):
+            fields = {"text_field": text_field, "id_field": id_field}
+            for _ in read_jsonl(io.BytesIO(text), rel, tally, **fields):
                 pass
         if extracted_json(text):
             return (

@@ -76,6 +76,20 @@ def test_two_languages_numbered_alike_build_by_their_urls(tmp_path, fmt):
     assert manifest.config["id_field"] == "url"
 
 
+def test_one_file_of_both_languages_is_read_by_url_from_its_first_lines_on(tmp_path):
+    """Ids that repeat inside a file are a bad record by `id`, found already by the check of the
+    input's first file; by `url` the same file builds."""
+    path = tmp_path / "both.jsonl"
+    rows = [r for pair in zip(wiki_rows("en"), wiki_rows("de"), strict=False) for r in pair]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    inputs = f"jsonl:{path}"
+    with pytest.raises(SystemExit, match="both.jsonl:2: id '1' was already used on line 1"):
+        build_shards(str(tmp_path / "by-id"), "--vocab-size", "500", inputs=inputs)
+    out = str(tmp_path / "by-url")
+    assert build_shards(out, "--vocab-size", "500", "--id-field", "url", inputs=inputs) == 0
+    assert ShardSet.open(out).manifest.counts["total"]["documents_used"] == len(rows)
+
+
 def test_the_default_name_is_not_recorded_and_a_resume_across_a_change_is_refused(tmp_path):
     write(str(tmp_path / "in"), "parquet")
     inputs = f"parquet:{tmp_path}/in/en.parquet"
