@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
@@ -15,11 +14,7 @@ from hypothesis import strategies as st
 
 from pipeline.core.sentences import cjk_pieces, runs_past_cjk_stop, split_paragraphs
 from pipeline.shell.cli import main
-from tests.helpers import ROOT
-
-ZH_DOCS = (
-    Path(ROOT) / "data/debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation/translations"
-) / "zh_CN"
+from tests.pipeline.wikidata import ZH_DOCS
 
 PROSE = (
     "他说：“明天见。”然后走了。今天天气很好！我们去公园散步吧？\n\n"

@@ -16,7 +16,7 @@ from pipeline.core.tokenize import encode_documents, train_vocab
 from schemas.cli import main as schemas_main
 from schemas.reader import ShardSet
 from tests.helpers import build_shards
-from tests.pipeline.test_cjk_sentences import ZH_DOCS
+from tests.pipeline.wikidata import ZH_DOCS
 
 # 60 distinct characters, each in a sentence of its own: an alphabet of 40 leaves 20 out
 CHARACTERS = [chr(0x4E00 + 7 * k) for k in range(60)]

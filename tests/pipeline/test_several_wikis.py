@@ -6,6 +6,7 @@ host (`wikiextractor:en.wikipedia.org:12`). The same wiki given twice is still r
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 
@@ -15,9 +16,19 @@ from pipeline.sources.documents import Tally
 from pipeline.sources.wikiextractor import read_wikiextractor
 from pipeline.sources.wikipedia.pages import parse_siteinfo
 from pipeline.sources.wikipedia.reader import read_wikipedia
+from schemas.cli import main as schemas_main
 from schemas.reader import ShardSet
 from tests.helpers import build_shards
-from tests.pipeline.wikidata import ARTICLES, HEADER, export, gensim_xml, multistream, page_xml
+from tests.pipeline.wikidata import (
+    ARTICLES,
+    BULGARIAN,
+    HEADER,
+    ZH_DOCS,
+    export,
+    gensim_xml,
+    multistream,
+    page_xml,
+)
 
 PROSE = "{} is an article of its own. It has a second sentence, and a third one follows it."
 
@@ -115,3 +126,29 @@ def test_wikiextractors_output_of_two_wikis_builds_together_and_one_wiki_twice_d
     )
     with pytest.raises(SystemExit, match="one article in two files of WikiExtractor's output"):
         build_shards(str(tmp_path / "again"), "--vocab-size", "300", inputs=inputs)
+
+
+@pytest.mark.skipif(not ZH_DOCS.is_dir(), reason="make corpora has not fetched the kernel docs")
+def test_a_corpus_of_three_languages_builds_with_the_flags_the_docs_give(tmp_path, capsys):
+    """gensim's English and Bulgarian exports (the latter UTF-16) and the kernel's Chinese
+    documentation as books, cased, cut at 。！？, with an alphabet of 5,000: a set that validates,
+    its documents those of each input read apart, no note of [UNK] pieces."""
+    books = tmp_path / "zh"
+    books.mkdir()
+    for path in sorted(ZH_DOCS.glob("admin-guide/*.rst.gz")):
+        (books / f"{path.name[: -len('.rst.gz')]}.txt").write_bytes(
+            gzip.decompress(path.read_bytes())
+        )
+    exports = [gensim_xml(ARTICLES), gensim_xml(BULGARIAN)]
+    for name, xml in zip(("en", "bg"), exports, strict=True):
+        (tmp_path / f"{name}wiki.xml").write_bytes(xml)
+    inputs = f"wikipedia:{tmp_path}/enwiki.xml,wikipedia:{tmp_path}/bgwiki.xml,books:{books}"
+    out = str(tmp_path / "out")
+    flags = ("--cased", "--cjk-sentences", "--limit-alphabet", "5000", "--dupe-factor", "2")
+    assert build_shards(out, *flags, inputs=inputs) == 0
+    assert "[UNK]" not in capsys.readouterr().out
+    assert schemas_main(["validate", out]) == 0
+    by_source = ShardSet.open(out).manifest.counts["by_source"]
+    pages = sum(len(ids(xml)) for xml in exports)
+    assert by_source["wikipedia"]["documents_used"] == pages > 50
+    assert by_source["books"]["documents_used"] == len(list(books.glob("*.txt"))) > 10

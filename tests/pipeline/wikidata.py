@@ -1,5 +1,6 @@
 """Wikipedia exports for tests: small ones written here (`page_xml`, `export`), and real ones,
-those gensim 4.4.0 ships in its wheel's test data.
+those gensim 4.4.0 ships in its wheel's test data; and where `make corpora` puts the kernel's
+Chinese documentation, real Chinese prose (`ZH_DOCS`).
 
 Looked up, in order: `data/gensim/` (filled by `bench/fetch_corpora.sh`), the wheel in
 `data/wheels/`, then a `pip download` of the wheel into `data/wheels/`. The tests that need them
@@ -26,6 +27,9 @@ PREFIX = "gensim/test/test_data/"
 TABLE_MARKUP = "enwiki-table-markup.xml.bz2"
 ARTICLES = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 BULGARIAN = "bgwiki-latest-pages-articles-shortened.xml.bz2"  # UTF-16, a real oddity
+ZH_DOCS = (
+    ROOT / "data/debian/linux-doc/usr/share/doc/linux-doc-6.1/Documentation/translations/zh_CN"
+)
 MARKUP_RESIDUE = ("[[", "]]", "{{", "}}", "'''", "<ref", "|}", "thumb|", "&amp;")
 
 
