@@ -10,7 +10,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.core.config import SEED, InstanceConfig, VocabConfig
-from pipeline.files.code import code_changes, code_record
+from pipeline.files.code import OWN, code_changes, code_record
 from pipeline.files.credentials import mark_driver
 from pipeline.files.fsio import (
     VOCAB_MARKER,
@@ -262,7 +262,7 @@ def read_documents(cfg: ReadConfig, tmp: str, record: str | None = None) -> Read
     """Every command's read stage, with its config's reading settings (`record`: a build's
     resume record, which names a file changed since)."""
     reading = (cfg.chunk_bytes, cfg.skip_bad_input, record, cfg.text_field, cfg.id_field)
-    return ReadChunks(list(cfg.inputs), tmp, *reading)
+    return ReadChunks(list(cfg.inputs), tmp, *reading, code_record()[OWN])
 
 
 def resume_record(cfg: BuildConfig) -> dict:

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.core.keys import stable_hash
 from pipeline.files import fsio
 from pipeline.files.chunks import Chunk, intact, write_documents
+from pipeline.files.code import same_sources
 from pipeline.files.fsio import read_marker, write_marker
 from pipeline.files.listing import (
     InputSpec,
@@ -52,11 +53,18 @@ class ReadFile(Step):
     which would trace `process` and the functions it calls through their bytecode when each
     graph is made, is not run (docs/benchmarks.md)."""
 
-    def __init__(self, tmp: str, chunk_bytes: int, skip_bad_input: bool, fields=("text", "id")):
+    def __init__(
+        self, tmp: str, chunk_bytes: int, skip_bad_input: bool, fields=("text", "id"), code=""
+    ):
         self.tmp = tmp
         self.chunk_bytes = chunk_bytes
         self.skip_bad_input = skip_bad_input
         self.fields = fields  # (text, id) of JSON Lines records, Parquet and Arrow columns
+        self.code = code  # the digest of the command's sources, which this worker's must be
+
+    def setup(self) -> None:
+        super().setup()
+        same_sources(self.code)
 
     def process(self, group):
         done = FileSystems.join(self.tmp, "items", item_key(group[0]) + ".json")
@@ -325,6 +333,7 @@ class ReadChunks(Stage):
     record: str | None = None  # a build's resume record, which names a file changed since
     text_field: str = "text"  # of JSON Lines, Parquet and Arrow records
     id_field: str = "id"  # likewise
+    code: str = ""  # the digest of the command's sources (`pipeline.files.code`)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -333,7 +342,7 @@ class ReadChunks(Stage):
 
     def expand(self, pbegin):
         fields = (self.text_field, self.id_field)
-        read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input, fields)
+        read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input, fields, self.code)
         plan = (self.chunk_bytes, self.digest, self.record)
         return (
             pbegin

@@ -1,7 +1,8 @@
-"""A standing Dask cluster whose workers run other code than the command (another release of
-the package, or one from before workers could be asked) is refused before OUT is touched,
-naming the worker and what differs; workers that run the command's code (every other Dask test
-of the suite) are not."""
+"""Workers that run other code than the command: a standing Dask cluster's (another release of
+the package, or one from before workers could be asked) are refused before OUT is touched,
+naming the worker and what differs; on any runner, a worker whose sources are not the
+command's stops the build at its first read, in one line. Workers that run the command's code
+(every other test of the suite) are not."""
 
 from __future__ import annotations
 
@@ -111,3 +112,23 @@ def test_a_worker_that_cannot_say_is_refused(scheduler, worker_of, tmp_path):
     )
     assert "No module named 'pipeline.files.code'" in problem
     assert problem.endswith("install this command's bert-shards on every worker")
+
+
+def test_a_worker_whose_sources_are_not_the_commands_stops_at_its_first_read(tmp_path, monkeypatch):
+    """The command's digest of its sources (here made another's) travels with the read step;
+    the worker (this process, on the local runner) computes its own and refuses."""
+    import pipeline.build
+    from pipeline.files.code import OWN, code_record, same_sources
+
+    same_sources(code_record()[OWN])  # its own: nothing said
+    same_sources("")  # not asked
+    other = {**code_record(), OWN: "f" * 64}
+    monkeypatch.setattr(pipeline.build, "code_record", lambda: other)
+    with pytest.raises(SystemExit) as e:
+        build_shards(str(tmp_path / "out"), "--vocab-size", "300")
+    mine = code_record()[OWN]
+    assert str(e.value) == (
+        f"error: a worker runs other bert-shards code than the command (its sources' digest "
+        f"{mine[:12]}..., the command's ffffffffffff...), and a set made by two versions would "
+        "be the bytes of neither; install the command's bert-shards on every worker"
+    )
