@@ -19,6 +19,8 @@ import tarfile
 import pytest
 import tomllib
 
+from pipeline.files.code import code_record
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TREE = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "pipeline", "schemas", "model")
 
@@ -182,6 +184,12 @@ def test_the_staged_sdist_installs_the_pipeline_without_torch(tmp_path):
     assert "pipeline.build" in modules and "pipeline.stages.instances" in modules
     assert "schemas.validate.run" in modules and "schemas.storage" in modules
     assert modules[-1] == "blocked: import of torch halted; None in sys.modules"
+    # a worker installed so runs the command's sources: it passes the read step's check
+    digest = "from pipeline.files.code import code_record; print(code_record()['sources_sha256'])"
+    ran = subprocess.run(
+        [python, "-c", digest], cwd=str(tmp_path), capture_output=True, text=True, env=_env()
+    )
+    assert ran.stdout.strip() == code_record()["sources_sha256"], ran.stderr
 
     # an editable install of the same tree (what `make venv` does) prints no warning
     python, _ = _fresh_venv(str(tmp_path / "dev"))
