@@ -46,6 +46,14 @@ def relabelled(xml: bytes, dbname: str) -> bytes:
     return xml.replace(b"<dbname>enwiki</dbname>", f"<dbname>{dbname}</dbname>".encode(), 1)
 
 
+def first_pages(xml: bytes, n: int) -> bytes:
+    """An export cut after its `n`th page, closed as a whole one is."""
+    cut = 0
+    for _ in range(n):
+        cut = xml.index(b"</page>", cut) + len(b"</page>\n")
+    return xml[:cut] + b"</mediawiki>\n"
+
+
 def ids(xml: bytes) -> list[str]:
     return [d.id for d in read_wikipedia(io.BytesIO(xml), "f", Tally())]
 
@@ -64,10 +72,10 @@ def test_a_pages_id_names_the_wiki_its_dump_names():
 
 
 def test_two_wikis_whose_page_ids_meet_build_together_also_from_a_multistream_dump(tmp_path):
-    """The real English export and the same pages as another wiki's multistream dump: every
-    page id meets its twin, and both are built (the second read by its index's streams, where
-    the siteinfo is the dump's first stream)."""
-    english = gensim_xml(ARTICLES)
+    """The real English export's first 80 pages, and the same pages as another wiki's
+    multistream dump: every page id meets its twin, and both are built (the second read by its
+    index's streams, where the siteinfo is the dump's first stream)."""
+    english = first_pages(gensim_xml(ARTICLES), 80)
     (tmp_path / "en").mkdir()
     (tmp_path / "en" / "enwiki-pages-articles.xml").write_bytes(english)
     dump, index = multistream(relabelled(english, "simplewiki"), 20)
@@ -75,15 +83,13 @@ def test_two_wikis_whose_page_ids_meet_build_together_also_from_a_multistream_du
     name.parent.mkdir()
     (name.parent / f"{name.name}.xml.bz2").write_bytes(dump)
     (name.parent / f"{name.name}-index.txt.bz2").write_bytes(index)
-    one, both = str(tmp_path / "one"), str(tmp_path / "both")
-    assert build_shards(one, "--vocab-size", "500", inputs=f"wikipedia:{tmp_path}/en") == 0
+    both = str(tmp_path / "both")
     inputs = f"wikipedia:{tmp_path}/en,wikipedia:{name.parent}"
     assert build_shards(both, "--vocab-size", "500", inputs=inputs) == 0
-    alone = ShardSet.open(one).manifest.counts["total"]
     together = ShardSet.open(both).manifest.counts["total"]
-    assert alone["documents_used"] > 50
-    assert together["documents_used"] == 2 * alone["documents_used"]
-    assert together["documents_read"] == 2 * alone["documents_read"]
+    alone = len(ids(english))  # its articles with prose, read apart
+    assert alone > 10
+    assert together["documents_read"] == together["documents_used"] == 2 * alone
 
 
 def test_one_wiki_in_two_dumps_is_still_refused_naming_the_wiki(tmp_path):
@@ -130,16 +136,17 @@ def test_wikiextractors_output_of_two_wikis_builds_together_and_one_wiki_twice_d
 
 @pytest.mark.skipif(not ZH_DOCS.is_dir(), reason="make corpora has not fetched the kernel docs")
 def test_a_corpus_of_three_languages_builds_with_the_flags_the_docs_give(tmp_path, capsys):
-    """gensim's English and Bulgarian exports (the latter UTF-16) and the kernel's Chinese
-    documentation as books, cased, cut at 。！？, with an alphabet of 5,000: a set that validates,
-    its documents those of each input read apart, no note of [UNK] pieces."""
+    """gensim's English export (its first 80 pages) and its Bulgarian one (UTF-16) and the
+    kernel's Chinese documentation as books, cased, cut at 。！？, with an alphabet of 5,000: a
+    set that validates, its documents those of each input read apart, no note of [UNK]
+    pieces."""
     books = tmp_path / "zh"
     books.mkdir()
     for path in sorted(ZH_DOCS.glob("admin-guide/*.rst.gz")):
         (books / f"{path.name[: -len('.rst.gz')]}.txt").write_bytes(
             gzip.decompress(path.read_bytes())
         )
-    exports = [gensim_xml(ARTICLES), gensim_xml(BULGARIAN)]
+    exports = [first_pages(gensim_xml(ARTICLES), 80), gensim_xml(BULGARIAN)]
     for name, xml in zip(("en", "bg"), exports, strict=True):
         (tmp_path / f"{name}wiki.xml").write_bytes(xml)
     inputs = f"wikipedia:{tmp_path}/enwiki.xml,wikipedia:{tmp_path}/bgwiki.xml,books:{books}"
@@ -150,5 +157,5 @@ def test_a_corpus_of_three_languages_builds_with_the_flags_the_docs_give(tmp_pat
     assert schemas_main(["validate", out]) == 0
     by_source = ShardSet.open(out).manifest.counts["by_source"]
     pages = sum(len(ids(xml)) for xml in exports)
-    assert by_source["wikipedia"]["documents_used"] == pages > 50
+    assert by_source["wikipedia"]["documents_used"] == pages > 10
     assert by_source["books"]["documents_used"] == len(list(books.glob("*.txt"))) > 10
