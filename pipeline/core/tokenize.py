@@ -57,7 +57,14 @@ def loses_marks_lowercased(sentence: str) -> bool:
 
 
 def train_vocab(sentences: Sequence[str], cfg: VocabConfig) -> tuple[Vocab, str]:
-    """Train an uncased (or cased) WordPiece vocab; returns it and its `tokenizer.json`.
+    """Train an uncased (or cased) WordPiece vocab; returns it and its `tokenizer.json`
+    (`train_vocab_cut`, without the alphabet's cut)."""
+    return train_vocab_cut(sentences, cfg)[:2]
+
+
+def train_vocab_cut(sentences: Sequence[str], cfg: VocabConfig) -> tuple[Vocab, str, tuple]:
+    """`train_vocab`'s vocab and `tokenizer.json`, and what its alphabet left out of the sample
+    (`alphabet_cut`).
 
     The five specials come first: [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0..4.
     HF's trainer numbers `##c` continuation pieces in hash-map order, and those numbers break
@@ -66,7 +73,8 @@ def train_vocab(sentences: Sequence[str], cfg: VocabConfig) -> tuple[Vocab, str]
     result a pure function of the sample.
     """
     tok = BertWordPieceTokenizer(**bert_normalizer(cfg.lowercase))
-    alphabet = corpus_alphabet(sentences, tok, cfg.limit_alphabet)
+    counts = character_counts(sentences, tok)
+    alphabet = corpus_alphabet(counts, cfg.limit_alphabet)
     tok.train_from_iterator(
         sentences,
         vocab_size=cfg.vocab_size,
@@ -79,19 +87,32 @@ def train_vocab(sentences: Sequence[str], cfg: VocabConfig) -> tuple[Vocab, str]
     )
     pieces = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
     vocab = Vocab(tuple(p for p, _ in pieces))
-    return vocab, tokenizer_json(vocab, cfg.lowercase)
+    return vocab, tokenizer_json(vocab, cfg.lowercase), alphabet_cut(counts, alphabet)
 
 
-def corpus_alphabet(sentences: Sequence[str], tok: BertWordPieceTokenizer, limit: int) -> list[str]:
-    """The `limit` most frequent characters after normalisation; ties broken by code point."""
+def character_counts(sentences: Sequence[str], tok: BertWordPieceTokenizer) -> Counter:
+    """Each character of the sentences after normalisation, counted; white space left out."""
     counts: Counter = Counter()
     normalize = tok.normalizer.normalize_str
     for i in range(0, len(sentences), 10_000):  # one call per many sentences
         counts.update(normalize("\n".join(sentences[i : i + 10_000])))
     for space in [c for c in counts if c.isspace()]:
         del counts[space]
+    return counts
+
+
+def corpus_alphabet(counts: Counter, limit: int) -> list[str]:
+    """The `limit` most frequent characters (`character_counts`); ties broken by code point."""
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     return sorted(c for c, _ in ranked[:limit])
+
+
+def alphabet_cut(counts: Counter, alphabet: list[str]) -> tuple[int, int, int]:
+    """(characters of the sample outside the alphabet, all its characters, distinct ones
+    outside): a word holding one is `[UNK]`."""
+    kept = set(alphabet)
+    outside = {c: n for c, n in counts.items() if c not in kept}
+    return sum(outside.values()), sum(counts.values()), len(outside)
 
 
 @functools.lru_cache(maxsize=2)

@@ -32,7 +32,7 @@ from pipeline.shell.arguments import (
     flag_said,
 )
 from pipeline.shell.configs import build_config, path_problem, punkt_config, vocab_config
-from pipeline.shell.report import no_instances, no_text, report, vocab_note
+from pipeline.shell.report import alphabet_note, no_instances, no_text, report, vocab_note
 from schemas.cli import COMMANDS as SCHEMAS_COMMANDS  # forwarded to `bert-schemas`
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
@@ -225,23 +225,25 @@ def run_vocab(args, beam_args: list[str]) -> int:
     from pipeline.shell.outdir import AGAIN, out_trouble_said
     from pipeline.stages.dedup import DeduplicateChunks
     from pipeline.stages.split import SplitSentences
-    from pipeline.stages.vocab import NO_TEXT, TrainVocab, learnt_nothing
+    from pipeline.stages.vocab import NO_TEXT, TrainVocabCut, learnt_nothing
 
     cfg = check_inputs(command_config(args), args.verbose)
     out, lowercase = cfg.out, cfg.vocab.lowercase
 
-    def save(vocab, tmp: str):
+    def save(trained, tmp: str):
+        vocab, cut = trained
         if learnt_nothing(vocab):
             return write_text(f"{tmp}/{NO_TEXT}", "")
         write_text(f"{out}/vocab.txt", vocab.to_text())
         write_text(f"{out}/tokenizer.json", tokenizer_json(vocab, lowercase))
+        write_text(f"{tmp}/alphabet.json", json.dumps(cut))  # said by the command
 
     def steps(p, tmp: str) -> None:
         chunks = p | read_documents(cfg, tmp)
         if cfg.dedup:  # as a build does, so that both train the same vocab
             chunks = chunks | DeduplicateChunks(cfg.dedup, tmp)
         sentences = chunks | SplitSentences(tmp, *cfg.splitting())
-        _ = sentences | TrainVocab(cfg.vocab) | beam.Map(save, tmp)
+        _ = sentences | TrainVocabCut(cfg.vocab) | beam.Map(save, tmp)
 
     options = pipeline_options(beam_args, args.runner, args.workers)
     writes = ("vocab.txt", "tokenizer.json")
@@ -250,10 +252,12 @@ def run_vocab(args, beam_args: list[str]) -> int:
             run_pipeline(beside_listing(lambda p: steps(p, tmp)), options, args.verbose)
         if exists(f"{tmp}/{NO_TEXT}"):
             return no_text("vocab trainer", "vocab")
+        cut = json.loads(read_text(f"{tmp}/alphabet.json"))
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     note = vocab_note(len(read_text(f"{out}/vocab.txt").splitlines()), cfg.vocab.vocab_size)
-    if note:
-        print(note)
+    for said in (note, alphabet_note(*cut, cfg.vocab.limit_alphabet)):
+        if said:
+            print(said)
     return 0
 
 

@@ -98,3 +98,21 @@ def vocab_note(pieces: int, asked: int | None) -> str | None:
         )
     said = f"the vocab has {pieces:,} pieces, not the {asked:,} asked for with --vocab-size"
     return f"note: {said}: {why}"
+
+
+# the share of the vocab sample's characters outside its alphabet from which `vocab` says so
+# (as a build notes [UNK] at 0.1% of its pieces: schemas.notes)
+ALPHABET_NOTE_SHARE = 0.001
+
+
+def alphabet_note(outside: int, characters: int, distinct: int, limit: int) -> str | None:
+    """The `vocab` command's word on the characters its alphabet left out of the sample (a
+    build counts the [UNK] pieces they make instead: `schemas.notes.unk_note`)."""
+    if not characters or outside < ALPHABET_NOTE_SHARE * characters:
+        return None
+    return (
+        f"note: {outside:,} of the vocab sample's {characters:,} characters "
+        f"({outside / characters:.2%}; {distinct:,} distinct) are outside its alphabet, the "
+        f"{limit:,} most frequent (--limit-alphabet): words holding them will be [UNK]; "
+        "Chinese, Japanese and corpora of many languages need thousands: raise --limit-alphabet"
+    )

@@ -20,7 +20,7 @@ from pipeline.core.sentences import (
     params_to_json,
     train_parameters,
 )
-from pipeline.core.tokenize import train_vocab
+from pipeline.core.tokenize import train_vocab, train_vocab_cut
 from pipeline.files.chunks import Chunk, read_documents, read_sentences
 from pipeline.sources.documents import Tally
 from pipeline.sources.wikipedia.reader import rendered
@@ -134,6 +134,12 @@ def trained_vocab(texts: list[str], cfg: VocabConfig) -> Vocab:
     return train_vocab(texts, cfg)[0]
 
 
+def trained_vocab_cut(texts: list[str], cfg: VocabConfig) -> tuple[Vocab, tuple]:
+    """The vocab, and what its alphabet left out of the sample (`alphabet_cut`)."""
+    vocab, _, cut = train_vocab_cut(texts, cfg)
+    return vocab, cut
+
+
 @dataclass(eq=False)
 class TrainVocab(TrainOnSample):
     """Sentence chunks -> a WordPiece vocab trained on about `sample_sentences` sentences."""
@@ -145,3 +151,12 @@ class TrainVocab(TrainOnSample):
 
     def trainer(self):
         return functools.partial(trained_vocab, cfg=self.cfg)
+
+
+@dataclass(eq=False)
+class TrainVocabCut(TrainVocab):
+    """`TrainVocab` for the `vocab` command: (the vocab, its alphabet's cut), which the command
+    says in a note when words of the sample will be `[UNK]`."""
+
+    def trainer(self):
+        return functools.partial(trained_vocab_cut, cfg=self.cfg)

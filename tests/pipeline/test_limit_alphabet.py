@@ -12,10 +12,10 @@ from collections import Counter
 import pytest
 
 from pipeline.core.config import VocabConfig
-from pipeline.core.tokenize import encode_documents, train_vocab
+from pipeline.core.tokenize import encode_documents, train_vocab, train_vocab_cut
 from schemas.cli import main as schemas_main
 from schemas.reader import ShardSet
-from tests.helpers import build_shards
+from tests.helpers import SAMPLE, build_shards
 from tests.pipeline.wikidata import ZH_DOCS
 
 # 60 distinct characters, each in a sentence of its own: an alphabet of 40 leaves 20 out
@@ -35,6 +35,10 @@ def test_an_alphabet_too_small_makes_the_words_it_lacks_unk_and_counts_them():
         unk = sum(int((d.ids == vocab.special_ids.unk).sum()) for d in encoded)
         assert counts[("books", "unk_pieces")] == unk
         assert (unk > 0) is unknown
+    outside, characters, distinct = train_vocab_cut(SENTENCES, VocabConfig(limit_alphabet=40))[2]
+    assert distinct >= len(CHARACTERS) - 40 and outside == distinct  # each once in the sample
+    assert characters == sum(len(s) for s in SENTENCES)  # no white space among them
+    assert train_vocab_cut(SENTENCES, VocabConfig(limit_alphabet=100))[2] == (0, characters, 0)
     with pytest.raises(ValueError, match="limit_alphabet must be >= 1"):
         VocabConfig(limit_alphabet=0)
 
@@ -108,3 +112,31 @@ def test_the_sample_is_not_noted(tmp_path, capsys):
         )
         < 0.001 * ShardSet.open(out).manifest.counts["total"]["tokens"]
     )
+
+
+@pytest.mark.skipif(not ZH_DOCS.is_dir(), reason="make corpora has not fetched the kernel docs")
+def test_the_vocab_command_says_what_its_alphabet_left_out(tmp_path, capsys):
+    """`bert-shards vocab` tokenizes nothing, so it counts the characters of its sample that
+    its alphabet left out; on Chinese prose with the default 1,000 it says so, naming the flag,
+    with 5,000 nothing, nor on the sample."""
+    from pipeline.shell.cli import main
+
+    paragraphs = []
+    for path in sorted(ZH_DOCS.glob("admin-guide/*.rst.gz")):
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        paragraphs += [p for p in text.split("\n\n") if p.strip()]
+    inputs = write_chinese(tmp_path / "zh", paragraphs)
+    argv = ["vocab", "--input", inputs, "--workers", "1", "--cased", "--cjk-sentences"]
+    assert main([*argv, "--out", str(tmp_path / "default")]) == 0
+    [note] = [line for line in capsys.readouterr().out.splitlines() if "alphabet" in line]
+    assert note.startswith("note: ") and "characters (" in note
+    assert note.endswith(
+        "are outside its alphabet, the 1,000 most frequent (--limit-alphabet): words holding "
+        "them will be [UNK]; Chinese, Japanese and corpora of many languages need thousands: "
+        "raise --limit-alphabet"
+    )
+    assert main([*argv, "--out", str(tmp_path / "wide"), "--limit-alphabet", "5000"]) == 0
+    assert "alphabet" not in capsys.readouterr().out
+    sample = ["vocab", "--input", f"books:{SAMPLE}/books", "--out", str(tmp_path / "s")]
+    assert main([*sample, "--workers", "1"]) == 0
+    assert "alphabet" not in capsys.readouterr().out
