@@ -99,6 +99,16 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         default=field_default("skip_bad_input"),
         help="skip and count unreadable or corrupt files instead of failing",
     )
+    add_field_args(ap)
+    ap.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Beam's logs and full tracebacks; off: one line per failure",
+    )
+
+
+def add_field_args(ap: argparse.ArgumentParser) -> None:
+    """Where JSON Lines records (Parquet and Arrow rows) hold a document's text and its id."""
     ap.add_argument(
         "--text-field",
         metavar="NAME",
@@ -113,11 +123,6 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         help="the field (column) that holds each document's id, unique across the inputs: "
         "url where ids are numbered per language or per file; records without one are named "
         "by their file and line (row)",
-    )
-    ap.add_argument(
-        "--verbose",
-        action="store_true",
-        help="show Beam's logs and full tracebacks; off: one line per failure",
     )
 
 

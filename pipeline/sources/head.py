@@ -78,10 +78,17 @@ def check_head(
                 refuse_as("wikiextractor", "WikiExtractor's output", "a MediaWiki export", rel)
             refuse_non_export(text.split(PAGE_OPEN, 1)[0], rel)
         return
+    return check_text_head(fmt, head, whole, rel, strict, text_field, id_field)
+
+
+def check_text_head(
+    fmt: str, head: bytes, whole: bool, rel: str, strict: bool, text_field: str, id_field: str
+) -> str | None:
+    """`check_head` for the formats read as text (all but Wikipedia's dumps, Parquet, Arrow)."""
     tally = Tally(skip_bad_input=not strict)  # strict: its first bad record raises
     stream = text_stream(io.BytesIO(head), rel, tally)
     if stream is None:
-        return
+        return None
     text = read_all(stream)
     if fmt == "wikiextractor":
         if strict and text.strip() and not _EXTRACTED_START.match(text):
@@ -107,6 +114,7 @@ def check_head(
                 "wikiextractor (make: FORMAT=wikiextractor) reads it undone, a paragraph a "
                 "line, the ids naming the wiki (several languages' output then builds together)"
             )
+    return None
 
 
 def refuse_parquet_mismatch(fmt: str, head: bytes, rel: str, strict: bool) -> None:
