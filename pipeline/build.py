@@ -45,6 +45,9 @@ class ReadConfig:
     chunk_bytes: int = 8 << 20  # text per intermediate chunk file; never changes the output
     text_field: str = "text"  # the text's field: of JSON Lines, Parquet and Arrow records
     id_field: str = "id"  # the id's field, likewise
+    # none: each record is named by its file and line (row), for exports numbered afresh per
+    # file with no field unique across them
+    no_id_field: bool = False
 
     def __post_init__(self):
         if not self.inputs:
@@ -64,15 +67,26 @@ class ReadConfig:
                 "id_field '' names no field: give the name of the records' field (Parquet: "
                 "column) that holds each document's id"
             )
+        if self.no_id_field and self.id_field != "id":
+            raise ValueError(
+                f"no_id_field names the records by their file and line, and id_field "
+                f"{self.id_field!r} by a field: give one of them"
+            )
         for name, value, default in (
             ("text_field", self.text_field, "text"),
             ("id_field", self.id_field, "id"),
+            ("no_id_field", self.no_id_field, False),
         ):
             if value != default and not field_inputs(self.inputs):
+                what = f"{name} {value!r} is read from" if value is not True else f"{name} names"
                 raise ValueError(
-                    f"{name} {value!r} is read from jsonl, parquet and arrow inputs, and no "
+                    f"{what} jsonl, parquet and arrow inputs, and no "
                     "input is one: leave it out, or give the input its format (jsonl:PATH)"
                 )
+
+    def fields(self) -> tuple[str, str | None]:
+        """The records' (text field, id field): no id field names each by its file and line."""
+        return self.text_field, None if self.no_id_field else self.id_field
 
 
 @dataclass(frozen=True)
@@ -146,6 +160,7 @@ class BuildConfig(VocabCommandConfig):
             # only when not the default, so that the sets of every earlier build stay the same
             **({"text_field": self.text_field} if self.text_field != "text" else {}),
             **({"id_field": self.id_field} if self.id_field != "id" else {}),
+            **({"no_id_field": True} if self.no_id_field else {}),
             **({"cjk_sentences": True} if self.cjk_sentences else {}),
             **self.alphabet_config(),
         }
@@ -261,7 +276,7 @@ RESUME_RECORD = "build.json"
 def read_documents(cfg: ReadConfig, tmp: str, record: str | None = None) -> ReadChunks:
     """Every command's read stage, with its config's reading settings (`record`: a build's
     resume record, which names a file changed since)."""
-    reading = (cfg.chunk_bytes, cfg.skip_bad_input, record, cfg.text_field, cfg.id_field)
+    reading = (cfg.chunk_bytes, cfg.skip_bad_input, record, *cfg.fields())
     return ReadChunks(list(cfg.inputs), tmp, *reading, code_record()[OWN])
 
 

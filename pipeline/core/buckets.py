@@ -68,7 +68,8 @@ class RepeatedIdError(BadInputError):
 # records numbered afresh in each file or language (Hugging Face's `wikimedia/wikipedia`: page ids)
 RECORDS_ADVICE = (
     "remove the repeat, or rename one file; for ids numbered per file or per language, "
-    "--id-field names a field unique across them (make: ARGS='--id-field url')"
+    "--id-field names a field unique across them (make: ARGS='--id-field url'), or "
+    "--no-id-field names each record by its file and line (row)"
 )
 # how an id of each source comes to be read twice, and what to do (ids are not changed: they
 # decide the shards' bytes)

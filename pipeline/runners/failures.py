@@ -9,9 +9,11 @@ import re
 
 from pipeline.runners.beam_internals import STEP_SUFFIX
 
+# a step's own error, as a worker's traceback ends: Python's, or one of this package's, whose
+# qualified name Beam prints (`pipeline.core.buckets.RepeatedIdError: ...`)
+OWN_ERROR = r"\b(?:pipeline|schemas)(?:\.\w+)*\.\w*(?:Error|NoCredentials)"
 INPUT_ERROR = re.compile(
-    rf"(?:BadInputError|DamagedChunkError|NoCredentials|ValueError|FileNotFoundError): "
-    rf"(.+?)(?:{STEP_SUFFIX})?$",
+    rf"(?:ValueError|FileNotFoundError|{OWN_ERROR}): (.+?)(?:{STEP_SUFFIX})?$",
     re.M,
 )
 WHILE_RUNNING = re.compile(f"{STEP_SUFFIX}$")

@@ -19,6 +19,7 @@ FIELDS = {
     "skip_bad_input": (ReadConfig, "skip_bad_input"),
     "text_field": (ReadConfig, "text_field"),
     "id_field": (ReadConfig, "id_field"),
+    "no_id_field": (ReadConfig, "no_id_field"),
     "sample_paragraphs": (PunktConfig, "sample_paragraphs"),
     "vocab_size": (VocabConfig, "vocab_size"),
     "vocab_sample_sentences": (VocabConfig, "sample_sentences"),
@@ -123,6 +124,13 @@ def add_field_args(ap: argparse.ArgumentParser) -> None:
         help="the field (column) that holds each document's id, unique across the inputs: "
         "url where ids are numbered per language or per file; records without one are named "
         "by their file and line (row)",
+    )
+    ap.add_argument(
+        "--no-id-field",
+        action="store_true",
+        default=field_default("no_id_field"),
+        help="name every record by its file and line (row), whatever id field it has: for "
+        "exports whose ids start afresh in each file, with no field unique across them",
     )
 
 

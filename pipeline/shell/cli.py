@@ -49,7 +49,7 @@ def check_inputs(cfg, verbose: bool = False):
     for spec in cfg.inputs:
         if not expand_pattern(spec):
             raise SystemExit(f"error: no input files match {spec.pattern!r} (format {spec.format})")
-        check_first_file(spec, verbose, not cfg.skip_bad_input, (cfg.text_field, cfg.id_field))
+        check_first_file(spec, verbose, not cfg.skip_bad_input, cfg.fields())
         manifest = shard_set_inside(spec)
         if manifest:
             raise SystemExit(

@@ -176,6 +176,7 @@ def read_fields(args) -> dict:
         "skip_bad_input": args.skip_bad_input,
         "text_field": args.text_field,
         "id_field": args.id_field,
+        "no_id_field": args.no_id_field,
     }
 
 

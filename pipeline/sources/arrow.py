@@ -35,7 +35,7 @@ def read_arrow(
     tally: Tally,
     source: str = "arrow",
     text_field: str = "text",
-    id_field: str = "id",
+    id_field: str | None = "id",
 ) -> Iterator[Document]:
     """Documents of one Arrow IPC file (see the module docstring)."""
     reader = opened(f, rel)

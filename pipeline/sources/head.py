@@ -38,7 +38,7 @@ def check_head(
     open_raw,
     strict: bool = True,
     text_field: str = "text",
-    id_field: str = "id",
+    id_field: str | None = "id",
 ) -> str | None:
     """Raises `BadInputError` when the file at `path` (`rel` within its input) does not start
     as format `fmt` does; `open_raw(path)` opens it as stored. Not `strict` (--skip-bad-input),
@@ -82,7 +82,13 @@ def check_head(
 
 
 def check_text_head(
-    fmt: str, head: bytes, whole: bool, rel: str, strict: bool, text_field: str, id_field: str
+    fmt: str,
+    head: bytes,
+    whole: bool,
+    rel: str,
+    strict: bool,
+    text_field: str,
+    id_field: str | None,
 ) -> str | None:
     """`check_head` for the formats read as text (all but Wikipedia's dumps, Parquet, Arrow)."""
     tally = Tally(skip_bad_input=not strict)  # strict: its first bad record raises

@@ -53,7 +53,7 @@ def text_paragraphs(text: str) -> tuple[str, ...]:
 
 
 def parse_record(
-    line: str, where: str, tally: Tally, text_field: str = "text", id_field: str = "id"
+    line: str, where: str, tally: Tally, text_field: str = "text", id_field: str | None = "id"
 ) -> tuple[str | None, str] | None:
     """(id or None, text) of one line, or None when the line is a bad record (counted)."""
     try:
@@ -89,10 +89,10 @@ def read_jsonl(
     tally: Tally,
     source: str = "jsonl",
     text_field: str = "text",
-    id_field: str = "id",
+    id_field: str | None = "id",
 ) -> Iterator[Document]:
     """Documents of one JSON Lines file (see the module docstring); the text is the records'
-    `text_field`, the id their `id_field`."""
+    `text_field`, the id their `id_field` (None: every record is named by its line)."""
     f = text_stream(f, rel, tally)
     if f is None:
         return

@@ -38,10 +38,10 @@ def read_parquet(
     tally: Tally,
     source: str = "parquet",
     text_field: str = "text",
-    id_field: str = "id",
+    id_field: str | None = "id",
 ) -> Iterator[Document]:
     """Documents of one Parquet file (see the module docstring); the text is the column
-    `text_field`, the id `id_field`."""
+    `text_field`, the id `id_field` (None: every row is named by its number)."""
     if _blank(f, rel):  # as every reader counts a file of nothing or white space
         tally.drop("empty_file")
         return
@@ -119,7 +119,7 @@ def compressed_whole(rel: str) -> str:
     return f"{rel}: a compressed Parquet file; decompress it (Parquet compresses its own pages)"
 
 
-def opened(f: BinaryIO, rel: str, text_field: str = "text", id_field: str = "id"):
+def opened(f: BinaryIO, rel: str, text_field: str = "text", id_field: str | None = "id"):
     """The Parquet file and the columns it is read by; a file that is not Parquet, or has no
     string `text_field` column, raises `BadInputError` naming it (its footer alone is read)."""
     import pyarrow as pa
@@ -133,7 +133,7 @@ def opened(f: BinaryIO, rel: str, text_field: str = "text", id_field: str = "id"
 
 
 def columns_read(
-    schema, rel: str, text_field: str = "text", fmt: str = "parquet", id_field: str = "id"
+    schema, rel: str, text_field: str = "text", fmt: str = "parquet", id_field: str | None = "id"
 ) -> list[str]:
     """The columns read (of a Parquet or an Arrow file's schema): the text (`text_field`),
     which must hold strings, and the id (`id_field`) where it holds strings or integers

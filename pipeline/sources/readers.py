@@ -35,7 +35,7 @@ FIELD_FORMATS = ("jsonl", "parquet", "arrow")
 
 
 def read_input(
-    item: tuple, tally: Tally, open_raw, text_field: str = "text", id_field: str = "id"
+    item: tuple, tally: Tally, open_raw, text_field: str = "text", id_field: str | None = "id"
 ) -> Iterator[Document | WikiPage]:
     """What one read step yields for `(format, path, rel, span)`: documents, or for Wikipedia
     the pages (rendered later, after they are spread over workers: rendering is the costly

@@ -332,7 +332,7 @@ class ReadChunks(Stage):
     skip_bad_input: bool = False
     record: str | None = None  # a build's resume record, which names a file changed since
     text_field: str = "text"  # of JSON Lines, Parquet and Arrow records
-    id_field: str = "id"  # likewise
+    id_field: str | None = "id"  # likewise
     code: str = ""  # the digest of the command's sources (`pipeline.files.code`)
 
     def __post_init__(self) -> None:

@@ -82,3 +82,14 @@ def test_a_download_that_failed_as_the_runner_started_names_the_url_and_the_reas
     assert line.startswith(f"Beam could not download {url} as the runner started (")
     assert "Connection refused" in line and line.endswith("(see docs/runners.md)")
     assert "\n" not in line
+
+
+def test_an_error_of_a_subclass_in_a_worker_is_its_own_line():
+    """A repeated id, raised in a forked worker as the class Beam names by its module: the
+    line was the generic one, its middle (what to do) cut out to keep it short."""
+    from pipeline.core.buckets import RepeatedIdError
+
+    e = RepeatedIdError.of("jsonl:0", " (read from /d/de.jsonl, /d/fr.jsonl)")
+    assert len(str(e)) > 300
+    text = WORKER_TEXT.format(line=f"pipeline.core.buckets.RepeatedIdError: {e}")
+    assert failure_line(RuntimeError(text)) == str(e)
