@@ -108,8 +108,8 @@ def tokenize_to_units(sentences, vocab, cfg, tmp: str, clock: Clock):
             docs.extend(encode_documents(batch, vocab, True))
     with clock("chunk files"):
         units = unit_passes(docs, cfg)
-        tokens = sum(len(d.ids) for d in docs)
-        return write_units(f"{tmp}/units.arrow", units, len(docs), tokens), (tokens, len(docs))
+        tokens = sum(len(d.ids) for d in docs) * cfg.dupe_factor
+        return write_units(f"{tmp}/units.arrow", units, len(units), tokens), (tokens, len(units))
 
 
 def build_buckets(chunk, totals, vocab, cfg, tmp: str, clock: Clock) -> int:

@@ -26,8 +26,9 @@ from pipeline.files.listing import InputSpec, changed_files, field_inputs, listi
 from pipeline.stages.counting import SumCounts
 from pipeline.stages.dedup import DedupConfig, DeduplicateChunks
 from pipeline.stages.instances import CreateInstances
-from pipeline.stages.read import ReadChunks
+from pipeline.stages.read import ReadChunks, input_order
 from pipeline.stages.shards import Publish
+from pipeline.stages.smoothing import SmoothingRates
 from pipeline.stages.split import SplitSentences
 from pipeline.stages.tokenize import TokenizeDocuments
 from pipeline.stages.vocab import TrainVocab
@@ -112,16 +113,29 @@ class VocabCommandConfig(ReadConfig):
     dedup: DedupConfig | None = None  # exact de-duplication of documents and paragraphs
     punkt_json: str | None = None  # Punkt parameters (`bert-shards punkt`); None: English
     cjk_sentences: bool = False  # prose also cut at Chinese and Japanese full stops
+    # the exponent on each input group's share of the text (`pipeline.core.smoothing`):
+    # multilingual BERT's 0.7; 1, every input as it is
+    language_smoothing: float = 1.0
 
     def __post_init__(self):
         super().__post_init__()
         if self.max_paragraph_chars < 1:
             raise ValueError(f"max_paragraph_chars must be >= 1 (got {self.max_paragraph_chars})")
+        if not 0 < self.language_smoothing <= 1:
+            raise ValueError(
+                f"language_smoothing must be in (0, 1] (got {self.language_smoothing}): 1 takes "
+                "every input as it is, 0.7 is multilingual BERT's"
+            )
         if self.cjk_sentences and all(s.format == "text" for s in self.inputs):
             raise ValueError(
                 "cjk_sentences cuts the sentences of prose, and every input is `text`, whose "
                 "lines are sentences already: leave it out, or give prose its format (books:PATH)"
             )
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the inputs are weighted (`--language-smoothing` below 1)."""
+        return self.language_smoothing != 1
 
     def splitting(self) -> tuple:
         """`SplitSentences`'s settings after its folder."""
@@ -162,6 +176,7 @@ class BuildConfig(VocabCommandConfig):
             **({"id_field": self.id_field} if self.id_field != "id" else {}),
             **({"no_id_field": True} if self.no_id_field else {}),
             **({"cjk_sentences": True} if self.cjk_sentences else {}),
+            **({"language_smoothing": self.language_smoothing} if self.weighted else {}),
             **self.alphabet_config(),
         }
 
@@ -247,14 +262,15 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
         read = read | "Deduplicate" >> DeduplicateChunks(cfg.dedup, tmp)
         counted.append(read)
     sentences = read | "SplitSentences" >> SplitSentences(tmp, *cfg.splitting())
+    rates = weighting(cfg, sentences)
     # side inputs carry the vocab's text: Beam weighs a cached side input by walking it
     if cfg.vocab_path:
         vocab = p | "LoadVocab" >> beam.Create([load_vocab(cfg.vocab_path).to_text()])
     else:
-        trained = sentences | "TrainVocab" >> TrainVocab(cfg.vocab)
+        trained = sentences | "TrainVocab" >> TrainVocab(cfg.vocab, rates)
         vocab = trained | "VocabText" >> beam.Map(note_vocab, tmp)
     units = sentences | "Tokenize" >> TokenizeDocuments(
-        tmp, vocab, cfg.vocab.lowercase, cfg.instances
+        tmp, vocab, cfg.vocab.lowercase, cfg.instances, rates
     )
     built = units | "CreateInstances" >> CreateInstances(
         tmp, cfg.out, vocab, cfg.instances, cfg.shard_config(), cfg.num_shards, cfg.bucket_tokens
@@ -265,9 +281,18 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
     ]
     counts.append(built | "BuildCounts" >> beam.Map(lambda b: b[2]))
     total = tuple(counts) | "Counts" >> SumCounts()
+    labels = tuple(f"{s.format}:{s.pattern}" for s in input_order(cfg.inputs))
     return built | "WriteShards" >> Publish(
-        cfg.out, cfg.shard_config(), vocab, total, cfg.vocab.lowercase
+        cfg.out, cfg.shard_config(), vocab, total, cfg.vocab.lowercase, rates, labels
     )
+
+
+def weighting(cfg: VocabCommandConfig, sentences):
+    """The inputs' weighting, (characters, rate) per input group, when `--language-smoothing`
+    asks for it; else None."""
+    if not cfg.weighted:
+        return None
+    return sentences | "Weighting" >> SmoothingRates(cfg.language_smoothing)
 
 
 RESUME_RECORD = "build.json"

@@ -33,13 +33,14 @@ from pipeline.sources.documents import BadInputError
 from schemas.shard import ShardColumns
 
 
-def unit_passes(docs, cfg: InstanceConfig) -> list[tuple[int, int, TokenizedDoc]]:
+def unit_passes(docs, cfg: InstanceConfig, passes=None) -> list[tuple[int, int, TokenizedDoc]]:
     """Every dupe pass of every document as a unit (h, pass, document): `h`, a seeded hash of
-    (pass, document id), places the unit in its bucket."""
+    (pass, document id), places the unit in its bucket. `passes(doc)`: a document's own number
+    of passes (`pipeline.core.smoothing`), else `dupe_factor`."""
     return [
         (stable_hash(cfg.seed, "bucket", p, doc.id), p, doc)
         for doc in docs
-        for p in range(cfg.dupe_factor)
+        for p in range(cfg.dupe_factor if passes is None else passes(doc))
     ]
 
 

@@ -79,12 +79,13 @@ class Chunk:
     """A small record for one chunk file: what the stages after it and the manifest need."""
 
     path: str  # "" when the step made nothing (the counts still travel)
-    items: int = 0  # documents (or pages), or units
+    items: int = 0  # documents (or pages), or units (document passes)
     parts: int = 0  # paragraphs, or sentences
-    tokens: int = 0  # units: tokens of the documents (one pass)
+    tokens: int = 0  # units: tokens of the document passes
     counts: dict = field(default_factory=dict)  # "source/name" -> n, this step's own
     slices: int = 0  # units: batch s holds the units with h >> (64 - slices) == s
     id_type: str = ""  # units: the Arrow type of the token ids (to decode a batch alone)
+    sizes: dict = field(default_factory=dict)  # sentences: characters per input group
 
     @classmethod
     def from_record(cls, path: str, record: dict) -> Chunk:
@@ -273,13 +274,18 @@ DOCUMENT_SCHEMA = pa.schema(
         ("prefixes", pa.list_(pa.string())),  # a page's non-prose link prefixes
         ("variants", pa.bool_()),  # a page's wiki converts between script variants
         ("wiki", pa.string()),  # a page's wiki (its dump's <dbname>), "" when not named
+        ("input", pa.int32()),  # the index of the document's input (`Document.input_index`)
     ]
 )
 
 
-def write_documents(path: str, items: Sequence[Document | WikiPage]) -> Chunk:
-    """Documents and unrendered pages, in reading order."""
+def write_documents(
+    path: str, items: Sequence[Document | WikiPage], inputs: Sequence[int] | None = None
+) -> Chunk:
+    """Documents and unrendered pages, in reading order; `inputs`: the index of each one's
+    input (else its own `input_index`)."""
     rows = {name: [] for name in DOCUMENT_SCHEMA.names}
+    rows["input"] = list(inputs) if inputs is not None else [i.input_index for i in items]
     for item in items:
         page = isinstance(item, WikiPage)
         rows["id"].append(item.page_id if page else item.id)
@@ -300,37 +306,60 @@ def read_documents(path: str) -> Iterator[Document | WikiPage]:
     # a chunk of an older build has neither column
     variants = table.get("variants") or [False] * len(table["id"])
     wikis = table.get("wiki") or [""] * len(table["id"])
+    inputs = table.get("input") or [0] * len(table["id"])
     for i, doc_id in enumerate(table["id"]):
         paragraphs = table["paragraphs"][i]
         if table["page"][i]:
             prefixes = frozenset(table["prefixes"][i])
-            yield WikiPage(doc_id, "", paragraphs[0], prefixes, variants[i], wikis[i])
+            yield WikiPage(doc_id, "", paragraphs[0], prefixes, variants[i], wikis[i], inputs[i])
         else:
-            yield Document(doc_id, table["source"][i], tuple(paragraphs), table["presplit"][i])
+            source, presplit = table["source"][i], table["presplit"][i]
+            yield Document(doc_id, source, tuple(paragraphs), presplit, inputs[i])
 
 
 SENTENCE_SCHEMA = pa.schema(
-    [("id", pa.string()), ("source", pa.string()), ("sentences", pa.list_(pa.large_string()))]
+    [
+        ("id", pa.string()),
+        ("source", pa.string()),
+        ("sentences", pa.list_(pa.large_string())),
+        ("group", pa.string()),  # the document's input group (`pipeline.core.smoothing`)
+    ]
 )
 
 
 def write_sentences(
-    path: str, docs: Sequence[tuple[str, str, tuple[str, ...]]], counts: dict | None = None
+    path: str,
+    docs: Sequence[tuple[str, str, tuple[str, ...]]],
+    counts: dict | None = None,
+    groups: Sequence[str] | None = None,
 ) -> Chunk:
-    """(id, source, sentences) per document; `counts` are the step's own, kept with the file."""
+    """(id, source, sentences) per document, and its input group (`groups`, else ""); `counts`
+    are the step's own, kept with the file; the record sums each group's characters."""
+    groups = list(groups) if groups is not None else [""] * len(docs)
     table = pa.table(
         {
             "id": [d[0] for d in docs],
             "source": [d[1] for d in docs],
             "sentences": [list(d[2]) for d in docs],
+            "group": groups,
         },
         schema=SENTENCE_SCHEMA,
     )
-    chunk = Chunk(path, items=len(docs), parts=sum(len(d[2]) for d in docs), counts=counts or {})
+    sizes: dict[str, int] = {}
+    for doc, group in zip(docs, groups, strict=True):
+        sizes[group] = sizes.get(group, 0) + sum(map(len, doc[2]))
+    parts = sum(len(d[2]) for d in docs)
+    chunk = Chunk(path, items=len(docs), parts=parts, counts=counts or {}, sizes=sizes)
     write_table(path, table, chunk=chunk)
     return chunk
 
 
 def read_sentences(path: str) -> list[tuple[str, str, list[str]]]:
+    return read_sentence_groups(path)[0]
+
+
+def read_sentence_groups(path: str) -> tuple[list[tuple[str, str, list[str]]], list[str]]:
+    """The (id, source, sentences) of a sentence chunk, and each document's input group."""
     t = read_table(path).to_pydict()
-    return list(zip(t["id"], t["source"], t["sentences"], strict=True))
+    docs = list(zip(t["id"], t["source"], t["sentences"], strict=True))
+    return docs, t.get("group") or [""] * len(docs)

@@ -62,7 +62,8 @@ def write_units(
 ) -> Chunk:
     """(h, pass, document) units, sorted here by (h, pass, id), one record batch per slice of
     the hash space (empty ones too: batch s is slice s); remote, with the slices' byte offsets
-    beside the file. `documents`, `tokens` (one pass) and `counts` are kept with the file."""
+    beside the file. `documents` (units: document passes), `tokens` (of every pass) and
+    `counts` are kept with the file."""
     units = sorted(units, key=lambda u: (u[0], u[1], u[2].id))
     id_type = pa.from_numpy_dtype(units[0][2].ids.dtype) if units else pa.uint16()
     h = np.array([u[0] for u in units], dtype=np.uint64)

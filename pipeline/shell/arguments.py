@@ -28,6 +28,7 @@ FIELDS = {
     "dedup_min_paragraph_chars": (DedupConfig, "min_paragraph_chars"),
     "max_paragraph_chars": (VocabCommandConfig, "max_paragraph_chars"),
     "cjk_sentences": (VocabCommandConfig, "cjk_sentences"),
+    "language_smoothing": (VocabCommandConfig, "language_smoothing"),
     "vocab": (BuildConfig, "vocab_path"),
     "max_seq_length": (InstanceConfig, "max_seq_length"),
     "masked_lm_prob": (InstanceConfig, "masked_lm_prob"),
@@ -200,7 +201,21 @@ def add_text_args(ap: argparse.ArgumentParser) -> None:
         default=field_default("max_paragraph_chars"),
         help="longer paragraphs are dropped and counted",
     )
+    add_weighting_args(ap)
     add_sentence_args(ap)
+
+
+def add_weighting_args(ap: argparse.ArgumentParser) -> None:
+    """How the inputs are weighted against each other (`pipeline.core.smoothing`)."""
+    ap.add_argument(
+        "--language-smoothing",
+        metavar="S",
+        type=float,
+        default=field_default("language_smoothing"),
+        help="weight each input (each wiki of a Wikipedia input) by its share of the text "
+        "raised to S, as multilingual BERT weighted its languages (0.7), in the vocab's sample "
+        "and in each document's dupe passes; 1: every input as it is",
+    )
 
 
 def add_sentence_args(ap: argparse.ArgumentParser) -> None:

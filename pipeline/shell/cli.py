@@ -218,7 +218,7 @@ def progress_line(cfg, interval: float):
 def run_vocab(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
-    from pipeline.build import read_documents
+    from pipeline.build import read_documents, weighting
     from pipeline.core.tokenize import tokenizer_json
     from pipeline.files.fsio import exists, read_text, write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
@@ -243,7 +243,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
         if cfg.dedup:  # as a build does, so that both train the same vocab
             chunks = chunks | DeduplicateChunks(cfg.dedup, tmp)
         sentences = chunks | SplitSentences(tmp, *cfg.splitting())
-        _ = sentences | TrainVocabCut(cfg.vocab) | beam.Map(save, tmp)
+        _ = sentences | TrainVocabCut(cfg.vocab, weighting(cfg, sentences)) | beam.Map(save, tmp)
 
     options = pipeline_options(beam_args, args.runner, args.workers)
     writes = ("vocab.txt", "tokenizer.json")

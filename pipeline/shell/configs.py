@@ -229,6 +229,7 @@ def text_fields(args, punkt_json: str | None) -> dict:
         "dedup": dedup if args.dedup else None,
         "punkt_json": punkt_json,
         "cjk_sentences": args.cjk_sentences,
+        "language_smoothing": args.language_smoothing,
     }
 
 

@@ -23,6 +23,8 @@ def report(manifest, out: str, seconds: float) -> None:
         f"in {seconds:.1f}s"
     )
     print(json.dumps(total, indent=1, sort_keys=True))
+    for line in weighting_lines(manifest):
+        print(line)
     asked = manifest.config.get("num_shards") or 0
     if len(manifest.shards) < asked:
         print(
@@ -37,6 +39,19 @@ def report(manifest, out: str, seconds: float) -> None:
     ):
         if note:
             print(note)
+
+
+def weighting_lines(manifest) -> list[str]:
+    """Each input's share of the text and of the passes, when `--language-smoothing` weighted
+    them (the manifest's `counts.by_input`)."""
+    inputs = manifest.counts.get("by_input")
+    if not inputs:
+        return []
+    exponent = manifest.config.get("language_smoothing")
+    lines = [f"inputs weighted by --language-smoothing {exponent}: share of the text -> after"]
+    for name, d in sorted(inputs.items(), key=lambda kv: -kv[1]["characters"]):
+        lines.append(f"  {d['share']:7.2%} -> {d['smoothed_share']:7.2%}  {name}")
+    return lines
 
 
 def no_instances(counts: dict) -> None:

@@ -34,6 +34,7 @@ class Document:
     source: str  # the input format or label it came from ("books", "text", ...)
     paragraphs: tuple[str, ...]  # reading order, running prose only
     presplit: bool = False  # True: each paragraph is already one sentence (reference format)
+    input_index: int = 0  # its input, in the command's order of them (`pipeline.core.smoothing`)
 
 
 def one_space(block: str) -> str:

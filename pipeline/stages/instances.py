@@ -27,13 +27,13 @@ MIN_UNITS_PER_BUCKET = 20  # document passes: fewer, and random-next pairs have 
 
 
 def num_buckets(totals: tuple[int, int], cfg: InstanceConfig, num_shards: int, bucket_tokens: int):
-    """Buckets from (tokens, documents): `num_shards` when given, else one per `bucket_tokens`;
-    either way capped so that a bucket holds about MIN_UNITS_PER_BUCKET document passes (a
-    --num-shards far above what the corpus fills would leave buckets of one document, whose
-    pairs can only be actual-next). The report says when the cap applied."""
-    tokens, documents = totals
-    wanted = num_shards or math.ceil(tokens * cfg.dupe_factor / bucket_tokens)
-    cap = max(1, documents * cfg.dupe_factor // MIN_UNITS_PER_BUCKET)
+    """Buckets from (tokens, units) over every dupe pass: `num_shards` when given, else one per
+    `bucket_tokens`; either way capped so that a bucket holds about MIN_UNITS_PER_BUCKET
+    document passes (a --num-shards far above what the corpus fills would leave buckets of one
+    document, whose pairs can only be actual-next). The report says when the cap applied."""
+    tokens, units = totals
+    wanted = num_shards or math.ceil(tokens / bucket_tokens)
+    cap = max(1, units // MIN_UNITS_PER_BUCKET)
     return max(1, min(wanted, cap))
 
 

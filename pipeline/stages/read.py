@@ -91,8 +91,8 @@ def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool, fields=(
         tally = Tally(skip_bad_input=skip_bad_input)
         opened.start_item(item[3].start if item[3] else 0)
         try:
-            docs = read_item(item, tally, skip_bad_input, opened.open, fields)
-            yield from writer.add_all(docs)
+            docs = read_item(item[:4], tally, skip_bad_input, opened.open, fields)
+            yield from writer.add_all(docs, item[4])
         finally:
             if item[3] is None or item[3].start <= item[3].header_end:  # a first span
                 tally.inc("files_read")
@@ -202,7 +202,7 @@ def unreadable_line(fmt: str, path: str, e: BaseException) -> str:
 
 def item_key(item) -> str:
     """A name for a read item's chunks, the same on every run and worker."""
-    _, path, _, span = item
+    _, path, _, span = item[:4]
     return f"{stable_hash(path, span.start if span else -1):016x}"
 
 
@@ -213,28 +213,31 @@ class ChunkWriter:
     def __init__(self, tmp: str, key: str, chunk_bytes: int, opened: Opener):
         self.tmp, self.key, self.chunk_bytes, self.opened = tmp, key, chunk_bytes, opened
         self.pending: list = []
+        self.inputs: list[int] = []  # the index of each pending document's input
         self.size = 0
         self.written = 0
         self.reported = 0
 
-    def add_all(self, docs):
-        """Yields a `Chunk` for each full chunk; the rest waits for `flush`."""
+    def add_all(self, docs, input_index: int = 0):
+        """Yields a `Chunk` for each full chunk; the rest waits for `flush`. `input_index`: the
+        documents' input, in the command's order of its inputs (`input_order`)."""
         for doc in docs:
             self.pending.append(doc)
+            self.inputs.append(input_index)
             self.size += item_bytes(doc)
             if self.size >= self.chunk_bytes:
                 yield self.write()
 
     def write(self) -> Chunk:
         name = f"{self.key}-{self.written:05d}"
-        chunk = write_documents(
-            FileSystems.join(self.tmp, "documents", name + ".arrow"), self.pending
-        )
+        path = FileSystems.join(self.tmp, "documents", name + ".arrow")
+        chunk = write_documents(path, self.pending, self.inputs)
         consumed = self.opened.consumed()
         marker = {"bytes": consumed - self.reported, "documents": len(self.pending)}
         write_marker(FileSystems.join(self.tmp, "progress", name + ".json"), marker)
         self.reported = consumed
-        self.pending, self.size, self.written = [], 0, self.written + 1
+        self.pending, self.inputs, self.size = [], [], 0
+        self.written += 1
         return chunk
 
     def flush(self) -> Chunk | None:
@@ -274,14 +277,15 @@ def plan_reads(item: tuple[str, str, str]):
         yield fmt, path, rel, span
 
 
-def read_sizes(item) -> tuple:
-    """A read item and the bytes it covers (a span's length, or the file's stored size, from
-    the listing just made when this process made it: one request fewer per file on gs://)."""
+def read_sizes(item, input_index: int = 0) -> tuple:
+    """A read item, its input's index added, and the bytes it covers (a span's length, or the
+    file's stored size, from the listing just made when this process made it: one request fewer
+    per file on gs://)."""
     fmt, path, rel, span = item
     if span is not None:
-        return item, span.end - span.start
+        return (*item, input_index), span.end - span.start
     size = known_size(path)
-    return item, size if size is not None else fsio.listed_size(path)
+    return (*item, input_index), size if size is not None else fsio.listed_size(path)
 
 
 def plan_groups(
@@ -298,12 +302,17 @@ def plan_groups(
         if digest is not None and fresh:
             check_listing(specs, digest, record)
         sized = [
-            read_sizes(planned)
-            for spec in specs
+            read_sizes(planned, k)
+            for k, spec in enumerate(input_order(specs))
             for item in expand_pattern(spec)
             for planned in plan_reads(item)
         ]
     return pack_reads(sized, chunk_bytes)
+
+
+def input_order(specs) -> list:
+    """The inputs in the order their documents are numbered by (`Document.input_index`)."""
+    return sorted(specs, key=lambda s: (s.format, s.pattern))
 
 
 def pack_reads(sized: list, chunk_bytes: int) -> list[tuple]:
@@ -337,7 +346,7 @@ class ReadChunks(Stage):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.inputs = sorted(self.inputs, key=lambda s: (s.format, s.pattern))
+        self.inputs = input_order(self.inputs)
         self.digest = listing_for_workers(self.inputs)  # what workers that list must find
 
     def expand(self, pbegin):

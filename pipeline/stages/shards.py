@@ -18,6 +18,7 @@ import posixpath
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.core.smoothing import described
 from pipeline.core.tokenize import tokenizer_json, vocab_of
 from pipeline.files.fsio import (
     building_dir,
@@ -81,10 +82,19 @@ def finished_bucket(out: str, bucket: int):
     return bucket, entry, record["counts"]
 
 
-def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, config: dict):
+def publish(
+    out: str,
+    entries,
+    counts: dict,
+    vocab: Vocab,
+    tokenizer_json: str,
+    config: dict,
+    by_input: dict | None = None,
+):
     """Move shards into place, write vocab, tokenizer and (last) the manifest; then remove the
     build area. With no shard at all nothing is published: the counts go to the build area
-    (`NO_INSTANCES`, for the report of what was dropped) and the directory has no manifest."""
+    (`NO_INSTANCES`, for the report of what was dropped) and the directory has no manifest.
+    `by_input`: the weighting of the inputs, when they were weighted (in the manifest's counts)."""
     entries = [e for _, e in sorted(entries, key=lambda kv: kv[0])]
     if not entries:
         path = FileSystems.join(building_dir(out), NO_INSTANCES)
@@ -107,7 +117,7 @@ def publish(out: str, entries, counts: dict, vocab: Vocab, tokenizer_json: str, 
         vocab_sha256=vocab.sha256,
         vocab_size=len(vocab),
         special_ids=vocab.special_ids.to_dict(),
-        counts=manifest_counts(counts),
+        counts={**manifest_counts(counts), **({"by_input": by_input} if by_input else {})},
         created={
             "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(),
@@ -143,6 +153,8 @@ class Publish(Stage):
     vocab: beam.PCollection  # of the vocab's text
     counts: beam.PCollection  # one dict of every count
     lowercase: bool
+    rates: beam.PCollection | None = None  # of (characters, rate) per input group, when weighted
+    labels: tuple[str, ...] = ()  # the inputs as given, in their order (`input_order`)
 
     def expand(self, built):
         entries = built | "Entries" >> beam.Map(lambda b: (b[0], b[1]))
@@ -158,12 +170,26 @@ class Publish(Stage):
                 self.out,
                 self.build_config,
                 self.lowercase,
+                *([] if self.rates is None else [beam.pvalue.AsSingleton(self.rates), self.labels]),
             )
         )
 
 
-def published_rows(_, entries, counts: dict, vocab_text: str, out: str, config: dict, lowercase):
-    """`publish` with the vocab's text; the set's row count (0 when nothing was published)."""
+def published_rows(
+    _,
+    entries,
+    counts: dict,
+    vocab_text: str,
+    out: str,
+    config: dict,
+    lowercase,
+    rates=None,
+    labels=(),
+):
+    """`publish` with the vocab's text; the set's row count (0 when nothing was published).
+    `rates`: (characters, rate) per input group, when the inputs were weighted."""
     vocab = vocab_of(vocab_text)
-    manifest = publish(out, entries, counts, vocab, tokenizer_json(vocab, lowercase), config)
+    by_input = described(*rates, list(labels)) if rates is not None else None
+    tokenizer = tokenizer_json(vocab, lowercase)
+    manifest = publish(out, entries, counts, vocab, tokenizer, config, by_input)
     return manifest.rows if manifest is not None else 0

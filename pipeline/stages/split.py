@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from pipeline.core.sentences import runs_past_cjk_stop, sentence_tokenizer, split_paragraphs
+from pipeline.core.smoothing import group_of
 from pipeline.core.tokenize import loses_marks_lowercased, stripped_chars
 from pipeline.files.chunks import Chunk, finished, read_documents, write_sentences
 from pipeline.sources.documents import CJK_STOPS, Document, Tally
@@ -81,14 +82,16 @@ class SplitChunk(CountingStep):
             yield done
             return
         tally = Tally()
-        docs = rendered(read_documents(chunk.path), tally)
-        keep = self.max_paragraph_chars
-        out = [split_document(d, keep, self.punkt, self.count, self.cjk) for d in docs]
-        out = [s for s in out if s is not None]
+        keep, out, groups = self.max_paragraph_chars, [], []
+        for d in rendered(read_documents(chunk.path), tally):
+            split = split_document(d, keep, self.punkt, self.count, self.cjk)
+            if split is not None:
+                out.append(split)
+                groups.append(group_of(d.input_index, d.id, d.source))
         for name, n in tally.counts.items():
             self.count("wikipedia", name, n)
         counts = self.take_counts()
-        yield write_sentences(target, out, counts) if out else Chunk("", counts=counts)
+        yield write_sentences(target, out, counts, groups) if out else Chunk("", counts=counts)
 
 
 @dataclass(eq=False)

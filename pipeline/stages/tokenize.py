@@ -12,8 +12,9 @@ import apache_beam as beam
 from pipeline.core.buckets import unit_passes
 from pipeline.core.config import InstanceConfig
 from pipeline.core.instances import TokenizedDoc
+from pipeline.core.smoothing import smoothed_passes
 from pipeline.core.tokenize import encode_documents, vocab_of
-from pipeline.files.chunks import Chunk, finished, read_sentences
+from pipeline.files.chunks import Chunk, finished, read_sentence_groups
 from pipeline.files.units import write_units
 from pipeline.stages.base import Stage, next_path
 from pipeline.stages.counting import CountingStep
@@ -51,7 +52,8 @@ class TokenizeChunk(CountingStep):
         self.lowercase = lowercase
         self.cfg = cfg
 
-    def process(self, chunk: Chunk, vocab_text: str):
+    def process(self, chunk: Chunk, vocab_text: str, rates: tuple | None = None):
+        """`rates`: (characters, rate) per input group when the inputs are weighted."""
         if not chunk.path:
             return
         target = next_path(self.tmp, "units", chunk)
@@ -59,15 +61,30 @@ class TokenizeChunk(CountingStep):
         if done is not None:
             yield done
             return
-        sentences = read_sentences(chunk.path)
+        sentences, groups = read_sentence_groups(chunk.path)
         docs = encode_counted(sentences, vocab_of(vocab_text), self.lowercase, self.count)
-        units = unit_passes(docs, self.cfg)
-        tokens = sum(len(d.ids) for d in docs)
+        passes = None
+        if rates is not None:
+            group_of = {doc[0]: group for doc, group in zip(sentences, groups, strict=True)}
+            passes = self.smoothed(group_of, rates[1])
+        units = unit_passes(docs, self.cfg, passes)
+        tokens = sum(len(u[2].ids) for u in units)
         counts = self.take_counts()
         if not units:
             yield Chunk("", counts=counts)
             return
-        yield write_units(target, units, len(docs), tokens, counts)
+        yield write_units(target, units, len(units), tokens, counts)
+
+    def smoothed(self, group_of: dict[str, str], rates: dict[str, float]):
+        """A document's passes at its group's rate, counted per source as `passes`."""
+        cfg = self.cfg
+
+        def passes(doc) -> int:
+            n = smoothed_passes(doc.id, rates[group_of[doc.id]], cfg.dupe_factor, cfg.seed)
+            self.count(doc.source, "passes", n)
+            return n
+
+        return passes
 
 
 def sentence_batches(docs, limit: int):
@@ -91,11 +108,9 @@ class TokenizeDocuments(Stage):
     vocab: beam.PCollection  # of the vocab's text
     lowercase: bool
     cfg: InstanceConfig
+    rates: beam.PCollection | None = None  # of (characters, rate) per group, when weighted
 
     def expand(self, chunks):
         encode = TokenizeChunk(self.tmp, self.lowercase, self.cfg)
-        return (
-            chunks
-            | "Spread" >> beam.Reshuffle()
-            | "Encode" >> beam.ParDo(encode, beam.pvalue.AsSingleton(self.vocab))
-        )
+        sides = [beam.pvalue.AsSingleton(c) for c in (self.vocab, self.rates) if c is not None]
+        return chunks | "Spread" >> beam.Reshuffle() | "Encode" >> beam.ParDo(encode, *sides)

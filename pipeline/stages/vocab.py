@@ -21,20 +21,27 @@ from pipeline.core.sentences import (
     train_parameters,
 )
 from pipeline.core.tokenize import train_vocab, train_vocab_cut
-from pipeline.files.chunks import Chunk, read_documents, read_sentences
+from pipeline.files.chunks import Chunk, read_documents, read_sentence_groups
 from pipeline.sources.documents import Tally
 from pipeline.sources.wikipedia.reader import rendered
 from pipeline.stages.base import Stage
 from schemas.vocab import SPECIAL_TOKENS, Vocab
 
 
-def hash_sample(docs, total: int, bound: int, seed: int, label: str) -> list[tuple[int, str]]:
+def hash_sample(
+    docs, total: int, bound: int, seed: int, label: str, rates=None
+) -> list[tuple[int, str]]:
     """(key, text) for each text of each (document id, texts) kept with probability
     bound / total, decided by a stable hash of (seed, label, document id, position): the sample
-    is the same whatever the runner or the chunking, and its size is about the bound."""
-    limit = min(1.0, bound / max(total, 1)) * 2.0**64
+    is the same whatever the runner or the chunking, and its size is about the bound. `rates`:
+    each document's sampling rate beside the others' (its input group's), which scales that
+    probability (at most 1)."""
+    base = bound / max(total, 1)
+    limit = min(1.0, base) * 2.0**64
     out = []
-    for doc_id, texts in docs:
+    for k, (doc_id, texts) in enumerate(docs):
+        if rates is not None:
+            limit = min(1.0, base * rates[k]) * 2.0**64
         for i, text in enumerate(texts):
             key = stable_hash(seed, label, doc_id, i)
             if key < limit:
@@ -47,9 +54,15 @@ def sample_paragraphs(chunk: Chunk, total: int, bound: int, seed: int):
     return hash_sample(docs, total, bound, seed, "punkt-sample")
 
 
-def sample_sentences(chunk: Chunk, total: int, cfg: VocabConfig) -> list[tuple[int, str]]:
-    docs = ((doc_id, sentences) for doc_id, _, sentences in read_sentences(chunk.path))
-    return hash_sample(docs, total, cfg.sample_sentences, cfg.seed, "vocab-sample")
+def sample_sentences(
+    chunk: Chunk, total: int, weighted: tuple | None = None, *, cfg: VocabConfig
+) -> list[tuple[int, str]]:
+    """The chunk's part of the vocab's sample; `weighted`: (characters, rate) per input group,
+    when the inputs are weighted (`--language-smoothing`)."""
+    sentences, groups = read_sentence_groups(chunk.path)
+    docs = [(doc_id, texts) for doc_id, _, texts in sentences]
+    rates = [weighted[1][g] for g in groups] if weighted is not None else None
+    return hash_sample(docs, total, cfg.sample_sentences, cfg.seed, "vocab-sample", rates)
 
 
 def has_file(chunk: Chunk) -> bool:
@@ -89,12 +102,17 @@ class TrainOnSample(Stage):
     def trainer(self) -> Callable[[list[str]], object]:
         raise NotImplementedError
 
+    def weights(self) -> list:
+        """The sampler's side inputs after the total: none here."""
+        return []
+
     def expand(self, chunks):
         total = chunks | "Count" >> TotalParts()
+        sides = [beam.pvalue.AsSingleton(total), *self.weights()]
         return (
             chunks
             | "WithFile" >> beam.Filter(has_file)
-            | "Sample" >> beam.Map(self.sampler(), beam.pvalue.AsSingleton(total))
+            | "Sample" >> beam.Map(self.sampler(), *sides)
             | "Gather" >> beam.CombineGlobally(concat)
             | "Train" >> beam.Map(train_in_key_order, self.trainer())
         )
@@ -145,9 +163,13 @@ class TrainVocab(TrainOnSample):
     """Sentence chunks -> a WordPiece vocab trained on about `sample_sentences` sentences."""
 
     cfg: VocabConfig
+    rates: beam.PCollection | None = None  # of (characters, rate) per input group, when weighted
 
     def sampler(self):
         return functools.partial(sample_sentences, cfg=self.cfg)
+
+    def weights(self) -> list:
+        return [] if self.rates is None else [beam.pvalue.AsSingleton(self.rates)]
 
     def trainer(self):
         return functools.partial(trained_vocab, cfg=self.cfg)

@@ -162,7 +162,7 @@ def test_create_instances_equals_the_plain_function_whatever_the_chunking(tmp_pa
         for i, part in enumerate(split):
             units = [(stable_hash(cfg.seed, "bucket", p, d.id), p, d) for d in part for p in (0, 1)]
             chunk = write_units(str(out / f"u{i}.arrow"), units)
-            chunks.append(Chunk(chunk.path, len(part), tokens=99, slices=chunk.slices))
+            chunks.append(Chunk(chunk.path, len(units), tokens=99, slices=chunk.slices))
         with pipeline() as p:
             vocab = p | "V" >> beam.Create([VOCAB.to_text()])  # side inputs carry the text
             built = (
@@ -265,11 +265,11 @@ def test_the_read_plan_is_one_step_whatever_the_order_of_the_inputs(tmp_path):
     specs = [InputSpec("text", str(tmp_path / "b")), InputSpec("books", str(tmp_path / "a"))]
     groups = plan_groups(specs, 36)
     assert plan_groups(specs[::-1], 36) == groups
-    named = [[(fmt, rel) for fmt, _, rel, _ in group] for group in groups]
-    assert named == [
-        [("books", "1.txt"), ("books", "2.txt")],
-        [("text", "3.txt")],
-        [("text", "4.txt")],
+    named = [[(fmt, rel, k) for fmt, _, rel, _, k in group] for group in groups]
+    assert named == [  # k: the input's place in the command's order of them
+        [("books", "1.txt", 0), ("books", "2.txt", 0)],
+        [("text", "3.txt", 1)],
+        [("text", "4.txt", 1)],
     ]
 
 

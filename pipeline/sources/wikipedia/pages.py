@@ -68,6 +68,7 @@ class WikiPage:
     non_prose_prefixes: frozenset[str] = NON_PROSE_PREFIXES
     variants: bool = False  # its wiki converts between script variants (Chinese: `-{ }-`)
     wiki: str = ""  # its wiki's database name (`enwiki`), "" when the export names none
+    input_index: int = 0  # its input, in the command's order of them (as a `Document`'s)
 
     def document_id(self, source: str = "wikipedia") -> str:
         """`wikipedia:enwiki:12`: a page id is unique within its wiki only (page 12 of the

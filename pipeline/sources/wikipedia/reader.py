@@ -36,7 +36,7 @@ def page_document(page: WikiPage, tally: Tally, source: str = "wikipedia") -> Do
     if not paragraphs:
         tally.drop("wiki_no_prose")
         return None
-    return Document(page.document_id(source), source, tuple(paragraphs))
+    return Document(page.document_id(source), source, tuple(paragraphs), False, page.input_index)
 
 
 def read_wikipedia(
