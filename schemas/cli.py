@@ -22,7 +22,7 @@ import sys
 
 from schemas.command_line import OneLineParser, chosen
 from schemas.interrupts import exit_code, interrupts_unwind
-from schemas.notes import corpus_notes
+from schemas.notes import corpus_notes, weighting_lines
 from schemas.stats import normal_tail
 from schemas.text import printable
 
@@ -261,7 +261,7 @@ def _inspect(args) -> int:
             return refused(args, e)
         if not args.no_summary:
             print(inspection.format_summary(summary))
-            for note in corpus_notes(ss.manifest):
+            for note in (*weighting_lines(ss.manifest), *corpus_notes(ss.manifest)):
                 print(note)
         if args.plot:
             try:  # the path was checked up front; a full disk is still possible

@@ -67,6 +67,19 @@ def unk_note(total: dict, config: dict) -> str | None:
     )
 
 
+def weighting_lines(manifest) -> list[str]:
+    """Each input's share of the text and of the passes, when `--language-smoothing` weighted
+    them (the manifest's `counts.by_input`); none otherwise."""
+    inputs = manifest.counts.get("by_input")
+    if not inputs:
+        return []
+    exponent = manifest.config.get("language_smoothing")
+    lines = [f"inputs weighted by --language-smoothing {exponent}: share of the text -> after"]
+    for name, d in sorted(inputs.items(), key=lambda kv: -kv[1]["characters"]):
+        lines.append(f"  {d['share']:7.2%} -> {d['smoothed_share']:7.2%}  {name}")
+    return lines
+
+
 def corpus_notes(manifest) -> list[str]:
     """Every note the set's counts and labels call for, in order (none: an empty list)."""
     total = manifest.counts.get("total", {})

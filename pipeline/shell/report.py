@@ -10,7 +10,7 @@ import json
 import sys
 
 from pipeline.sources.documents import MAX_DOCUMENT_CHARS
-from schemas.notes import corpus_notes
+from schemas.notes import corpus_notes, weighting_lines
 
 # documents dropped for their length, never held whole (pipeline.sources.text, .books)
 TOO_LONG = ("documents_dropped.text_document_too_long", "documents_dropped.books_too_long")
@@ -39,19 +39,6 @@ def report(manifest, out: str, seconds: float) -> None:
     ):
         if note:
             print(note)
-
-
-def weighting_lines(manifest) -> list[str]:
-    """Each input's share of the text and of the passes, when `--language-smoothing` weighted
-    them (the manifest's `counts.by_input`)."""
-    inputs = manifest.counts.get("by_input")
-    if not inputs:
-        return []
-    exponent = manifest.config.get("language_smoothing")
-    lines = [f"inputs weighted by --language-smoothing {exponent}: share of the text -> after"]
-    for name, d in sorted(inputs.items(), key=lambda kv: -kv[1]["characters"]):
-        lines.append(f"  {d['share']:7.2%} -> {d['smoothed_share']:7.2%}  {name}")
-    return lines
 
 
 def no_instances(counts: dict) -> None:

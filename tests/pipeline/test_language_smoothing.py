@@ -104,6 +104,11 @@ def test_a_small_input_is_passed_over_more_and_a_large_one_less(tmp_path, capsys
     rate = jsonl["smoothed_share"] / jsonl["share"]
     assert per_document["jsonl"] == pytest.approx(5 * rate, rel=0.1)
     assert "inputs weighted by --language-smoothing 0.3" in said
+    from schemas.cli import main as schemas_main
+
+    assert schemas_main(["inspect", out, "--n", "0"]) == 0  # says it again, from the manifest
+    shown = capsys.readouterr().out
+    assert shown[shown.index("inputs weighted") :].split("\n")[1].endswith(f"books:{SAMPLE}/books")
     plain = str(tmp_path / "plain")
     assert build_shards(plain, *args, inputs=inputs) == 0
     counts = ShardSet.open(plain).manifest.counts
