@@ -77,6 +77,12 @@ def weighting_lines(manifest) -> list[str]:
     lines = [f"inputs weighted by --language-smoothing {exponent}: share of the text -> after"]
     for name, d in sorted(inputs.items(), key=lambda kv: -kv[1]["characters"]):
         lines.append(f"  {d['share']:7.2%} -> {d['smoothed_share']:7.2%}  {name}")
+    if len(inputs) == 1:
+        lines.append(
+            "note: --language-smoothing found one input group, so it weighted nothing: give "
+            "each language as an --input item of its own (comma-separated); a Wikipedia or "
+            "WikiExtractor input's wikis are groups already"
+        )
     return lines
 
 

@@ -158,6 +158,15 @@ def test_two_workers_make_the_bytes_of_one_also_de_duplicated(tmp_path):
     assert len(ShardSet.open(one).manifest.counts["by_input"]) == 2
 
 
+def test_one_group_is_said_to_weight_nothing(tmp_path, capsys):
+    """Several languages' files under one glob are one input: nothing to weigh, said so."""
+    out, args = str(tmp_path / "out"), ("--vocab-size", "300", "--language-smoothing", "0.7")
+    assert build_shards(out, *args, inputs=f"books:{SAMPLE}/books") == 0
+    said = capsys.readouterr().out
+    assert "note: --language-smoothing found one input group, so it weighted nothing" in said
+    assert list(ShardSet.open(out).manifest.counts["by_input"].values())[0]["share"] == 1.0
+
+
 @pytest.mark.slow
 def test_on_a_local_dask_cluster_the_local_bytes(tmp_path):
     pytest.importorskip("distributed", reason="the dask extra is not installed")
