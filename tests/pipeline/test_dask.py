@@ -18,7 +18,7 @@ import time
 import pytest
 
 pytest.importorskip(
-    "distributed", reason="the dask extra is not installed (pip install -e '.[dask]')"
+    "distributed", reason="the dask extra is not installed (pip install -e .[dask])"
 )
 
 import apache_beam as beam  # noqa: E402
@@ -118,8 +118,8 @@ def test_a_workers_listing_unlike_the_commands_stops_the_build_in_one_line(
 
 
 def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, tmp_path):
-    """--dedup's counts, Wikipedia's multistream path (its index read beside the dump, the dump
-    read by span), Parquet (seeking), Arrow by `--text-field`, WikiExtractor, `--cjk-sentences`."""
+    """--dedup's counts, Wikipedia's multistream path (index beside, dump read by span), Parquet
+    (seeking), Arrow by `--text-field`, WikiExtractor, `--cjk-sentences`, `--language-smoothing`."""
     from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, write_multistream
 
     copy, dumps, rows = tmp_path / "copy", tmp_path / "dumps", tmp_path / "rows"
@@ -134,6 +134,7 @@ def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, t
     inputs += write_other_formats(tmp_path / "other", texts, "body")
     local, on_dask = str(tmp_path / "local"), str(tmp_path / "dask")
     args = ["--num-shards", "4", "--dedup", "--text-field", "body", "--cjk-sentences"]
+    args += ["--language-smoothing", "0.7"]
     assert build_shards(local, *args, inputs=inputs) == 0
     dask_args = ["--runner", "DaskRunner", "--dask-address", cluster]
     assert build_shards(on_dask, *args, *dask_args, inputs=inputs) == 0
@@ -144,6 +145,7 @@ def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, t
     assert counts[0]["total"]["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>")
     assert counts[0]["by_source"]["parquet"]["documents_read"] == len(texts)
     assert counts[0]["by_source"]["wikiextractor"]["documents_read"] == len(texts)
+    assert len(counts[0]["by_input"]) == 4  # those left a document by --dedup
 
 
 @pytest.fixture(scope="module")
@@ -203,11 +205,8 @@ def test_workers_without_credentials_are_named_in_the_line(cluster, gcs_sample, 
         client.run(_credentials_gone, str(tmp_path / "no-key.json"))
         try:
             with pytest.raises(SystemExit) as e:
-                build_shards(
-                    str(tmp_path / "out"),
-                    *("--runner", "DaskRunner", "--dask-address", cluster),
-                    inputs=gcs_sample,
-                )
+                out, runner = str(tmp_path / "out"), ("--runner", "DaskRunner")
+                build_shards(out, *runner, "--dask-address", cluster, inputs=gcs_sample)
         finally:
             client.run(_credentials_gone, None)
         workers = client.scheduler_info()["workers"]

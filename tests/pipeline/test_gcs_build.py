@@ -109,12 +109,20 @@ def test_two_workers_rebuild_another_seed_into_a_used_out(gcs_emulator, gcs_inpu
     assert not [n for n in bucket_objects(gcs_emulator, out) if "/.building/" in n]
 
 
-def test_dedup_on_gcs_is_the_local_dedup(gcs_emulator, gcs_input, tmp_path):
+def test_dedup_and_weighted_inputs_on_gcs_are_the_local_ones(gcs_emulator, gcs_input, tmp_path):
+    """--dedup and --language-smoothing (the chunks' records carry each input's characters):
+    the local bytes; the manifest names the inputs as given, so its weighting is compared by
+    value."""
     gcs_emulator.create_bucket("dedup")
     local = str(tmp_path / "local")
-    assert build_shards(local, "--num-shards", "4", "--dedup") == 0
-    assert build_shards("gs://dedup/out", "--num-shards", "4", "--dedup", inputs=gcs_input) == 0
-    assert shard_set("gs://dedup/out") == shard_set(local)
+    args = ("--num-shards", "4", "--dedup", "--language-smoothing", "0.7")
+    assert build_shards(local, *args) == 0
+    assert build_shards("gs://dedup/out", *args, inputs=gcs_input) == 0
+    sets = [shard_set("gs://dedup/out"), shard_set(local)]
+    for s in sets:
+        weighting = s["manifest"]["counts"]["by_input"]
+        s["manifest"]["counts"]["by_input"] = [weighting[k] for k in sorted(weighting)]
+    assert sets[0] == sets[1] and len(sets[0]["manifest"]["counts"]["by_input"]) == 2
 
 
 def test_a_multistream_wikipedia_dump_on_gcs_builds_the_local_bytes(

@@ -167,17 +167,6 @@ def test_one_group_is_said_to_weight_nothing(tmp_path, capsys):
     assert list(ShardSet.open(out).manifest.counts["by_input"].values())[0]["share"] == 1.0
 
 
-@pytest.mark.slow
-def test_on_a_local_dask_cluster_the_local_bytes(tmp_path):
-    pytest.importorskip("distributed", reason="the dask extra is not installed")
-    inputs = f"books:{SAMPLE}/books,{small_input(tmp_path / 'small')}"
-    args = ("--vocab-size", "500", "--num-shards", "2", "--language-smoothing", "0.7")
-    local, dask = str(tmp_path / "local"), str(tmp_path / "dask")
-    assert build_shards(local, *args, inputs=inputs) == 0
-    assert build_shards(dask, *args, "--runner", "DaskRunner", inputs=inputs) == 0
-    assert file_digests(dask) == file_digests(local)
-
-
 def test_the_vocab_command_weights_its_sample(tmp_path):
     """A sample bound below the corpus: the small input's sentences are drawn more often (a
     corpus under the bound is sampled whole, whatever the weights)."""

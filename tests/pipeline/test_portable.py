@@ -120,7 +120,8 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     """The formats the sample lacks: a `-multistream` Wikipedia dump, its index beside it (the
     dump read by span in the pool's workers), JSONL (compressed as zstd), Parquet and Arrow (the
     three read from `--text-field`'s field, which reaches the pool's workers, as
-    `--cjk-sentences` does), and WikiExtractor's output."""
+    `--cjk-sentences` does), and WikiExtractor's output; weighted by `--language-smoothing`
+    (the rates reach the pool's workers as a side input)."""
     import json
 
     import zstandard
@@ -141,7 +142,7 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     inputs = f"wikipedia:{dumps},jsonl:{lines},parquet:{tmp_path / 'parquet'},"
     inputs += write_other_formats(tmp_path / "other", [r["text"] for r in records], "body")
     local, portable_out = str(tmp_path / "local"), str(tmp_path / "portable")
-    fields = ["--text-field", "body", "--cjk-sentences"]
+    fields = ["--text-field", "body", "--cjk-sentences", "--language-smoothing", "0.7"]
     flags = ["--num-shards", "4", "--progress-seconds", "0"]
     assert build_shards(local, *flags, *fields, inputs=inputs) == 0
     assert build(inputs, portable_out, [*portable, *fields]) == 0
@@ -152,6 +153,7 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     assert total["files_read"] == 6  # the dump; JSONL, Parquet, WikiExtractor, Arrow, paragraphs
     parquet = json.load(open(f"{portable_out}/manifest.json"))["counts"]["by_source"]["parquet"]
     assert parquet["documents_used"] == len(rows)
+    assert len(json.load(open(f"{local}/manifest.json"))["counts"]["by_input"]) == 6
 
 
 def job_states(endpoint: str, job_id: str) -> list[str]:
