@@ -281,10 +281,14 @@ def build(p: beam.Pipeline, cfg: BuildConfig):
     ]
     counts.append(built | "BuildCounts" >> beam.Map(lambda b: b[2]))
     total = tuple(counts) | "Counts" >> SumCounts()
-    labels = tuple(f"{s.format}:{s.pattern}" for s in input_order(cfg.inputs))
     return built | "WriteShards" >> Publish(
-        cfg.out, cfg.shard_config(), vocab, total, cfg.vocab.lowercase, rates, labels
+        cfg.out, cfg.shard_config(), vocab, total, cfg.vocab.lowercase, rates, input_labels(cfg)
     )
+
+
+def input_labels(cfg: ReadConfig) -> tuple[str, ...]:
+    """The inputs as given, `FORMAT:PATTERN`, in the order their documents are numbered by."""
+    return tuple(f"{s.format}:{s.pattern}" for s in input_order(cfg.inputs))
 
 
 def weighting(cfg: VocabCommandConfig, sentences):

@@ -71,9 +71,11 @@ def weighting_lines(manifest) -> list[str]:
     """Each input's share of the text and of the passes, when `--language-smoothing` weighted
     them (the manifest's `counts.by_input`); none otherwise."""
     inputs = manifest.counts.get("by_input")
-    if not inputs:
-        return []
-    exponent = manifest.config.get("language_smoothing")
+    return weighting_table(inputs, manifest.config.get("language_smoothing")) if inputs else []
+
+
+def weighting_table(inputs: dict, exponent: float) -> list[str]:
+    """`weighting_lines` of a `by_input` record (the `vocab` command's, which has no manifest)."""
     lines = [f"inputs weighted by --language-smoothing {exponent}: share of the text -> after"]
     for name, d in sorted(inputs.items(), key=lambda kv: -kv[1]["characters"]):
         lines.append(f"  {d['share']:7.2%} -> {d['smoothed_share']:7.2%}  {name}")

@@ -218,14 +218,16 @@ def progress_line(cfg, interval: float):
 def run_vocab(args, beam_args: list[str]) -> int:
     import apache_beam as beam
 
-    from pipeline.build import read_documents, weighting
+    from pipeline.build import input_labels, read_documents, weighting
     from pipeline.core.tokenize import tokenizer_json
     from pipeline.files.fsio import exists, read_text, write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
     from pipeline.shell.outdir import AGAIN, out_trouble_said
     from pipeline.stages.dedup import DeduplicateChunks
+    from pipeline.stages.smoothing import write_weighting
     from pipeline.stages.split import SplitSentences
     from pipeline.stages.vocab import NO_TEXT, TrainVocabCut, learnt_nothing
+    from schemas.notes import weighting_table
 
     cfg = check_inputs(command_config(args), args.verbose)
     out, lowercase = cfg.out, cfg.vocab.lowercase
@@ -243,7 +245,10 @@ def run_vocab(args, beam_args: list[str]) -> int:
         if cfg.dedup:  # as a build does, so that both train the same vocab
             chunks = chunks | DeduplicateChunks(cfg.dedup, tmp)
         sentences = chunks | SplitSentences(tmp, *cfg.splitting())
-        _ = sentences | TrainVocabCut(cfg.vocab, weighting(cfg, sentences)) | beam.Map(save, tmp)
+        rates = weighting(cfg, sentences)
+        _ = sentences | TrainVocabCut(cfg.vocab, rates) | beam.Map(save, tmp)
+        if rates is not None:  # said by the command, as a build says it
+            _ = rates | beam.Map(write_weighting, f"{tmp}/weighting.json", input_labels(cfg))
 
     options = pipeline_options(beam_args, args.runner, args.workers)
     writes = ("vocab.txt", "tokenizer.json")
@@ -253,9 +258,11 @@ def run_vocab(args, beam_args: list[str]) -> int:
         if exists(f"{tmp}/{NO_TEXT}"):
             return no_text("vocab trainer", "vocab")
         cut = json.loads(read_text(f"{tmp}/alphabet.json"))
+        weighted = json.loads(read_text(f"{tmp}/weighting.json")) if cfg.weighted else {}
     print(f"wrote {out}/vocab.txt and {out}/tokenizer.json")
     note = vocab_note(len(read_text(f"{out}/vocab.txt").splitlines()), cfg.vocab.vocab_size)
-    for said in (note, alphabet_note(*cut, cfg.vocab.limit_alphabet)):
+    table = weighting_table(weighted, cfg.language_smoothing) if weighted else []
+    for said in (*table, note, alphabet_note(*cut, cfg.vocab.limit_alphabet)):
         if said:
             print(said)
     return 0

@@ -5,12 +5,14 @@ records are summed: no text passes through the runner."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import apache_beam as beam
 
-from pipeline.core.smoothing import sampling_rates
+from pipeline.core.smoothing import described, sampling_rates
 from pipeline.files.chunks import Chunk
+from pipeline.files.fsio import write_text
 from pipeline.stages.base import Stage
 
 
@@ -30,6 +32,12 @@ def chunk_sizes(chunk: Chunk) -> dict[str, int]:
 
 def with_rates(sizes: dict[str, int], exponent: float) -> tuple[dict, dict]:
     return sizes, sampling_rates(sizes, exponent)
+
+
+def write_weighting(rates: tuple, path: str, labels: tuple[str, ...]) -> None:
+    """The weighting as the manifest records it (`by_input`), for a command without one
+    (`bert-shards vocab`) to say."""
+    write_text(path, json.dumps(described(*rates, list(labels))))
 
 
 @dataclass(eq=False)

@@ -167,20 +167,23 @@ def test_one_group_is_said_to_weight_nothing(tmp_path, capsys):
     assert list(ShardSet.open(out).manifest.counts["by_input"].values())[0]["share"] == 1.0
 
 
-def test_the_vocab_command_weights_its_sample(tmp_path):
+def test_the_vocab_command_weights_its_sample(tmp_path, capsys):
     """A sample bound below the corpus: the small input's sentences are drawn more often (a
     corpus under the bound is sampled whole, whatever the weights)."""
     from pipeline.shell.cli import main
 
     inputs = f"books:{SAMPLE}/books,{small_input(tmp_path / 'small')}"
-    vocabs = {}
+    vocabs, said = {}, {}
     for s in ("1", "0.2"):
         out = str(tmp_path / f"vocab-{s}")
         argv = ["vocab", "--input", inputs, "--out", out, "--workers", "1"]
         argv += ["--vocab-size", "400", "--vocab-sample-sentences", "300"]  # a sample drawn
         assert main([*argv, "--language-smoothing", s]) == 0
         vocabs[s] = open(f"{out}/vocab.txt", encoding="utf-8").read().split("\n")
+        said[s] = capsys.readouterr().out
     assert vocabs["1"] != vocabs["0.2"]
+    assert "inputs weighted" not in said["1"]  # and the command says the weighting, as a build
+    assert "inputs weighted by --language-smoothing 0.2: share of the text -> after" in said["0.2"]
 
 
 @pytest.mark.parametrize("value", ["0", "1.5", "-0.7"])
