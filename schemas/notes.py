@@ -67,6 +67,10 @@ def unk_note(total: dict, config: dict) -> str | None:
     )
 
 
+# passes per document past which the weighting's table notes a group repeated many times over
+REPEATED_PASSES = 100
+
+
 def weighting_lines(manifest) -> list[str]:
     """Each input's share of the text and of the passes, when `--language-smoothing` weighted
     them (the manifest's `counts.by_input`); none otherwise."""
@@ -79,6 +83,14 @@ def weighting_table(inputs: dict, exponent: float) -> list[str]:
     lines = [f"inputs weighted by --language-smoothing {exponent}: share of the text -> after"]
     for name, d in sorted(inputs.items(), key=lambda kv: -kv[1]["characters"]):
         lines.append(f"  {d['share']:7.2%} -> {d['smoothed_share']:7.2%}  {name}")
+    for name, d in inputs.items():
+        passes = d.get("passes_per_document", 0)
+        if passes > REPEATED_PASSES:
+            lines.append(
+                f"note: the documents of {name} get about {passes:,.0f} passes each, a group "
+                f"that small ({d['share']:.4%} of the text) repeated rather than represented; a "
+                "--language-smoothing nearer 1 repeats it less, or leave it out"
+            )
     if len(inputs) == 1:
         lines.append(
             "note: --language-smoothing found one input group, so it weighted nothing: give "

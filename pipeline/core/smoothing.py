@@ -47,9 +47,12 @@ def smoothed_passes(doc_id: str, rate: float, dupe_factor: int, seed: int) -> in
     return whole
 
 
-def described(sizes: dict[str, int], rates: dict[str, float], labels: list[str]) -> dict:
+def described(
+    sizes: dict[str, int], rates: dict[str, float], labels: list[str], dupe_factor: int = 0
+) -> dict:
     """The manifest's record of the weighting: per group (named by its input as given, and its
-    wiki), its characters, its share of them and its share after smoothing."""
+    wiki), its characters, its share of them and its share after smoothing; with the build's
+    `dupe_factor`, the passes its documents get on average."""
     total = sum(sizes.values()) or 1
     out = {}
     for group, rate in rates.items():
@@ -60,5 +63,6 @@ def described(sizes: dict[str, int], rates: dict[str, float], labels: list[str])
             "characters": sizes[group],
             "share": round(share, 6),
             "smoothed_share": round(share * rate, 6),
+            **({"passes_per_document": round(dupe_factor * rate, 2)} if dupe_factor else {}),
         }
     return out

@@ -189,7 +189,8 @@ def published_rows(
     """`publish` with the vocab's text; the set's row count (0 when nothing was published).
     `rates`: (characters, rate) per input group, when the inputs were weighted."""
     vocab = vocab_of(vocab_text)
-    by_input = described(*rates, list(labels)) if rates is not None else None
+    dupe = config["dupe_factor"]
+    by_input = described(*rates, list(labels), dupe) if rates is not None else None
     tokenizer = tokenizer_json(vocab, lowercase)
     manifest = publish(out, entries, counts, vocab, tokenizer, config, by_input)
     return manifest.rows if manifest is not None else 0

@@ -103,6 +103,7 @@ def test_a_small_input_is_passed_over_more_and_a_large_one_less(tmp_path, capsys
     assert per_document["jsonl"] > 10 and per_document["books"] < 5  # dupe factor 5 before
     rate = jsonl["smoothed_share"] / jsonl["share"]
     assert per_document["jsonl"] == pytest.approx(5 * rate, rel=0.1)
+    assert jsonl["passes_per_document"] == pytest.approx(5 * rate, rel=1e-3)
     assert "inputs weighted by --language-smoothing 0.3" in said
     from schemas.cli import main as schemas_main
 
@@ -156,6 +157,25 @@ def test_two_workers_make_the_bytes_of_one_also_de_duplicated(tmp_path):
     build_in_a_process(two, *args, inputs=inputs)
     assert file_digests(two) == file_digests(one)
     assert len(ShardSet.open(one).manifest.counts["by_input"]) == 2
+
+
+def test_a_group_repeated_many_times_over_is_noted():
+    from schemas.notes import weighting_table
+
+    inputs = {
+        "books:big": {"characters": 10**9, "share": 0.999999, "smoothed_share": 0.99},
+        "jsonl:tiny": {"characters": 1000, "share": 1e-06, "smoothed_share": 0.0001},
+    }
+    inputs["books:big"]["passes_per_document"] = 4.95
+    inputs["jsonl:tiny"]["passes_per_document"] = 500.0
+    lines = weighting_table(inputs, 0.3)
+    assert lines[-1] == (
+        "note: the documents of jsonl:tiny get about 500 passes each, a group that small "
+        "(0.0001% of the text) repeated rather than represented; a --language-smoothing "
+        "nearer 1 repeats it less, or leave it out"
+    )
+    inputs["jsonl:tiny"]["passes_per_document"] = 99.0
+    assert not [line for line in weighting_table(inputs, 0.3) if line.startswith("note:")]
 
 
 def test_one_group_is_said_to_weight_nothing(tmp_path, capsys):
