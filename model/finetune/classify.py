@@ -38,10 +38,17 @@ class Classify(Task):
         # --predict: the GLUE server's file name -> (the test rows' ids, their features)
         self.test: dict[str, tuple[list[str], list[dict]]] = {}
         self.files: dict[str, str] = {}
+        # `by_column`'s value of each dev row, per dev set ("" the dev file, else its suffix)
+        self.by: dict[str, list[str]] = {}
 
     @classmethod
     def read(cls, cfg: FinetuneConfig, tok) -> Classify:
         spec, hub = GLUE_TASKS[cfg.task], holds_hub_layout(cfg.data)
+        if hub and cfg.task not in HUB_TASKS:
+            raise ValueError(
+                f"--data {cfg.data}: Parquet splits, and --task {cfg.task} reads TSV files: give "
+                f"the folder of its train.tsv and {spec.dev_file}"
+            )
         if hub:  # the Hugging Face Hub's Parquet files (`model.finetune.hub`)
             train = read_split(cfg.data, cfg.task, "train")[1]
             dev = read_split(cfg.data, cfg.task, HUB_TASKS[cfg.task].dev)[1]
@@ -54,8 +61,10 @@ class Classify(Task):
             labels = [target(r[-1]) for r in rows]
             return sequence_features(tok, [r[:-1] for r in rows], labels, cfg.max_seq_length)
 
+        dev, by = cls._split_by(spec, dev)
         gold = [cls._gold(r[-1]) for r in dev]
         task = cls(spec, features(train), features(dev), gold, notes)
+        task.by[""] = by
         task._read_extra_dev(cfg, features, hub)
         if cfg.predict:
             task._read_test(cfg, tok, hub)
@@ -67,9 +76,17 @@ class Classify(Task):
         train_path, dev_path = data_files(cfg.task, cfg.data, [("train.tsv",), (spec.dev_file,)])
         columns = (*spec.text_columns, spec.label_column)
         train, skipped = read_tsv(train_path, columns, spec.labels, spec.names)
-        dev, _ = read_tsv(dev_path, columns, spec.labels, spec.names, whole=DEV_WHOLE)
+        dev_columns = (spec.by_column, *columns) if spec.by_column else columns
+        dev, _ = read_tsv(dev_path, dev_columns, spec.labels, spec.names, whole=DEV_WHOLE)
         notes = [f"{train_path}: skipped {skipped} malformed row(s)"] if skipped else []
         return train, dev, notes
+
+    @staticmethod
+    def _split_by(spec: GlueTask, rows: list) -> tuple[list, list[str]]:
+        """Dev rows read with `by_column` first -> the rows without it, and its values."""
+        if not spec.by_column:
+            return rows, []
+        return [r[1:] for r in rows], [r[0] for r in rows]
 
     @staticmethod
     def _target(spec: GlueTask):
@@ -82,6 +99,8 @@ class Classify(Task):
 
     def _read_extra_dev(self, cfg: FinetuneConfig, features, hub: bool) -> None:
         columns = (*self.spec.text_columns, self.spec.label_column)
+        if self.spec.by_column:
+            columns = (self.spec.by_column, *columns)
         extra = HUB_TASKS[cfg.task].extra_dev if hub else self.spec.extra_dev
         for suffix, name in extra:
             path = os.path.join(cfg.data, name)
@@ -93,6 +112,7 @@ class Classify(Task):
                 rows = read_split(cfg.data, cfg.task, name)[1]
             else:
                 rows = read_tsv(path, columns, self.spec.labels, self.spec.names, DEV_WHOLE)[0]
+            rows, self.by[suffix] = self._split_by(self.spec, rows)
             self.extra_dev[suffix] = (features(rows), [r[-1] for r in rows])
 
     def _read_test(self, cfg: FinetuneConfig, tok, hub: bool) -> None:
@@ -116,23 +136,28 @@ class Classify(Task):
         """Each row's predicted label, as the task's files write it."""
         return [self.labels[int(x.argmax())] for x in logits]
 
-    def scores(self, logits: list[np.ndarray], gold: list[str]) -> dict[str, float]:
+    def scores(self, logits: list[np.ndarray], gold: list[str], by=()) -> dict[str, float]:
+        """The dev scores; with `by` (each row's `by_column` value), each value's accuracy
+        too (`accuracy_de`)."""
         pred = self.predicted(logits)
         scores = {"accuracy": accuracy(pred, gold)}
         if self.spec.f1:
             scores["f1"] = binary_f1(pred, gold, positive="1")
         if self.spec.mcc:
             scores["mcc"] = matthews_corrcoef(pred, gold, positive="1")
+        for value in sorted(set(by)):
+            rows = [i for i, v in enumerate(by) if v == value]
+            scores[f"accuracy_{value}"] = accuracy([pred[i] for i in rows], [gold[i] for i in rows])
         return scores
 
     def evaluate(self, predict: Predict) -> dict[str, float]:
         logits = predict(self.dev)
-        scores = self.scores(logits, self.gold)
+        scores = self.scores(logits, self.gold, self.by.get("", ()))
         self.files["dev_predictions.tsv"] = dev_tsv(self.predicted(logits), self.gold)
         for suffix, (features, gold) in self.extra_dev.items():
             more = predict(features)
             self.files[f"dev_predictions_{suffix}.tsv"] = dev_tsv(self.predicted(more), gold)
-            for k, v in self.scores(more, gold).items():
+            for k, v in self.scores(more, gold, self.by.get(suffix, ())).items():
                 scores[f"{k}_{suffix}"] = v
         return scores
 

@@ -46,7 +46,7 @@ class FinetuneConfig:
 
     def __post_init__(self):
         check_task(self.task)
-        if self.predict and self.task not in GLUE_TASKS:
+        if self.predict and not (self.task in GLUE_TASKS and GLUE_TASKS[self.task].test_files):
             raise ValueError(
                 f"--predict labels GLUE test files for the GLUE server; --task {self.task} has "
                 "none (its dev predictions are written without it)"

@@ -9,8 +9,9 @@ from model.config import PRECISIONS, defaulted
 from model.finetune.config import FinetuneConfig
 
 TASK_HELP = (
-    "cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli (GLUE TSV), ner (CoNLL), "
-    "squad (SQuAD v1.1), squad2 (SQuAD 2.0), swag (SWAG CSV)"
+    "cola | sst2 | mrpc | qqp | stsb | qnli | rte | wnli | mnli (GLUE TSV), xnli (MultiNLI's "
+    "train.tsv, XNLI's dev and test), ner (CoNLL), squad (SQuAD v1.1), squad2 (SQuAD 2.0), "
+    "swag (SWAG CSV)"
 )
 
 

@@ -32,6 +32,8 @@ class GlueTask:
     # --predict: (test file, the file the GLUE server takes) and the test files' id column
     test_files: tuple[tuple[str, str], ...] = ()
     test_index: str = "index"
+    # a column whose values are scored apart too (XNLI's `language`: each language's accuracy)
+    by_column: str = ""
 
 
 ENTAILMENT = ("entailment", "not_entailment")
@@ -77,6 +79,16 @@ GLUE_TASKS = {
         dev_file="dev_matched.tsv",
         extra_dev=(("mm", "dev_mismatched.tsv"),),
         test_files=(("test_matched.tsv", "MNLI-m.tsv"), ("test_mismatched.tsv", "MNLI-mm.tsv")),
+    ),
+    # XNLI (multilingual BERT's evaluation): trained on MultiNLI's English `train.tsv`, scored on
+    # XNLI 1.0's dev and test files, whose labels are public, overall and per language
+    "xnli": GlueTask(
+        ("sentence1", "sentence2"),
+        "gold_label",
+        ("contradiction", "entailment", "neutral"),
+        dev_file="xnli.dev.tsv",
+        extra_dev=(("test", "xnli.test.tsv"),),
+        by_column="language",
     ),
 }
 TASKS = (*GLUE_TASKS, "ner", "squad", "squad2", "swag")
