@@ -12,7 +12,14 @@ import torch.nn.functional as F
 
 from model.finetune.config import FinetuneConfig
 from model.finetune.features import sequence_features
-from model.finetune.hub import HUB_TASKS, holds_hub_layout, read_split, split_files
+from model.finetune.hub import (
+    HUB_TASKS,
+    holds_hub_layout,
+    holds_xnli_layout,
+    read_split,
+    read_xnli,
+    split_files,
+)
 from model.finetune.metrics import accuracy, binary_f1, matthews_corrcoef, pearson, spearman
 from model.finetune.readers import (
     DEV_WHOLE,
@@ -43,13 +50,18 @@ class Classify(Task):
 
     @classmethod
     def read(cls, cfg: FinetuneConfig, tok) -> Classify:
-        spec, hub = GLUE_TASKS[cfg.task], holds_hub_layout(cfg.data)
-        if hub and cfg.task not in HUB_TASKS:
+        spec = GLUE_TASKS[cfg.task]
+        xnli = spec.by_column and holds_xnli_layout(cfg.data)  # the Hub's, a folder a language
+        hub = not xnli and holds_hub_layout(cfg.data)
+        if hub and spec.by_column:
             raise ValueError(
-                f"--data {cfg.data}: Parquet splits, and --task {cfg.task} reads TSV files: give "
-                f"the folder of its train.tsv and {spec.dev_file}"
+                f"--data {cfg.data}: Parquet splits, and --task {cfg.task} reads TSV files or "
+                f"the Hub's folder of a folder per language: give the folder of its train.tsv "
+                f"and {spec.dev_file}, or of en/, de/, ..."
             )
-        if hub:  # the Hugging Face Hub's Parquet files (`model.finetune.hub`)
+        if xnli:
+            train, dev, notes = read_xnli(cfg.data, "train"), read_xnli(cfg.data, "validation"), []
+        elif hub:  # the Hugging Face Hub's Parquet files (`model.finetune.hub`)
             train = read_split(cfg.data, cfg.task, "train")[1]
             dev = read_split(cfg.data, cfg.task, HUB_TASKS[cfg.task].dev)[1]
             notes = []
@@ -65,7 +77,11 @@ class Classify(Task):
         gold = [cls._gold(r[-1]) for r in dev]
         task = cls(spec, features(train), features(dev), gold, notes)
         task.by[""] = by
-        task._read_extra_dev(cfg, features, hub)
+        if xnli:
+            rows, task.by["test"] = cls._split_by(spec, read_xnli(cfg.data, "test"))
+            task.extra_dev["test"] = (features(rows), [r[-1] for r in rows])
+        else:
+            task._read_extra_dev(cfg, features, hub)
         if cfg.predict:
             task._read_test(cfg, tok, hub)
         return task

@@ -59,7 +59,30 @@ HUB_TASKS = {
     "qnli": HubTask(("question", "sentence"), ENTAILMENT, ENTAILMENT),
     "rte": HubTask(PAIR, ENTAILMENT, ENTAILMENT),
     "wnli": HubTask(PAIR, BINARY, ("not_entailment", "entailment")),
+    # `facebook/xnli`: a folder per language's config, read by `read_xnli`
+    "xnli": HubTask(("premise", "hypothesis"), MNLI, MNLI),
 }
+XNLI_TRAIN = "en"  # the language XNLI trains in (MultiNLI's English), zero-shot in the others
+
+
+def holds_xnli_layout(directory: str) -> bool:
+    """The Hub's XNLI (`facebook/xnli`): a folder per language's config (`en/`, `de/`, ...),
+    each holding its splits in Parquet."""
+    return bool(split_files(os.path.join(directory, XNLI_TRAIN), "train"))
+
+
+def read_xnli(directory: str, split: str) -> list[tuple[str, ...]]:
+    """The Hub's XNLI rows: `train` the English config's (premise, hypothesis, label); the
+    others every language folder's, its language first (`GlueTask.by_column`'s place). The
+    `all_languages` config, a translation dict a row, is not read."""
+    if split == "train":
+        return read_split(os.path.join(directory, XNLI_TRAIN), "xnli", split)[1]
+    rows = []
+    for language in sorted(os.listdir(directory)):
+        folder = os.path.join(directory, language)
+        if language != "all_languages" and split_files(folder, "validation"):
+            rows += [(language, *r) for r in read_split(folder, "xnli", split)[1]]
+    return rows
 
 
 def split_files(directory: str, split: str) -> list[str]:

@@ -104,5 +104,46 @@ def test_xnli_from_parquet_is_refused_naming_its_tsv(pretrained_run, tmp_path, c
     args = finetune_args("xnli", str(data), pretrained_run, str(tmp_path / "run"))
     assert main(args) == 2
     said = capsys.readouterr().err
-    assert f"--data {data}: Parquet splits, and --task xnli reads TSV files: give the " in said
-    assert said.rstrip().endswith("folder of its train.tsv and xnli.dev.tsv")
+    assert f"--data {data}: Parquet splits, and --task xnli reads TSV files or the Hub's" in said
+    assert said.rstrip().endswith("its train.tsv and xnli.dev.tsv, or of en/, de/, ...")
+
+
+def as_hub(tsv: str, hub: str) -> str:
+    """The same rows in the Hub's layout (`facebook/xnli`): a folder per language's config,
+    `premise`, `hypothesis` and the label's index (entailment, neutral, contradiction)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    classes = ("entailment", "neutral", "contradiction")
+    train = read_tsv_rows(os.path.join(tsv, "train.tsv"))
+    splits = {("en", "train"): [(r[1], r[2], r[3]) for r in train[1:]]}
+    for name, split in (("xnli.dev.tsv", "validation"), ("xnli.test.tsv", "test")):
+        rows = read_tsv_rows(os.path.join(tsv, name))
+        at = {c: rows[0].index(c) for c in ("language", "sentence1", "sentence2", "gold_label")}
+        for r in rows[1:]:
+            row = (r[at["sentence1"]], r[at["sentence2"]], r[at["gold_label"]])
+            splits.setdefault((r[at["language"]], split), []).append(row)
+    for (language, split), rows in splits.items():
+        os.makedirs(os.path.join(hub, language), exist_ok=True)
+        table = pa.table(
+            {
+                "premise": [r[0] for r in rows],
+                "hypothesis": [r[1] for r in rows],
+                "label": [classes.index(r[2]) for r in rows],
+            }
+        )
+        pq.write_table(table, os.path.join(hub, language, f"{split}-00000-of-00001.parquet"))
+    return hub
+
+
+def test_the_hubs_layout_scores_as_xnlis_own_files(pretrained_run, tmp_path):
+    """A folder of the Hub's language configs (English trains, every language scores) gives
+    the scores of the same rows in XNLI's own files."""
+    data = write_xnli(str(tmp_path / "XNLI"))
+    hub = as_hub(data, str(tmp_path / "hub"))
+    runs = {}
+    for name, folder in (("tsv", data), ("hub", hub)):
+        runs[name] = str(tmp_path / name)
+        assert main(finetune_args("xnli", folder, pretrained_run, runs[name], "--epochs", "1")) == 0
+    assert results(runs["hub"]) == pytest.approx(results(runs["tsv"]))
+    assert set(results(runs["hub"])) >= {"accuracy_de", "accuracy_en_test"}
