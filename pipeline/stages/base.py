@@ -78,6 +78,11 @@ class Step(beam.DoFn):
         worker_settings()
 
 
+def has_file(chunk: Chunk) -> bool:
+    """Whether a step's record names a file (one without carries only counts)."""
+    return bool(chunk.path)
+
+
 def next_path(tmp: str, kind: str, chunk: Chunk) -> str:
     """The file of the next kind made from `chunk`: the same name in the kind's folder."""
     return FileSystems.join(tmp, kind, chunk.path.rsplit("/", 1)[-1])

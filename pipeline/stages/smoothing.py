@@ -13,17 +13,8 @@ import apache_beam as beam
 from pipeline.core.smoothing import described, sampling_rates
 from pipeline.files.chunks import Chunk
 from pipeline.files.fsio import write_text
-from pipeline.stages.base import Stage
-
-
-def summed_sizes(parts) -> dict[str, int]:
-    """Characters per group, summed over chunks' records (or partial sums: Beam combines
-    either way)."""
-    out: dict[str, int] = {}
-    for sizes in parts:
-        for group, n in sizes.items():
-            out[group] = out.get(group, 0) + n
-    return out
+from pipeline.stages.base import Stage, has_file
+from pipeline.stages.counting import merge_counts
 
 
 def chunk_sizes(chunk: Chunk) -> dict[str, int]:
@@ -49,8 +40,8 @@ class SmoothingRates(Stage):
     def expand(self, chunks):
         return (
             chunks
-            | "WithFile" >> beam.Filter(lambda c: bool(c.path))
+            | "WithFile" >> beam.Filter(has_file)
             | "Sizes" >> beam.Map(chunk_sizes)
-            | "Sum" >> beam.CombineGlobally(summed_sizes)
+            | "Sum" >> beam.CombineGlobally(merge_counts)  # characters per group
             | "Rates" >> beam.Map(with_rates, self.exponent)
         )

@@ -24,7 +24,7 @@ from pipeline.core.tokenize import train_vocab, train_vocab_cut
 from pipeline.files.chunks import Chunk, read_documents, read_sentence_groups
 from pipeline.sources.documents import Tally
 from pipeline.sources.wikipedia.reader import rendered
-from pipeline.stages.base import Stage
+from pipeline.stages.base import Stage, has_file
 from schemas.vocab import SPECIAL_TOKENS, Vocab
 
 
@@ -63,10 +63,6 @@ def sample_sentences(
     docs = [(doc_id, texts) for doc_id, _, texts in sentences]
     rates = [weighted[1][g] for g in groups] if weighted is not None else None
     return hash_sample(docs, total, cfg.sample_sentences, cfg.seed, "vocab-sample", rates)
-
-
-def has_file(chunk: Chunk) -> bool:
-    return bool(chunk.path)
 
 
 @dataclass(eq=False)
