@@ -89,7 +89,7 @@ def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool, fields=(
     counts: dict = {}
     for item in group:
         tally = Tally(skip_bad_input=skip_bad_input)
-        opened.start_item(item[3].start if item[3] else 0)
+        opened.start_item(item[3])
         try:
             docs = read_item(item[:4], tally, skip_bad_input, opened.open, fields)
             yield from writer.add_all(docs, item[4])
@@ -103,35 +103,45 @@ def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool, fields=(
 
 
 class Opener:
-    """Opens the input files of a group as stored and follows how far they have been read."""
+    """Opens the input files of a group as stored and follows how far they have been read: a
+    whole file by its reader's bytes, a span by how far into it the reader has come (a span's
+    reader seeks to it, and first reads the file's header from its start), each counted once
+    (the first span from the file's start, its header included)."""
 
     def __init__(self):
         self.done = 0  # bytes of the group's finished items
-        self.start = 0
+        self.span = None
         self.file = None
 
-    def start_item(self, start: int):
+    def start_item(self, span):
         self.done = self.consumed()
-        self.start, self.file = start, None
+        self.span, self.file = span, None
 
     def open(self, path: str):
         self.file = TrackedFile(open_raw(path))
         return self.file
 
     def consumed(self) -> int:
-        here = max(0, self.file.pos - self.start) if self.file else 0
-        return self.done + here
+        if self.file is None:
+            return self.done
+        span = self.span
+        if span is None:
+            return self.done + self.file.pos
+        first = 0 if span.start <= span.header_end else span.start
+        return self.done + min(span.end - first, max(0, self.file.at - first))
 
 
 class TrackedFile:
     """A file object that remembers its position after every read (it stays known once the
     reader has closed the file). A reader that seeks (Parquet's, to the footer first, then to
     each row group) is followed by the bytes it has read instead, up to the file's size, so the
-    progress line does not take the footer for the end of the work."""
+    progress line does not take the footer for the end of the work; `at` stays where in the file
+    the last read ended (what a span's reader has come to)."""
 
     def __init__(self, f):
         self._f = f
         self.pos = 0
+        self.at = 0  # where in the file the last read ended
         self._size = None  # known once the reader seeks
 
     def read(self, n=-1):
@@ -150,8 +160,9 @@ class TrackedFile:
         return self._f.seek(offset, whence)
 
     def _moved(self, n: int) -> None:
+        self.at = self._f.tell()
         if self._size is None:
-            self.pos = self._f.tell()
+            self.pos = self.at
         else:
             self.pos = min(self._size, self.pos + n)
 

@@ -1,0 +1,51 @@
+"""The read step's progress markers count every stored byte of an input once, however it is read:
+a file whole, or a large one in spans by many workers (the progress line's `read X/Y MB`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pipeline.files.fsio import size as stored_size
+from pipeline.stages.read import plan_reads, read_group
+from tests.pipeline.wikidata import ARTICLES, gensim_xml, write_multistream
+
+
+def marked_bytes(tmp: Path) -> int:
+    return sum(json.loads(p.read_text())["bytes"] for p in (tmp / "progress").glob("*.json"))
+
+
+def read_planned(path: Path, fmt: str, tmp: Path, chunk_bytes: int = 100_000) -> int:
+    """Reads every planned item of `path` as its own group, as workers would; the spans."""
+    items = list(plan_reads((fmt, str(path), path.name)))
+    for item in items:
+        list(read_group([(*item, 0)], str(tmp), chunk_bytes, False))
+    return len(items)
+
+
+def test_a_plain_export_read_in_spans_is_counted_once(tmp_path, monkeypatch) -> None:
+    import pipeline.sources.wikipedia.spans as wiki_spans
+
+    monkeypatch.setattr(wiki_spans, "XML_SPAN_BYTES", 250_000)
+    path = tmp_path / "export.xml"
+    path.write_bytes(gensim_xml(ARTICLES))
+    assert read_planned(path, "wikipedia", tmp_path / "tmp") > 10
+    assert marked_bytes(tmp_path / "tmp") == os.path.getsize(path)
+
+
+def test_a_multistream_dump_read_in_spans_is_counted_once(tmp_path, monkeypatch) -> None:
+    import pipeline.sources.wikipedia.spans as wiki_spans
+
+    monkeypatch.setattr(wiki_spans, "SPAN_BYTES", 1)  # a span per stream
+    write_multistream(tmp_path / "dump", pages_per_stream=2)
+    (path,) = (tmp_path / "dump").glob("*-multistream.xml.bz2")
+    assert read_planned(path, "wikipedia", tmp_path / "tmp", chunk_bytes=1_000) >= 3
+    assert marked_bytes(tmp_path / "tmp") == stored_size(str(path))
+
+
+def test_a_file_read_whole_is_counted_once(tmp_path) -> None:
+    path = tmp_path / "export.xml"
+    path.write_bytes(gensim_xml(ARTICLES))
+    assert read_planned(path, "wikipedia", tmp_path / "tmp") == 1
+    assert marked_bytes(tmp_path / "tmp") == os.path.getsize(path)
