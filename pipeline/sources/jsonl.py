@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import BinaryIO
 
 from pipeline.sources.documents import MAX_DOCUMENT_CHARS, Document, Tally, one_space
@@ -96,9 +96,20 @@ def read_jsonl(
     f = text_stream(f, rel, tally)
     if f is None:
         return
+    records = numbered_lines(f, tally)
+    seen_any = yield from jsonl_documents(records, rel, tally, source, text_field, id_field)
+    if not seen_any:
+        tally.drop("empty_file")
+
+
+def jsonl_documents(
+    records, rel: str, tally: Tally, source: str, text_field: str, id_field: str | None
+) -> Generator[Document, None, bool]:
+    """The documents of `records`, (line number, line or None when too long), as `read_jsonl`
+    reads them; returns whether any line held something (a record, or one too long)."""
     seen_any = False
     first_line: dict[str, int] = {}  # id -> line: two records with one id are one document
-    for number, line in numbered_lines(f, tally):
+    for number, line in records:
         where = f"{rel}:{number}"
         if line is not None and not line.strip():
             continue  # a blank line holds no record
@@ -126,5 +137,4 @@ def read_jsonl(
             continue
         doc_id = f"{source}:{ident}" if ident is not None else f"{source}:{rel}#{number}"
         yield Document(doc_id, source, paragraphs)
-    if not seen_any:
-        tally.drop("empty_file")
+    return seen_any

@@ -11,6 +11,7 @@ from pipeline.sources.books import read_book
 from pipeline.sources.compressed import decompressed
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.jsonl import read_jsonl
+from pipeline.sources.line_spans import LINE_FORMATS, read_line_span
 from pipeline.sources.parquet import read_parquet
 from pipeline.sources.text import read_paragraphs, read_text
 from pipeline.sources.wikiextractor import read_wikiextractor
@@ -44,7 +45,9 @@ def read_input(
     records hold their text in `text_field` and their id in `id_field`."""
     fmt, path, rel, span = item
     with open_raw(path) as raw:
-        if span is not None:
+        if span is not None and fmt in LINE_FORMATS:
+            yield from read_line_span(raw, fmt, rel, span, tally, text_field, id_field)
+        elif span is not None:
             yield from read_span(raw, rel, span, tally)
         elif fmt == "wikipedia":
             yield from iter_pages(decompressed(raw, path), rel, tally)

@@ -52,6 +52,7 @@ _BOMS = (  # UTF-32 before UTF-16: their byte-order marks start alike
     (b"\xff\xfe", "utf-16-le"),
     (b"\xfe\xff", "utf-16-be"),
 )
+WIDE_BOMS = tuple(bom for bom, _ in _BOMS)  # UTF-16 and UTF-32: not to be cut at any byte
 _COMPRESSED = (
     (b"\x1f\x8b", "gzip"),
     (b"BZh", "bzip2"),

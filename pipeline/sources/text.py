@@ -37,11 +37,12 @@ def read_text(
                 block = []  # dropped when the document ends
             continue
         if size:
-            yield from _document(block, size, f"{source}:{rel}#{number}", source, tally, presplit)
+            doc_id = f"{source}:{rel}#{number}"
+            yield from text_document(block, size, doc_id, source, tally, presplit)
             number += 1
             block, size = [], 0
     if size:
-        yield from _document(block, size, f"{source}:{rel}#{number}", source, tally, presplit)
+        yield from text_document(block, size, f"{source}:{rel}#{number}", source, tally, presplit)
     elif number == 0:
         tally.drop("empty_file")
 
@@ -54,7 +55,8 @@ def read_paragraphs(
     return read_text(f, rel, tally, source, presplit=False)
 
 
-def _document(block: list[str], size: int, doc_id: str, source: str, tally: Tally, presplit):
+def text_document(block: list[str], size: int, doc_id: str, source: str, tally: Tally, presplit):
+    """The document of a block of `size` characters, or none (too long: dropped, counted)."""
     if size > MAX_DOCUMENT_CHARS:
         tally.drop("text_document_too_long")
     else:

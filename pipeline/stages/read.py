@@ -35,7 +35,16 @@ from pipeline.files.listing import (
     listing_for_workers,
     one_listing,
 )
+from pipeline.sources import line_spans
 from pipeline.sources.documents import BadInputError, Document, Tally
+from pipeline.sources.line_spans import (
+    LINE_FORMATS,
+    LINE_SPAN_BYTES,
+    count_line_span,
+    numbered,
+    numbered_spans,
+    plan_line_spans,
+)
 from pipeline.sources.readers import read_input
 from pipeline.sources.wikipedia.pages import WikiPage
 from pipeline.sources.wikipedia.spans import is_index, plan_wikipedia
@@ -66,7 +75,9 @@ class ReadFile(Step):
         super().setup()
         same_sources(self.code)
 
-    def process(self, group):
+    def process(self, group, numbers=None):
+        if numbers:  # the spans of large text and JSON Lines files, each told the count before it
+            group = tuple(numbered_item(item, numbers) for item in group)
         done = FileSystems.join(self.tmp, "items", item_key(group[0]) + ".json")
         records = read_marker(done).get("chunks")
         # read by an earlier attempt, or an interrupted build: taken when its files are intact
@@ -275,15 +286,20 @@ def chunk_bytes_for(total: int) -> int:
     return max(MIN_CHUNK_BYTES, min(MAX_CHUNK_BYTES, total // 64))
 
 
-def plan_reads(item: tuple[str, str, str]):
+def plan_reads(item: tuple[str, str, str], span_bytes: int | None = None):
     """(format, path, rel, span): Wikipedia dumps with an index, and large uncompressed
-    exports, are cut into spans read in parallel; other files are read whole (span None)."""
+    exports, text and JSON Lines files, are cut into spans read in parallel; other files are
+    read whole (span None)."""
     fmt, path, rel = item
     spans = [None]
     if fmt == "wikipedia":
         if is_index(path):  # read with its dump, not as an export
             return
         spans = plan_wikipedia(path, fsio.size(path), open_raw, fsio.exists)
+    elif fmt in LINE_FORMATS:
+        size = known_size(path)
+        size = fsio.size(path) if size is None else size
+        spans = plan_line_spans(fmt, path, size, open_raw, span_bytes or LINE_SPAN_BYTES)
     for span in spans:
         yield fmt, path, rel, span
 
@@ -300,14 +316,19 @@ def read_sizes(item, input_index: int = 0) -> tuple:
 
 
 def plan_groups(
-    specs, chunk_bytes: int, digest: str | None = None, record: str | None = None
+    specs,
+    chunk_bytes: int,
+    digest: str | None = None,
+    record: str | None = None,
+    span_bytes: int | None = None,
 ) -> list[tuple]:
     """Every input pattern listed, cut into read items, sized and packed (`pack_reads`), in one
     step: as one element per file through four steps of the runner, a corpus of many small
     files kept one worker busy alone before any file was read (what that cost:
     docs/benchmarks.md, raw formats, 2026-12-05). The groups do not depend on the order of
     `specs`. A worker that lists the input itself checks it against the command's listing
-    (`digest`; `check_listing`); one forked from the command reads the command's own."""
+    (`digest`; `check_listing`); one forked from the command reads the command's own.
+    `span_bytes`: of a large text or JSON Lines file's spans (`LINE_SPAN_BYTES`)."""
     fresh = not listed_here(specs)
     with one_listing():
         if digest is not None and fresh:
@@ -316,7 +337,7 @@ def plan_groups(
             read_sizes(planned, k)
             for k, spec in enumerate(input_order(specs))
             for item in expand_pattern(spec)
-            for planned in plan_reads(item)
+            for planned in plan_reads(item, span_bytes)
         ]
     return pack_reads(sized, chunk_bytes)
 
@@ -363,11 +384,48 @@ class ReadChunks(Stage):
     def expand(self, pbegin):
         fields = (self.text_field, self.id_field)
         read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input, fields, self.code)
-        plan = (self.chunk_bytes, self.digest, self.record)
-        return (
+        # read here, in the command's process, and handed to the worker that plans the reads
+        plan = (self.chunk_bytes, self.digest, self.record, line_spans.LINE_SPAN_BYTES)
+        groups = (
             pbegin
             | "Inputs" >> beam.Create([tuple(self.inputs)])
             | "PlanReads" >> beam.FlatMap(plan_groups, *plan)
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "Read" >> beam.ParDo(read)
         )
+        numbers = (  # ids number a text file's documents from its start: its spans counted first
+            groups
+            | "LineSpans" >> beam.FlatMap(line_spans_of)
+            | "SpreadSpans" >> beam.Reshuffle()
+            | "CountSpans" >> beam.Map(count_span)
+            | "Counted" >> beam.combiners.ToList()
+            | "SpanNumbers" >> beam.Map(numbered_spans)
+        )
+        return (
+            groups
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "Read" >> beam.ParDo(read, beam.pvalue.AsSingleton(numbers))
+        )
+
+
+def line_spans_of(group) -> list:
+    """The read items of a group that are spans of text or JSON Lines files."""
+    return [item for item in group if item[3] is not None and item[0] in LINE_FORMATS]
+
+
+def count_span(item) -> tuple:
+    """((path, start), (count, seen)) of a span of a text or JSON Lines file
+    (`count_line_span`); a file that cannot be read counts nothing here: its read step says so
+    (or, with --skip-bad-input, counts it)."""
+    fmt, path, rel, span = item[:4]
+    try:
+        with open_raw(path) as raw:
+            return (path, span.start), count_line_span(raw, fmt, rel, span)
+    except (OSError, EOFError, ValueError):
+        return (path, span.start), (0, False)
+
+
+def numbered_item(item, numbers: dict):
+    """A read item whose span of a text or JSON Lines file is told the count before it."""
+    fmt, path, rel, span, *rest = item
+    if span is None or fmt not in LINE_FORMATS:
+        return item
+    return (fmt, path, rel, numbered(span, path, numbers), *rest)

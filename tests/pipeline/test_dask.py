@@ -117,9 +117,9 @@ def test_a_workers_listing_unlike_the_commands_stops_the_build_in_one_line(
     assert "\n" not in str(e.value)
 
 
-def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, tmp_path):
-    """--dedup's counts, Wikipedia's multistream path (index beside, dump read by span), Parquet
-    (seeking), Arrow by `--text-field`, WikiExtractor, `--cjk-sentences`, `--language-smoothing`."""
+def test_many_formats_and_spans_on_dask_equal_the_local_runners(cluster, tmp_path, monkeypatch):
+    """--dedup's counts, Wikipedia's multistream path (index beside, dump read by span), text read
+    by span, Parquet (seeking), Arrow's `--text-field`, WikiExtractor, CJK sentences, smoothing."""
     from tests.pipeline.wikidata import TABLE_MARKUP, gensim_xml, write_multistream
 
     copy, dumps, rows = tmp_path / "copy", tmp_path / "dumps", tmp_path / "rows"
@@ -135,6 +135,7 @@ def test_dedup_and_a_multistream_dump_on_dask_equal_the_local_runners(cluster, t
     local, on_dask = str(tmp_path / "local"), str(tmp_path / "dask")
     args = ["--num-shards", "4", "--dedup", "--text-field", "body", "--cjk-sentences"]
     args += ["--language-smoothing", "0.7"]
+    monkeypatch.setattr("pipeline.sources.line_spans.LINE_SPAN_BYTES", 4000)  # both builds
     assert build_shards(local, *args, inputs=inputs) == 0
     dask_args = ["--runner", "DaskRunner", "--dask-address", cluster]
     assert build_shards(on_dask, *args, *dask_args, inputs=inputs) == 0

@@ -116,12 +116,12 @@ def test_portable_build_from_and_into_gcs(portable, sample_shards, gcs_emulator)
 
 
 @pytest.mark.slow
-def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
+def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path, monkeypatch):
     """The formats the sample lacks: a `-multistream` Wikipedia dump, its index beside it (the
-    dump read by span in the pool's workers), JSONL (compressed as zstd), Parquet and Arrow (the
-    three read from `--text-field`'s field, which reaches the pool's workers, as
-    `--cjk-sentences` does), and WikiExtractor's output; weighted by `--language-smoothing`
-    (the rates reach the pool's workers as a side input)."""
+    dump read by span in the pool's workers, as a paragraphs file is, cut small), JSONL
+    (compressed as zstd), Parquet and Arrow (the three read from `--text-field`'s field, which
+    reaches the pool's workers, as `--cjk-sentences` does), and WikiExtractor's output; weighted
+    by `--language-smoothing` (the rates reach the pool's workers as a side input)."""
     import json
 
     import zstandard
@@ -144,6 +144,7 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path):
     local, portable_out = str(tmp_path / "local"), str(tmp_path / "portable")
     fields = ["--text-field", "body", "--cjk-sentences", "--language-smoothing", "0.7"]
     flags = ["--num-shards", "4", "--progress-seconds", "0"]
+    monkeypatch.setattr("pipeline.sources.line_spans.LINE_SPAN_BYTES", 1000)  # both builds
     assert build_shards(local, *flags, *fields, inputs=inputs) == 0
     assert build(inputs, portable_out, [*portable, *fields]) == 0
     assert shard_set(portable_out) == shard_set(local)

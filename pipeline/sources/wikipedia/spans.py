@@ -57,6 +57,10 @@ class Span:
     start: int
     end: int
     header_end: int = 0  # a multistream dump: its first stream (the <siteinfo>) ends here
+    # a text or JSON Lines file (`pipeline.sources.line_spans`), once its spans are counted: the
+    # documents (lines) before this span, and whether the file holds none (said by its first span)
+    first: int = 0
+    empty: bool = False
 
 
 def index_path(path: str) -> str | None:

@@ -1,0 +1,102 @@
+"""Builds of large text, paragraphs and JSON Lines files read in spans by many workers: the bytes
+and counts of the same files read whole, on 1 worker, 2 forked workers and from gs://. (The
+spans' size is the command's: small here, so that small files are cut into many spans; the
+Dask and portable runners' parity builds cut theirs the same way.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT, SAMPLE, build_shards, calls_to, shard_set
+
+SPAN_BYTES = 3000
+
+
+def write_inputs(folder) -> str:
+    """The sample's prose as one text file, one paragraphs file (its books) and one JSON Lines
+    file (some records without an id, named by their line), each cut into several spans."""
+    os.makedirs(folder)
+    with open(f"{SAMPLE}/text/wiki-style.txt", encoding="utf-8") as f:
+        text = f.read()
+    books = []
+    for root, _, names in sorted(os.walk(f"{SAMPLE}/books")):
+        for name in sorted(names):
+            with open(os.path.join(root, name), encoding="utf-8") as f:
+                blocks = [" ".join(b.split()) for b in f.read().split("\n\n")]
+            books.append("\n".join(b for b in blocks if b))
+    documents = [d for d in text.split("\n\n") if d.strip()]
+    records = [{"text": d} if i % 3 else {"id": f"d{i}", "text": d} for i, d in enumerate(books)]
+    records += [{"text": d, "id": f"w{i}"} for i, d in enumerate(documents)]
+    files = {
+        "all.txt": text * 2,
+        "books.txt": "\n\n".join(books) + "\n",
+        "records.jsonl": "\n".join(json.dumps(r) for r in records) + "\n",
+    }
+    for name, data in files.items():
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write(data)
+    return f"text:{folder}/all.txt,paragraphs:{folder}/books.txt,jsonl:{folder}/records.jsonl"
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> tuple[str, str]:
+    """(inputs, the shards of a build that reads each file whole)."""
+    folder = tmp_path_factory.mktemp("line-spans")
+    inputs = write_inputs(str(folder / "in"))
+    assert build_shards(str(folder / "whole"), "--num-shards", "3", inputs=inputs) == 0
+    return inputs, str(folder / "whole")
+
+
+def test_files_read_in_spans_build_the_bytes_read_whole(whole, tmp_path, monkeypatch) -> None:
+    import pipeline.sources.line_spans as line_spans
+    import pipeline.stages.read as read
+
+    inputs, expected = whole
+    monkeypatch.setattr(line_spans, "LINE_SPAN_BYTES", SPAN_BYTES)
+    counted = calls_to(monkeypatch, read, "count_line_span")
+    assert build_shards(str(tmp_path / "out"), "--num-shards", "3", inputs=inputs) == 0
+    assert len(counted) > 20  # every span of the three files counted, then read
+    built = shard_set(str(tmp_path / "out"))
+    assert built == shard_set(expected)
+    total = built["manifest"]["counts"]["total"]
+    assert total["files_read"] == 3 and total["documents_read"] > 100
+
+
+def test_two_forked_workers_read_the_spans_into_the_same_bytes(whole, tmp_path) -> None:
+    inputs, expected = whole
+    code = (
+        "import sys; import pipeline.sources.line_spans as s; "
+        f"s.LINE_SPAN_BYTES = {SPAN_BYTES}; from pipeline.shell.cli import main; "
+        f"sys.exit(main(['build', '--input', {inputs!r}, '--out', {str(tmp_path / 'out')!r}, "
+        "'--num-shards', '3', '--workers', '2', '--progress-seconds', '0']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shard_set(str(tmp_path / "out")) == shard_set(expected)
+
+
+def test_spans_read_from_gcs_build_the_local_bytes(whole, gcs_emulator, monkeypatch) -> None:
+    """Each span a ranged read of the file in its bucket, from its own offset."""
+    pytest.importorskip("gcp_storage_emulator")
+    import pipeline.sources.line_spans as line_spans
+    from tests.gcs_emulator import upload_tree
+
+    inputs, expected = whole
+    folder = os.path.dirname(inputs.split(",")[0].split(":", 1)[1])
+    gcs_emulator.create_bucket("spans")
+    upload_tree(folder, "gs://spans/in")
+    monkeypatch.setattr(line_spans, "LINE_SPAN_BYTES", SPAN_BYTES)
+    assert (
+        build_shards(
+            "gs://spans/out", "--num-shards", "3", inputs=inputs.replace(folder, "gs://spans/in")
+        )
+        == 0
+    )
+    assert shard_set("gs://spans/out") == shard_set(expected)
