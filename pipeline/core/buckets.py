@@ -91,8 +91,9 @@ REPEAT_CAUSES = {
         "rename one file, or give each file once",
     ),
     "jsonl": (
-        "JSONL records with the same id in two files, or, for records without an id, two files "
-        "with the same name within their inputs",
+        "JSONL records with the same id in two files, or in two spans of a file over 32 MB that "
+        "workers read apart, or, for records without an id, two files with the same name "
+        "within their inputs",
         RECORDS_ADVICE,
     ),
     "parquet": (

@@ -100,3 +100,22 @@ def test_spans_read_from_gcs_build_the_local_bytes(whole, gcs_emulator, monkeypa
         == 0
     )
     assert shard_set("gs://spans/out") == shard_set(expected)
+
+
+def test_an_id_repeated_in_two_spans_stops_the_build_saying_so(tmp_path, monkeypatch):
+    """Within one span a repeated id is a bad record, as in a file read whole; two spans read
+    apart meet only when the ids do, and the build stops there, even with --skip-bad-input."""
+    import pipeline.sources.line_spans as line_spans
+
+    (tmp_path / "in").mkdir()
+    lines = [
+        {"id": "x" if i in (3, 390) else f"r{i}", "text": f"Record {i}. Words."} for i in range(400)
+    ]
+    (tmp_path / "in" / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    monkeypatch.setattr(line_spans, "LINE_SPAN_BYTES", SPAN_BYTES)
+    args = ("--skip-bad-input", "--vocab-size", "200")
+    with pytest.raises(SystemExit) as e:
+        build_shards(str(tmp_path / "out"), *args, inputs=f"jsonl:{tmp_path}/in")
+    line = str(e.value.code)
+    assert "document id 'jsonl:x' occurs twice" in line and "d.jsonl" in line, line
+    assert "two spans of a file over 32 MB that workers read apart" in line, line
