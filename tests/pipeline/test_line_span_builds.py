@@ -119,3 +119,14 @@ def test_an_id_repeated_in_two_spans_stops_the_build_saying_so(tmp_path, monkeyp
     line = str(e.value.code)
     assert "document id 'jsonl:x' occurs twice" in line and "d.jsonl" in line, line
     assert "two spans of a file over 32 MB that workers read apart" in line, line
+
+
+def test_the_vocab_command_reads_the_spans_into_the_builds_vocab(whole, tmp_path, monkeypatch):
+    import pipeline.sources.line_spans as line_spans
+    from pipeline.shell.cli import main
+
+    inputs, expected = whole
+    monkeypatch.setattr(line_spans, "LINE_SPAN_BYTES", SPAN_BYTES)
+    assert main(["vocab", "--input", inputs, "--out", str(tmp_path / "v"), "--workers", "1"]) == 0
+    with open(tmp_path / "v" / "vocab.txt") as made, open(f"{expected}/vocab.txt") as built:
+        assert made.read() == built.read()
