@@ -17,6 +17,13 @@ from tests.helpers import ROOT, SAMPLE, build_shards, calls_to, shard_set
 SPAN_BYTES = 3000
 
 
+def small_spans(monkeypatch) -> None:
+    """Spans of `SPAN_BYTES`, and chunks as small: each span a group of its own, as a span of
+    32 MB is in a build (a group holds about a chunk's bytes of input)."""
+    monkeypatch.setattr("pipeline.sources.line_spans.LINE_SPAN_BYTES", SPAN_BYTES)
+    monkeypatch.setattr("pipeline.stages.read.MIN_CHUNK_BYTES", SPAN_BYTES)
+
+
 def write_inputs(folder) -> str:
     """The sample's prose as one text file, one paragraphs file (its books) and one JSON Lines
     file (some records without an id, named by their line), each cut into several spans."""
@@ -48,16 +55,17 @@ def whole(tmp_path_factory) -> tuple[str, str]:
     """(inputs, the shards of a build that reads each file whole)."""
     folder = tmp_path_factory.mktemp("line-spans")
     inputs = write_inputs(str(folder / "in"))
-    assert build_shards(str(folder / "whole"), "--num-shards", "3", inputs=inputs) == 0
+    with pytest.MonkeyPatch.context() as monkeypatch:  # chunks as small as the spans' builds'
+        monkeypatch.setattr("pipeline.stages.read.MIN_CHUNK_BYTES", SPAN_BYTES)
+        assert build_shards(str(folder / "whole"), "--num-shards", "3", inputs=inputs) == 0
     return inputs, str(folder / "whole")
 
 
 def test_files_read_in_spans_build_the_bytes_read_whole(whole, tmp_path, monkeypatch) -> None:
-    import pipeline.sources.line_spans as line_spans
     import pipeline.stages.read as read
 
     inputs, expected = whole
-    monkeypatch.setattr(line_spans, "LINE_SPAN_BYTES", SPAN_BYTES)
+    small_spans(monkeypatch)
     counted = calls_to(monkeypatch, read, "count_line_span")
     assert build_shards(str(tmp_path / "out"), "--num-shards", "3", inputs=inputs) == 0
     assert len(counted) > 20  # every span of the three files counted, then read
@@ -70,8 +78,9 @@ def test_files_read_in_spans_build_the_bytes_read_whole(whole, tmp_path, monkeyp
 def test_two_forked_workers_read_the_spans_into_the_same_bytes(whole, tmp_path) -> None:
     inputs, expected = whole
     code = (
-        "import sys; import pipeline.sources.line_spans as s; "
-        f"s.LINE_SPAN_BYTES = {SPAN_BYTES}; from pipeline.shell.cli import main; "
+        "import sys; import pipeline.sources.line_spans as s, pipeline.stages.read as r; "
+        f"s.LINE_SPAN_BYTES = r.MIN_CHUNK_BYTES = {SPAN_BYTES}; "
+        "from pipeline.shell.cli import main; "
         f"sys.exit(main(['build', '--input', {inputs!r}, '--out', {str(tmp_path / 'out')!r}, "
         "'--num-shards', '3', '--workers', '2', '--progress-seconds', '0']))"
     )
@@ -85,14 +94,13 @@ def test_two_forked_workers_read_the_spans_into_the_same_bytes(whole, tmp_path) 
 def test_spans_read_from_gcs_build_the_local_bytes(whole, gcs_emulator, monkeypatch) -> None:
     """Each span a ranged read of the file in its bucket, from its own offset."""
     pytest.importorskip("gcp_storage_emulator")
-    import pipeline.sources.line_spans as line_spans
     from tests.gcs_emulator import upload_tree
 
     inputs, expected = whole
     folder = os.path.dirname(inputs.split(",")[0].split(":", 1)[1])
     gcs_emulator.create_bucket("spans")
     upload_tree(folder, "gs://spans/in")
-    monkeypatch.setattr(line_spans, "LINE_SPAN_BYTES", SPAN_BYTES)
+    monkeypatch.setattr("pipeline.sources.line_spans.LINE_SPAN_BYTES", SPAN_BYTES)
     assert (
         build_shards(
             "gs://spans/out", "--num-shards", "3", inputs=inputs.replace(folder, "gs://spans/in")
@@ -105,14 +113,13 @@ def test_spans_read_from_gcs_build_the_local_bytes(whole, gcs_emulator, monkeypa
 def test_an_id_repeated_in_two_spans_stops_the_build_saying_so(tmp_path, monkeypatch):
     """Within one span a repeated id is a bad record, as in a file read whole; two spans read
     apart meet only when the ids do, and the build stops there, even with --skip-bad-input."""
-    import pipeline.sources.line_spans as line_spans
 
     (tmp_path / "in").mkdir()
     lines = [
         {"id": "x" if i in (3, 390) else f"r{i}", "text": f"Record {i}. Words."} for i in range(400)
     ]
     (tmp_path / "in" / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    monkeypatch.setattr(line_spans, "LINE_SPAN_BYTES", SPAN_BYTES)
+    small_spans(monkeypatch)
     args = ("--skip-bad-input", "--vocab-size", "200")
     with pytest.raises(SystemExit) as e:
         build_shards(str(tmp_path / "out"), *args, inputs=f"jsonl:{tmp_path}/in")
@@ -122,11 +129,35 @@ def test_an_id_repeated_in_two_spans_stops_the_build_saying_so(tmp_path, monkeyp
 
 
 def test_the_vocab_command_reads_the_spans_into_the_builds_vocab(whole, tmp_path, monkeypatch):
-    import pipeline.sources.line_spans as line_spans
     from pipeline.shell.cli import main
 
     inputs, expected = whole
-    monkeypatch.setattr(line_spans, "LINE_SPAN_BYTES", SPAN_BYTES)
+    small_spans(monkeypatch)
     assert main(["vocab", "--input", inputs, "--out", str(tmp_path / "v"), "--workers", "1"]) == 0
     with open(tmp_path / "v" / "vocab.txt") as made, open(f"{expected}/vocab.txt") as built:
         assert made.read() == built.read()
+
+
+def test_a_build_stopped_after_some_spans_resumes_to_the_same_bytes(whole, tmp_path, monkeypatch):
+    """The spans read before the stop are taken as they are; the others are counted again and
+    read with the same numbers."""
+    import pipeline.stages.read as read
+
+    inputs, expected = whole
+    out, args = str(tmp_path / "out"), ("--num-shards", "3")
+    small_spans(monkeypatch)
+    real, groups = read.read_group, []
+
+    def stopping(group, *rest):
+        groups.append(group)
+        if len(groups) == 4:
+            raise OSError("stopped here")
+        yield from real(group, *rest)
+
+    monkeypatch.setattr(read, "read_group", stopping)
+    with pytest.raises(SystemExit):
+        build_shards(out, *args, inputs=inputs)
+    monkeypatch.setattr(read, "read_group", real)
+    assert len(os.listdir(f"{out}/shards/.building/tmp/items")) == 3
+    assert build_shards(out, *args, "--resume", inputs=inputs) == 0
+    assert shard_set(out) == shard_set(expected)
