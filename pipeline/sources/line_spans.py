@@ -39,8 +39,8 @@ from pipeline.sources.streams import (
 from pipeline.sources.text import text_document
 from pipeline.sources.wikipedia.spans import Span, plan_xml_spans
 
-# bytes per span: as a plain Wikipedia export's, so that a file of a few hundred MB is read by
-# every worker at once
+# bytes per span (of a Parquet file's too, `pipeline.sources.parquet.plan_parquet_spans`): as a
+# plain Wikipedia export's, so that a file of a few hundred MB is read by every worker at once
 LINE_SPAN_BYTES = 32 << 20
 LINE_FORMATS = frozenset({"text", "paragraphs", "jsonl"})
 UTF8_BOM = b"\xef\xbb\xbf"

@@ -23,8 +23,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from pipeline.sources.compressed import compression_of
 from pipeline.sources.documents import BadInputError, Document, Tally
 from pipeline.sources.jsonl import MAX_RECORD_BYTES, text_paragraphs
+from pipeline.sources.wikipedia.spans import Span
 
 MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
 BATCH_BYTES = 4 << 20  # rows read at a time: about this much data (`batch_rows`)
@@ -60,6 +62,68 @@ def read_parquet(
     yield from rows_documents(parts, columns, rel, source, tally)
 
 
+def plan_parquet_spans(path: str, size: int, open_raw, span_bytes: int) -> list:
+    """Spans of a Parquet file larger than `span_bytes`, each whole row groups of about that
+    many bytes (a span owns the row groups whose first page starts inside it; the first span
+    starts at the file's start), or [None]: read whole (one row group, or not Parquet: its
+    reader says so)."""
+    if size <= span_bytes or compression_of(path) is not None:
+        return [None]
+    with open_raw(path) as f:
+        try:
+            metadata = opened(f, path, "", None, check=False)[0].metadata
+        except BadInputError:
+            return [None]
+    starts = [group_start(metadata, g) for g in range(metadata.num_row_groups)]
+    cuts = [0]
+    for start in starts[1:]:
+        if start - cuts[-1] >= span_bytes:
+            cuts.append(start)
+    if len(cuts) == 1:
+        return [None]
+    return [Span(a, b) for a, b in zip(cuts, [*cuts[1:], size], strict=True)]
+
+
+def group_start(metadata, group: int) -> int:
+    """Where a row group's first page starts in the file."""
+    columns = metadata.row_group(group)
+    offsets = []
+    for c in range(columns.num_columns):
+        chunk = columns.column(c)
+        offsets.append(chunk.data_page_offset)
+        if chunk.has_dictionary_page:
+            offsets.append(chunk.dictionary_page_offset)
+    return min(offsets)
+
+
+def read_parquet_span(
+    f: BinaryIO,
+    rel: str,
+    span: Span,
+    tally: Tally,
+    source: str = "parquet",
+    text_field: str = "text",
+    id_field: str | None = "id",
+) -> Iterator[Document]:
+    """The documents of the row groups one span of a Parquet file owns, named as the whole
+    file's reader names them (rows are numbered from the file's first)."""
+    pf, columns = opened(f, rel, text_field, id_field)
+    metadata = pf.metadata
+    groups = [
+        g for g in range(pf.num_row_groups) if span.start <= group_start(metadata, g) < span.end
+    ]
+    if not groups:
+        return
+    before = sum(metadata.row_group(g).num_rows for g in range(groups[0]))
+    rows = batch_rows(metadata)
+    parts = (
+        batch
+        for group in groups
+        for batch in pf.iter_batches(rows, [group], columns, use_threads=False)
+    )
+    yield from rows_documents(parts, columns, rel, source, tally, before)
+
+
 def batch_rows(metadata) -> int:
     """Rows read at a time: about `BATCH_BYTES` of the file's data (its row groups' sizes
     uncompressed, every column counted), 1 to `MAX_BATCH_ROWS`. A whole row group, which
@@ -75,11 +139,12 @@ def slice_rows(size: int, rows: int) -> int:
     return max(1, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
 
 
-def rows_documents(parts, columns: list[str], rel: str, source: str, tally: Tally):
+def rows_documents(parts, columns: list[str], rel: str, source: str, tally: Tally, before: int = 0):
     """The documents of a file's rows, given as its parts in order (record batches of Parquet
     rows or of an Arrow file), each made when it is reached and dropped once read:
-    `columns` are the text's and maybe the id's (`columns_read`)."""
-    row, first_row = 0, {}  # id -> row: two rows with one id are one document
+    `columns` are the text's and maybe the id's (`columns_read`); `before`: the file's rows
+    before the first given (a span's)."""
+    row, first_row = before, {}  # id -> row: two rows with one id are one document
     for part in parts:
         texts = part.column(columns[0]).to_pylist()
         ids = part.column(columns[1]).to_pylist() if len(columns) > 1 else [None] * len(texts)
@@ -119,9 +184,12 @@ def compressed_whole(rel: str) -> str:
     return f"{rel}: a compressed Parquet file; decompress it (Parquet compresses its own pages)"
 
 
-def opened(f: BinaryIO, rel: str, text_field: str = "text", id_field: str | None = "id"):
+def opened(
+    f: BinaryIO, rel: str, text_field: str = "text", id_field: str | None = "id", check=True
+):
     """The Parquet file and the columns it is read by; a file that is not Parquet, or has no
-    string `text_field` column, raises `BadInputError` naming it (its footer alone is read)."""
+    string `text_field` column, raises `BadInputError` naming it (its footer alone is read).
+    `check` False: the file alone (its columns not looked at)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -129,6 +197,8 @@ def opened(f: BinaryIO, rel: str, text_field: str = "text", id_field: str | None
         pf = pq.ParquetFile(f)
     except (pa.ArrowInvalid, OSError) as e:
         raise BadInputError(f"{rel}: not a Parquet file pyarrow can read ({e})") from None
+    if not check:
+        return pf, []
     return pf, columns_read(pf.schema_arrow, rel, text_field, id_field=id_field)
 
 

@@ -12,7 +12,7 @@ from pipeline.sources.compressed import decompressed
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.jsonl import read_jsonl
 from pipeline.sources.line_spans import LINE_FORMATS, read_line_span
-from pipeline.sources.parquet import read_parquet
+from pipeline.sources.parquet import read_parquet, read_parquet_span
 from pipeline.sources.text import read_paragraphs, read_text
 from pipeline.sources.wikiextractor import read_wikiextractor
 from pipeline.sources.wikipedia.pages import WikiPage, iter_pages
@@ -47,6 +47,8 @@ def read_input(
     with open_raw(path) as raw:
         if span is not None and fmt in LINE_FORMATS:
             yield from read_line_span(raw, fmt, rel, span, tally, text_field, id_field)
+        elif span is not None and fmt == "parquet":
+            yield from read_parquet_span(raw, rel, span, tally, fmt, text_field, id_field)
         elif span is not None:
             yield from read_span(raw, rel, span, tally)
         elif fmt == "wikipedia":

@@ -14,8 +14,8 @@ a multistream index, and large uncompressed exports, are cut into spans read in 
 
 from __future__ import annotations
 
-import io
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any
 
 import apache_beam as beam
@@ -35,6 +35,7 @@ from pipeline.files.listing import (
     listing_for_workers,
     one_listing,
 )
+from pipeline.files.tracked import Opener, open_raw
 from pipeline.sources import line_spans
 from pipeline.sources.documents import BadInputError, Document, Tally
 from pipeline.sources.line_spans import (
@@ -45,6 +46,7 @@ from pipeline.sources.line_spans import (
     numbered_spans,
     plan_line_spans,
 )
+from pipeline.sources.parquet import plan_parquet_spans
 from pipeline.sources.readers import read_input
 from pipeline.sources.wikipedia.pages import WikiPage
 from pipeline.sources.wikipedia.spans import is_index, plan_wikipedia
@@ -111,80 +113,6 @@ def read_group(group, tmp: str, chunk_bytes: int, skip_bad_input: bool, fields=(
             counts[key] = counts.get(key, 0) + n
     last = writer.flush() or Chunk("")
     yield replace(last, counts=counts)
-
-
-class Opener:
-    """Opens the input files of a group as stored and follows how far they have been read: a
-    whole file by its reader's bytes, a span by how far into it the reader has come (a span's
-    reader seeks to it, and first reads the file's header from its start), each counted once
-    (the first span from the file's start, its header included)."""
-
-    def __init__(self):
-        self.done = 0  # bytes of the group's finished items
-        self.span = None
-        self.file = None
-
-    def start_item(self, span):
-        self.done = self.consumed()
-        self.span, self.file = span, None
-
-    def open(self, path: str):
-        self.file = TrackedFile(open_raw(path))
-        return self.file
-
-    def consumed(self) -> int:
-        if self.file is None:
-            return self.done
-        span = self.span
-        if span is None:
-            return self.done + self.file.pos
-        first = 0 if span.start <= span.header_end else span.start
-        return self.done + min(span.end - first, max(0, self.file.at - first))
-
-
-class TrackedFile:
-    """A file object that remembers its position after every read (it stays known once the
-    reader has closed the file). A reader that seeks (Parquet's, to the footer first, then to
-    each row group) is followed by the bytes it has read instead, up to the file's size, so the
-    progress line does not take the footer for the end of the work; `at` stays where in the file
-    the last read ended (what a span's reader has come to)."""
-
-    def __init__(self, f):
-        self._f = f
-        self.pos = 0
-        self.at = 0  # where in the file the last read ended
-        self._size = None  # known once the reader seeks
-
-    def read(self, n=-1):
-        data = self._f.read(n)
-        self._moved(len(data))
-        return data
-
-    def readinto(self, buffer):
-        n = self._f.readinto(buffer)
-        self._moved(n)
-        return n
-
-    def seek(self, offset, whence=0):
-        if self._size is None:
-            self._size = self._f.seek(0, io.SEEK_END)
-        return self._f.seek(offset, whence)
-
-    def _moved(self, n: int) -> None:
-        self.at = self._f.tell()
-        if self._size is None:
-            self.pos = self.at
-        else:
-            self.pos = min(self._size, self.pos + n)
-
-    def __getattr__(self, name):
-        return getattr(self._f, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._f.close()
 
 
 def read_item(item, tally: Tally, skip_bad_input: bool, opener=None, fields=("text", "id")):
@@ -272,11 +200,6 @@ def item_bytes(doc) -> int:
     return sum(map(len, doc.paragraphs))
 
 
-def open_raw(path: str):
-    """A file as stored: decompression is `read_input`'s, which notices truncated files."""
-    return fsio.open_read(path)
-
-
 MIN_CHUNK_BYTES, MAX_CHUNK_BYTES = 1 << 20, 32 << 20
 
 
@@ -288,18 +211,19 @@ def chunk_bytes_for(total: int) -> int:
 
 def plan_reads(item: tuple[str, str, str], span_bytes: int | None = None):
     """(format, path, rel, span): Wikipedia dumps with an index, and large uncompressed
-    exports, text and JSON Lines files, are cut into spans read in parallel; other files are
-    read whole (span None)."""
+    exports, text and JSON Lines files, and large Parquet files (by row groups), are cut into
+    spans read in parallel; other files are read whole (span None)."""
     fmt, path, rel = item
     spans = [None]
     if fmt == "wikipedia":
         if is_index(path):  # read with its dump, not as an export
             return
         spans = plan_wikipedia(path, fsio.size(path), open_raw, fsio.exists)
-    elif fmt in LINE_FORMATS:
+    elif fmt in LINE_FORMATS or fmt == "parquet":
         size = known_size(path)
         size = fsio.size(path) if size is None else size
-        spans = plan_line_spans(fmt, path, size, open_raw, span_bytes or LINE_SPAN_BYTES)
+        plan = plan_parquet_spans if fmt == "parquet" else partial(plan_line_spans, fmt)
+        spans = plan(path, size, open_raw, span_bytes or LINE_SPAN_BYTES)
     for span in spans:
         yield fmt, path, rel, span
 

@@ -147,7 +147,7 @@ def test_a_save_to_disk_folder_builds_through_its_glob(tmp_path):
 def test_arrow_files_on_gcs_read_as_the_local_bytes(gcs_emulator, gcs_bucket):
     """Through Beam's GCS filesystem: the stream format in order, the file format by seeking."""
     from pipeline.files import fsio
-    from pipeline.stages.read import TrackedFile
+    from pipeline.files.tracked import TrackedFile
 
     for name, data in (
         ("s.arrow", stream_bytes(table(RECORDS))),

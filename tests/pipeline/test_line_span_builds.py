@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, SAMPLE, build_shards, calls_to, shard_set
+from tests.helpers import ROOT, SAMPLE, build_shards, calls_to, shard_set, write_parquet
 
 SPAN_BYTES = 3000
 
@@ -25,8 +25,9 @@ def small_spans(monkeypatch) -> None:
 
 
 def write_inputs(folder) -> str:
-    """The sample's prose as one text file, one paragraphs file (its books) and one JSON Lines
-    file (some records without an id, named by their line), each cut into several spans."""
+    """The sample's prose as one text file, one paragraphs file (its books), one JSON Lines
+    file and one Parquet file of 2 rows a row group (some records and rows without an id, named
+    by their line or row), each cut into several spans."""
     os.makedirs(folder)
     with open(f"{SAMPLE}/text/wiki-style.txt", encoding="utf-8") as f:
         text = f.read()
@@ -47,7 +48,10 @@ def write_inputs(folder) -> str:
     for name, data in files.items():
         with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
             f.write(data)
-    return f"text:{folder}/all.txt,paragraphs:{folder}/books.txt,jsonl:{folder}/records.jsonl"
+    rows = [{"id": None if i % 2 else f"p{i}", "text": d[::-1]} for i, d in enumerate(documents)]
+    write_parquet(os.path.join(folder, "rows.parquet"), rows, row_group_size=2)
+    inputs = f"text:{folder}/all.txt,paragraphs:{folder}/books.txt,jsonl:{folder}/records.jsonl"
+    return inputs + f",parquet:{folder}/rows.parquet"
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +76,8 @@ def test_files_read_in_spans_build_the_bytes_read_whole(whole, tmp_path, monkeyp
     built = shard_set(str(tmp_path / "out"))
     assert built == shard_set(expected)
     total = built["manifest"]["counts"]["total"]
-    assert total["files_read"] == 3 and total["documents_read"] > 100
+    assert total["files_read"] == 4 and total["documents_read"] > 100
+    assert built["manifest"]["counts"]["by_source"]["parquet"]["documents_used"] > 20
 
 
 def test_two_forked_workers_read_the_spans_into_the_same_bytes(whole, tmp_path) -> None:

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.files.tracked import TrackedFile
 from pipeline.shell.cli import main
 from pipeline.sources import parquet
 from pipeline.sources.documents import BadInputError, Tally
 from pipeline.sources.readers import READERS
-from pipeline.stages.read import TrackedFile
 from schemas.reader import ShardSet
 from tests.helpers import shard_set, write_parquet
 
@@ -251,7 +251,7 @@ def test_on_gcs_a_file_is_read_in_few_requests_and_little_more_than_once(
     """Row groups fetched whole, their column chunks' ranges coalesced: reading the text's and
     the ids' pages in turn would seek back and forth between chunks, each seek a new request."""
     from pipeline.files import fsio
-    from pipeline.stages.read import TrackedFile
+    from pipeline.files.tracked import TrackedFile
 
     rng = np.random.default_rng(0)
     words = np.array(["".join(rng.choice(list("abcdefghij"), size=8)) for _ in range(20_000)])
@@ -291,3 +291,36 @@ def test_a_file_compressed_whole_is_refused_or_skipped_and_counted(tmp_path, cap
     assert main([*argv, "--out", str(out), "--skip-bad-input"]) == 0
     counts = ShardSet.open(str(out)).manifest.counts["by_source"]["parquet"]
     assert counts["files_dropped.unreadable"] == 1 and counts["files_read"] == 2
+
+
+def test_a_large_file_cut_into_spans_of_whole_row_groups_reads_as_the_whole_file(tmp_path):
+    """Rows without an id are numbered from the file's first row in every span; a null text is
+    a bad record, an empty one dropped, as in the file read whole. Files not cut: one row group,
+    one no larger than a span, a compressed one, one that is not Parquet."""
+    from pipeline.sources.readers import read_input
+
+    rows = [*RECORDS, {"id": "nul", "text": None}, *RECORDS[1:3]]
+    rows = [dict(r, id=r["id"] and f"{r['id']}-{i}") for i, r in enumerate(rows * 3)]
+    path = write_parquet(tmp_path / "p.parquet", rows, row_group_size=4)
+    size = os.path.getsize(path)
+    whole, counts = read(path, "p.parquet", "parquet", skip=True)
+    for span_bytes in (1, 300, 900, size // 3):
+        spans = parquet.plan_parquet_spans(path, size, open_rb, span_bytes)
+        assert spans[0].start == 0 and spans[-1].end == size and len(spans) > 1, span_bytes
+        docs, tally = [], Tally(skip_bad_input=True)
+        for span in spans:
+            docs += read_input(("parquet", path, "p.parquet", span), tally, open_rb)
+        assert [(d.id, d.paragraphs) for d in docs] == [(d.id, d.paragraphs) for d in whole]
+        assert dict(tally.counts) == {k: v for k, v in counts.counts.items() if k != "files_read"}
+    assert "parquet:p.parquet#2" in [d.id for d in whole]
+    assert counts.counts["documents_dropped.parquet_bad_record"] == 3
+    one_group = write_parquet(tmp_path / "one.parquet", rows, row_group_size=len(rows))
+    (tmp_path / "p.parquet.gz").write_bytes(gzip.compress(open(path, "rb").read()))
+    (tmp_path / "not.parquet").write_bytes(b"not Parquet at all\n" * 100)
+    for other in (one_group, str(tmp_path / "p.parquet.gz"), str(tmp_path / "not.parquet")):
+        assert parquet.plan_parquet_spans(other, os.path.getsize(other), open_rb, 1) == [None]
+    assert parquet.plan_parquet_spans(path, size, open_rb, size) == [None]
+
+
+def open_rb(path: str):
+    return open(path, "rb")

@@ -49,3 +49,17 @@ def test_a_file_read_whole_is_counted_once(tmp_path) -> None:
     path.write_bytes(gensim_xml(ARTICLES))
     assert read_planned(path, "wikipedia", tmp_path / "tmp") == 1
     assert marked_bytes(tmp_path / "tmp") == os.path.getsize(path)
+
+
+def test_a_parquet_file_read_in_spans_of_row_groups_is_counted_once(tmp_path) -> None:
+    """Each span's reader reads the footer too: only the last span, whose bytes it lies in,
+    counts it (the leading magic number, 4 bytes, is never read)."""
+    from tests.helpers import write_parquet
+
+    rows = [{"id": f"r{i}", "text": f"Row {i} has words. " * 30} for i in range(300)]
+    path = Path(write_parquet(tmp_path / "p.parquet", rows, row_group_size=10))
+    items = [(*item, 0) for item in plan_reads(("parquet", str(path), path.name), 20_000)]
+    assert len(items) == 3
+    for item in items:
+        list(read_group([item], str(tmp_path / "tmp"), 10_000, False))
+    assert os.path.getsize(path) - 4 == marked_bytes(tmp_path / "tmp")
