@@ -97,8 +97,9 @@ REPEAT_CAUSES = {
         RECORDS_ADVICE,
     ),
     "parquet": (
-        "Parquet rows with the same id in two files, or, for rows without an id, two files "
-        "with the same name within their inputs",
+        "Parquet rows with the same id in two files, or in two spans of a file over 32 MB that "
+        "workers read apart, or, for rows without an id, two files with the same name within "
+        "their inputs",
         RECORDS_ADVICE,
     ),
     "arrow": (
