@@ -15,7 +15,9 @@ is a bad file.
 The file is read a row group at a time (pyarrow reads the footer first, then fetches the
 group's column chunks) and its rows decoded a batch at a time (about `BATCH_BYTES` of data),
 so memory follows the row group's compressed bytes and the batch, not the row group's text or
-the file.
+the file. A file over 32 MB of several row groups is read by many workers at once, each a span
+of whole row groups (`plan_parquet_spans`, `read_parquet_span`), its rows numbered from the
+file's first, as read whole.
 """
 
 from __future__ import annotations

@@ -252,7 +252,7 @@ def plan_groups(
     docs/benchmarks.md, raw formats, 2026-12-05). The groups do not depend on the order of
     `specs`. A worker that lists the input itself checks it against the command's listing
     (`digest`; `check_listing`); one forked from the command reads the command's own.
-    `span_bytes`: of a large text or JSON Lines file's spans (`LINE_SPAN_BYTES`)."""
+    `span_bytes`: of the spans of a large text, JSON Lines or Parquet file (`LINE_SPAN_BYTES`)."""
     fresh = not listed_here(specs)
     with one_listing():
         if digest is not None and fresh:
