@@ -36,6 +36,7 @@ from schemas.storage import Unreachable, check_reachable
 BUILDING_DIR = ".building"  # inside OUT/shards: the unfinished build's files
 GLOB_CHARS = "*?["
 READ_BUFFER = 8 << 20  # a gs:// input file is read in ranged requests of this size
+TAIL_BYTES = 256 << 10  # a span's reader past the span's end: requests of at most this size
 DELETE_BATCH = 100  # calls per GCS batch request (the JSON API's limit)
 
 
@@ -165,22 +166,25 @@ def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8")
 
 
-def open_read(path: str, buffer_bytes: int = READ_BUFFER):
+def open_read(path: str, buffer_bytes: int = READ_BUFFER, stop: int | None = None):
     """A seekable binary file as stored (no decompression), for reading a file in pieces; on
-    gs:// each request asks for at least `buffer_bytes`."""
+    gs:// each request asks for at least `buffer_bytes`, but none reaches past `stop` (a span's
+    end), and past it each asks for `TAIL_BYTES` at most (a reader that finishes a line or a
+    page there needs a little)."""
     if is_gcs(path):
-        return io.BufferedReader(RangedReader(path), buffer_size=buffer_bytes)
+        return io.BufferedReader(RangedReader(path, stop), buffer_size=buffer_bytes)
     if is_local(path):
         return open(path, "rb")
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 class RangedReader(io.RawIOBase):
-    """A gs:// object read by ranged requests, each of exactly what its caller asked for; the
-    end is learned from a short read (or asked for only when seeking from the end)."""
+    """A gs:// object read by ranged requests, each of exactly what its caller asked for (up to
+    `stop`, then `TAIL_BYTES` at most); the end is learned from a short read (or asked for only
+    when seeking from the end)."""
 
-    def __init__(self, path: str):
-        self.path, self.pos, self.size = path, 0, None
+    def __init__(self, path: str, stop: int | None = None):
+        self.path, self.pos, self.size, self.stop = path, 0, None, stop
         self._blob = blob(path)
 
     def readable(self) -> bool:
@@ -210,6 +214,8 @@ class RangedReader(io.RawIOBase):
     def _fetch(self, n: int | None) -> bytes:
         if (self.size is not None and self.pos >= self.size) or n == 0:
             return b""
+        if self.stop is not None and n is not None:
+            n = min(n, self.stop - self.pos if self.pos < self.stop else TAIL_BYTES)
         end = None if n is None else self.pos + n - 1
         with _not_found_as_missing(self.path):
             data = self._blob.download_as_bytes(start=self.pos, end=end)

@@ -9,9 +9,10 @@ import io
 from pipeline.files import fsio
 
 
-def open_raw(path: str):
-    """A file as stored: decompression is `read_input`'s, which notices truncated files."""
-    return fsio.open_read(path)
+def open_raw(path: str, stop: int | None = None):
+    """A file as stored: decompression is `read_input`'s, which notices truncated files.
+    `stop`: the end of the span read (an object store is asked for little past it)."""
+    return fsio.open_read(path, stop=stop)
 
 
 class Opener:
@@ -34,7 +35,7 @@ class Opener:
         span, window = self.span, None
         if span is not None:
             window = (0 if span.start <= span.header_end else span.start, span.end)
-        self.file = TrackedFile(open_raw(path), window)
+        self.file = TrackedFile(open_raw(path, window and window[1]), window)
         return self.file
 
     def consumed(self) -> int:

@@ -341,7 +341,7 @@ def count_span(item) -> tuple:
     (or, with --skip-bad-input, counts it)."""
     fmt, path, rel, span = item[:4]
     try:
-        with open_raw(path) as raw:
+        with open_raw(path, span.end) as raw:
             return (path, span.start), count_line_span(raw, fmt, rel, span)
     except (OSError, EOFError, ValueError):
         return (path, span.start), (0, False)

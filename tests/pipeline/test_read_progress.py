@@ -63,3 +63,31 @@ def test_a_parquet_file_read_in_spans_of_row_groups_is_counted_once(tmp_path) ->
     for item in items:
         list(read_group([item], str(tmp_path / "tmp"), 10_000, False))
     assert os.path.getsize(path) - 4 == marked_bytes(tmp_path / "tmp")
+
+
+class RecordedBlob:
+    """An object in a store that records each ranged request (start, end inclusive)."""
+
+    def __init__(self, data: bytes):
+        self.data, self.asked = data, []
+
+    def download_as_bytes(self, start: int = 0, end: int | None = None) -> bytes:
+        self.asked.append((start, end))
+        return self.data[start : None if end is None else end + 1]
+
+
+def test_a_span_asks_an_object_store_for_little_past_its_end(monkeypatch) -> None:
+    """Requests of 8 MiB up to the span's end, then of 256 KiB: the reader that finishes a line
+    or a page past the end needs a little, not another 8 MiB."""
+    from pipeline.files import fsio
+
+    data = bytes(range(256)) * (3 << 16)  # 48 MiB
+    stored = RecordedBlob(data)
+    monkeypatch.setattr(fsio, "blob", lambda path: stored)
+    with fsio.open_read("gs://b/f", stop=(20 << 20) + 5) as f:
+        f.seek(3 << 20)
+        assert f.read((17 << 20) + 5 + 1000) == data[3 << 20 : (20 << 20) + 5 + 1000]
+    assert stored.asked[-1] == ((20 << 20) + 5, (20 << 20) + 5 + (256 << 10) - 1)
+    assert all(end < (20 << 20) + 5 for _, end in stored.asked[:-1])
+    asked = sum(end - start + 1 for start, end in stored.asked)
+    assert asked == (17 << 20) + 5 + (256 << 10)  # without the stop: 24 MiB
