@@ -36,7 +36,7 @@ from schemas.storage import Unreachable, check_reachable
 BUILDING_DIR = ".building"  # inside OUT/shards: the unfinished build's files
 GLOB_CHARS = "*?["
 READ_BUFFER = 8 << 20  # a gs:// input file is read in ranged requests of this size
-TAIL_BYTES = 256 << 10  # a span's reader past the span's end: requests of at most this size
+TAIL_BYTES = 256 << 10  # a span's reader past the span's end: its first requests' size
 DELETE_BATCH = 100  # calls per GCS batch request (the JSON API's limit)
 
 
@@ -169,8 +169,9 @@ def read_text(path: str) -> str:
 def open_read(path: str, buffer_bytes: int = READ_BUFFER, stop: int | None = None):
     """A seekable binary file as stored (no decompression), for reading a file in pieces; on
     gs:// each request asks for at least `buffer_bytes`, but none reaches past `stop` (a span's
-    end), and past it each asks for `TAIL_BYTES` at most (a reader that finishes a line or a
-    page there needs a little)."""
+    end), and past it the first ask for `TAIL_BYTES` (a reader that finishes a line or a page
+    there needs a little), then as much as has been read past it (a long document's owner reads
+    on in requests that grow back to `buffer_bytes`)."""
     if is_gcs(path):
         return io.BufferedReader(RangedReader(path, stop), buffer_size=buffer_bytes)
     if is_local(path):
@@ -180,8 +181,8 @@ def open_read(path: str, buffer_bytes: int = READ_BUFFER, stop: int | None = Non
 
 class RangedReader(io.RawIOBase):
     """A gs:// object read by ranged requests, each of exactly what its caller asked for (up to
-    `stop`, then `TAIL_BYTES` at most); the end is learned from a short read (or asked for only
-    when seeking from the end)."""
+    `stop`, then little at first, see `open_read`); the end is learned from a short read (or
+    asked for only when seeking from the end)."""
 
     def __init__(self, path: str, stop: int | None = None):
         self.path, self.pos, self.size, self.stop = path, 0, None, stop
@@ -215,7 +216,8 @@ class RangedReader(io.RawIOBase):
         if (self.size is not None and self.pos >= self.size) or n == 0:
             return b""
         if self.stop is not None and n is not None:
-            n = min(n, self.stop - self.pos if self.pos < self.stop else TAIL_BYTES)
+            past = self.pos - self.stop  # past the stop, requests grow with the distance
+            n = min(n, -past if past < 0 else max(TAIL_BYTES, past))
         end = None if n is None else self.pos + n - 1
         with _not_found_as_missing(self.path):
             data = self._blob.download_as_bytes(start=self.pos, end=end)

@@ -122,12 +122,13 @@ _SPACE_BYTES = bytes(sorted(set(b"".join(c.encode() for c in _SPACES)) | {0, 10}
 
 def _count_text(f, at: int, unseen: int, span: Span) -> tuple[int, bool] | None:
     """(documents the span owns, whether any) from its blank lines: a document starts at a line
-    that follows a blank one (the first span: or begins the file). None when a line too long to
-    hold is met: it is not a line to the reader, which the blank lines alone cannot tell."""
+    that follows a blank one (the first span: or begins the file), and is counted as soon as
+    that line is seen, so the count reads little past the span's end. None when a line too long
+    to hold is met: it is not a line to the reader, which the blank lines alone cannot tell."""
     if DEFAULT_MAX_LINE_BYTES < CHUNK_BYTES:
         return None
     count, carry, base = 0, b"", at + unseen
-    after = at if span.start == 0 else None  # offset of the line after the last blank line
+    after = at if span.start == 0 else None  # a line after a blank line, not yet looked at
     while True:
         chunk = f.read(CHUNK_BYTES)
         cut = chunk.rfind(b"\n")
@@ -148,13 +149,12 @@ def _count_text(f, at: int, unseen: int, span: Span) -> tuple[int, bool] | None:
             if offset >= span.end:
                 return count, count > 0
             after = offset + len(m.group(1)) + 1 + (unseen if offset == at else 0)
-        base += len(buf)
-        carry = chunk[cut + 1 :] if chunk else b""
-        if not chunk:
-            base -= 1  # the newline the file's last line lacked
+        base += len(buf) - (0 if chunk else 1)  # (the newline the file's last line lacked)
+        if after is not None and after < base:
+            count, after = count + 1, None  # a line, not blank, follows the last blank line
+        if after is None and base >= span.end or not chunk:
             break
-    if after is not None and after < base:
-        count += 1
+        carry = chunk[cut + 1 :]
     return count, count > 0
 
 
@@ -208,12 +208,13 @@ def _positioned(raw: BinaryIO, rel: str, span: Span, tally: Tally):
         return None if f is None else (f, 0, len(UTF8_BOM) if head.startswith(UTF8_BOM) else 0)
     raw.seek(span.start - 1)  # a line starts at `start` when the byte before it ends one
     at = span.start - 1
-    while chunk := raw.read(CHUNK_BYTES):
+    while at + 1 < span.end and (chunk := raw.read(CHUNK_BYTES)):
         cut = chunk.find(b"\n")
         if cut >= 0:
-            return PrefixedReader(chunk[cut + 1 :], raw), at + cut + 1, 0
+            at += cut + 1
+            return (PrefixedReader(chunk[cut + 1 :], raw), at, 0) if at < span.end else None
         at += len(chunk)
-    return None
+    return None  # no line starts in the span: it owns nothing
 
 
 def _offset_lines(f, at: int, unseen: int, span: Span, tally: Tally, max_line_bytes: int):
@@ -263,6 +264,8 @@ def _text_blocks(lines, span: Span, tally: Tally) -> Iterator[tuple[list[str], i
     block: list[str] = []
     size = 0
     for at, line in lines:
+        if anchor is None and at >= span.end:
+            return  # no blank line in the span: every document it meets is an earlier span's
         if line is None:
             if span.start <= at < span.end:
                 tally.inc("lines_dropped.too_long")

@@ -160,3 +160,43 @@ def test_the_counts_come_from_blank_lines_and_newlines_alone(fmt, monkeypatch) -
     monkeypatch.setattr(line_spans, f"_count_{fmt}", lambda *args: None)  # the reader's loop
     assert fast == {s: count_line_span(io.BytesIO(data), fmt, "f", s) for s in fast}
     assert sum(fast[Span(0, cut)][0] for cut in (1, len(data) - 1)) > 1
+
+
+class CountedBytes(io.BytesIO):
+    """A file that counts the bytes read from it."""
+
+    read_bytes = 0
+
+    def read(self, n=-1):
+        data = super().read(n)
+        self.read_bytes += len(data)
+        return data
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"A sentence of the one document.\n" * 20_000, b"one line, never ended " * 15_000],
+    ids=["no-blank-line", "no-newline"],
+)
+def test_a_span_inside_one_long_document_reads_little_past_its_end(data, monkeypatch) -> None:
+    """A file of one document (no blank line, or no newline) cut into many spans: the first
+    reads the document (as a worker reading the file whole would), every other span reads its
+    own bytes and little more, to count and to read: before, each read on to the file's end."""
+    import pipeline.sources.line_spans as line_spans
+
+    monkeypatch.setattr(line_spans, "CHUNK_BYTES", 4096)
+    expected = whole(data, "text")
+    assert in_spans(data, "text", list(range(10_000, len(data), 10_000))) == expected
+    for start in range(10_000, len(data) - 10_000, 10_000):
+        span = Span(start, start + 10_000)
+        counted, read = CountedBytes(data), CountedBytes(data)
+        assert count_line_span(counted, "text", "f", span) == (0, False)
+        assert (
+            list(
+                read_line_span(
+                    read, "text", "f", numbered(span, "f", {("f", start): (1, 0)}), Tally()
+                )
+            )
+            == []
+        )
+        assert max(counted.read_bytes, read.read_bytes) <= 10_000 + 3 * 4096, start
