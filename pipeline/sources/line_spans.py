@@ -6,7 +6,8 @@ A file over `LINE_SPAN_BYTES` is cut at fixed offsets (`plan_line_spans`). A spa
 Lines records whose line starts inside it, and the text documents whose blank line before them
 starts inside it (the file's first document: the first span's); a document that runs past the
 span's end is read on to its end, and a span that starts inside a document skips to the first
-blank line. Each line's own counts (bytes not UTF-8, a line too long) go to the span it starts
+blank line (meeting none before its end, it owns nothing, and reads no further). Each line's own
+counts (bytes not UTF-8, a line too long) go to the span it starts
 in. Ids number documents (text) and lines (JSON Lines) from the file's start, so each span is
 counted first (`count_line_span`, the spans in parallel), and a span's reader is told the count
 before it (`Span.first`, from `numbered_spans`).
