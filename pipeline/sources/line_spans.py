@@ -26,6 +26,7 @@ from typing import BinaryIO
 from pipeline.sources.compressed import compression_of
 from pipeline.sources.documents import MAX_DOCUMENT_CHARS, Document, Tally
 from pipeline.sources.jsonl import MAX_RECORD_BYTES, jsonl_documents
+from pipeline.sources.spans import Span, fixed_spans
 from pipeline.sources.streams import (
     CHUNK_BYTES,
     DEFAULT_MAX_LINE_BYTES,
@@ -38,7 +39,6 @@ from pipeline.sources.streams import (
     text_stream,
 )
 from pipeline.sources.text import text_document
-from pipeline.sources.wikipedia.spans import Span, plan_xml_spans
 
 # bytes per span (of a Parquet file's too, `pipeline.sources.parquet.plan_parquet_spans`): as a
 # plain Wikipedia export's, so that a file of a few hundred MB is read by every worker at once
@@ -58,7 +58,7 @@ def plan_line_spans(
         head = f.read(SNIFF_BYTES)
     if head.startswith(WIDE_BOMS) or magic_kind(head) is not None or looks_binary(head):
         return [None]
-    return list(plan_xml_spans(size, span_bytes))
+    return list(fixed_spans(size, span_bytes))
 
 
 def read_line_span(

@@ -28,7 +28,7 @@ from typing import BinaryIO
 from pipeline.sources.compressed import compression_of
 from pipeline.sources.documents import BadInputError, Document, Tally
 from pipeline.sources.jsonl import MAX_RECORD_BYTES, text_paragraphs
-from pipeline.sources.wikipedia.spans import Span
+from pipeline.sources.spans import Span
 
 MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
 BATCH_BYTES = 4 << 20  # rows read at a time: about this much data (`batch_rows`)

@@ -18,7 +18,7 @@ from pipeline.sources.line_spans import (
     read_line_span,
 )
 from pipeline.sources.readers import READERS
-from pipeline.sources.wikipedia.spans import Span
+from pipeline.sources.spans import Span
 
 HOSTILE_TEXT = (
     "\ufeff\n\n  \nFirst document, first line.\r\nIts second line.\n\n"

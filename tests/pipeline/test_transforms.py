@@ -233,7 +233,7 @@ def test_what_the_sampling_stages_ship_pickles():
 
 
 def test_small_files_are_read_together_up_to_the_chunk_size():
-    from pipeline.sources.wikipedia.spans import Span
+    from pipeline.sources.spans import Span
     from pipeline.stages.read import pack_reads
 
     def item(path, span=None):

@@ -14,15 +14,14 @@ import pytest
 from pipeline.sources.compressed import DecompressingReader
 from pipeline.sources.documents import Document, Tally
 from pipeline.sources.readers import READERS
+from pipeline.sources.spans import Span, fixed_spans
 from pipeline.sources.wikipedia.pages import WikiPage, iter_pages
 from pipeline.sources.wikipedia.prose import clean_line
 from pipeline.sources.wikipedia.reader import read_wikipedia
 from pipeline.sources.wikipedia.render import render_wikitext
 from pipeline.sources.wikipedia.spans import (
-    Span,
     plan_spans,
     plan_wikipedia,
-    plan_xml_spans,
     read_span,
     stream_offsets,
 )
@@ -273,7 +272,7 @@ def test_multistream_spans_read_what_the_whole_dump_holds() -> None:
 
 def test_plain_xml_is_cut_at_any_offset_without_losing_or_repeating_pages() -> None:
     xml = gensim_xml(ARTICLES)
-    spans = plan_xml_spans(len(xml), target_bytes=250_000)
+    spans = fixed_spans(len(xml), target_bytes=250_000)
     assert len(spans) > 10
     pages, tally = read_spans(xml, spans)
     assert pages == whole_pages(xml)

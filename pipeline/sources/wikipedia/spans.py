@@ -10,11 +10,11 @@ a span owns the pages whose `<page>` tag starts inside it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import BinaryIO
 
 from pipeline.sources.compressed import DecompressingReader, compression_of
 from pipeline.sources.documents import BadInputError, Tally
+from pipeline.sources.spans import BoundedReader, Span, fixed_spans
 from pipeline.sources.streams import CHUNK_BYTES, iter_lines
 from pipeline.sources.wikipedia.pages import WikiPage, iter_span_pages, parse_siteinfo
 from pipeline.sources.wikipedia.split import MAX_HEADER_BYTES
@@ -33,34 +33,6 @@ INDEX_ADVICE = (
     "one worker)"
 )
 MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
-
-
-class BoundedReader:
-    """The bytes [start, end) of a seekable file, as a file-like `read(n)`."""
-
-    def __init__(self, raw: BinaryIO, start: int, end: int | None):
-        raw.seek(start)
-        self._raw, self._left = raw, None if end is None else end - start
-
-    def read(self, n: int = CHUNK_BYTES) -> bytes:
-        if self._left is None:
-            return self._raw.read(n)
-        data = self._raw.read(min(n, self._left)) if self._left > 0 else b""
-        self._left -= len(data)
-        return data
-
-
-@dataclass(frozen=True)
-class Span:
-    """The part of one input file that one worker reads: bytes [start, end) of the file."""
-
-    start: int
-    end: int
-    header_end: int = 0  # a multistream dump: its first stream (the <siteinfo>) ends here
-    # a text or JSON Lines file (`pipeline.sources.line_spans`), once its spans are counted: the
-    # documents (lines) before this span, and whether the file holds none (said by its first span)
-    first: int = 0
-    empty: bool = False
 
 
 def index_path(path: str) -> str | None:
@@ -114,13 +86,6 @@ def plan_spans(offsets: list[int], size: int, target_bytes: int = SPAN_BYTES) ->
     return spans
 
 
-def plan_xml_spans(size: int, target_bytes: int = XML_SPAN_BYTES) -> list[Span]:
-    """An uncompressed export cut at fixed offsets; a span owns pages that start inside it."""
-    count = max(1, -(-size // target_bytes))
-    step = -(-size // count) if size else 1
-    return [Span(i * step, min(size, (i + 1) * step)) for i in range(count)]
-
-
 def plan_wikipedia(path: str, size: int, open_raw, exists) -> list[Span | None]:
     """How to read one Wikipedia input: spans, or [None] for one reader of the whole file.
 
@@ -138,7 +103,7 @@ def plan_wikipedia(path: str, size: int, open_raw, exists) -> list[Span | None]:
         with open_raw(path) as f:
             head = f.read(2)
         if head not in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 cannot be cut at any byte
-            return list(plan_xml_spans(size, XML_SPAN_BYTES))
+            return list(fixed_spans(size, XML_SPAN_BYTES))
     return [None]
 
 
