@@ -30,6 +30,7 @@ from pipeline.files.listing import (
     InputSpec,
     check_listing,
     expand_pattern,
+    input_bytes,
     known_size,
     listed_here,
     listing_for_workers,
@@ -201,12 +202,13 @@ def item_bytes(doc) -> int:
 
 
 MIN_CHUNK_BYTES, MAX_CHUNK_BYTES = 1 << 20, 32 << 20
+READ_PIECES = 64  # the pieces a read stage is cut into at least: chunks, spans
 
 
 def chunk_bytes_for(total: int) -> int:
     """Text per chunk: about 64 chunks spread the work over workers; the bounds keep files few
     on a large corpus and a worker's memory small (a chunk is held whole while it is worked)."""
-    return max(MIN_CHUNK_BYTES, min(MAX_CHUNK_BYTES, total // 64))
+    return max(MIN_CHUNK_BYTES, min(MAX_CHUNK_BYTES, total // READ_PIECES))
 
 
 def plan_reads(item: tuple[str, str, str], span_bytes: int | None = None):
@@ -252,11 +254,14 @@ def plan_groups(
     docs/benchmarks.md, raw formats, 2026-12-05). The groups do not depend on the order of
     `specs`. A worker that lists the input itself checks it against the command's listing
     (`digest`; `check_listing`); one forked from the command reads the command's own.
-    `span_bytes`: of the spans of a large text, JSON Lines or Parquet file (`LINE_SPAN_BYTES`)."""
+    `span_bytes`: of the spans of a large text, JSON Lines or Parquet file (`LINE_SPAN_BYTES`),
+    or a `READ_PIECES`th of the whole input when that is more: a corpus of many such files is
+    read a file a worker, which spreads it already (cutting them would only add the count)."""
     fresh = not listed_here(specs)
     with one_listing():
         if digest is not None and fresh:
             check_listing(specs, digest, record)
+        span_bytes = max(span_bytes or LINE_SPAN_BYTES, input_bytes(specs) // READ_PIECES)
         sized = [
             read_sizes(planned, k)
             for k, spec in enumerate(input_order(specs))

@@ -166,3 +166,24 @@ def test_a_build_stopped_after_some_spans_resumes_to_the_same_bytes(whole, tmp_p
     assert len(os.listdir(f"{out}/shards/.building/tmp/items")) == 3
     assert build_shards(out, *args, "--resume", inputs=inputs) == 0
     assert shard_set(out) == shard_set(expected)
+
+
+def test_many_files_are_read_a_file_a_worker_one_large_one_in_spans(tmp_path) -> None:
+    """Spans are at least a 64th of the whole input: 100 files of 5 KB (the input spread already,
+    a file a worker) are read whole, with no count; one of 62 KB beside them is cut, into spans
+    of a 64th of the input."""
+    from pipeline.files.listing import InputSpec
+    from pipeline.stages.read import plan_groups
+
+    line = b"Some words of one document.\n"
+    for i in range(100):
+        (tmp_path / f"part-{i:03d}.txt").write_bytes(line * 180)
+    spec = InputSpec("text", str(tmp_path))
+    items = [item for group in plan_groups([spec], 1 << 20, span_bytes=1000) for item in group]
+    assert len(items) == 100 and all(item[3] is None for item in items)
+    (tmp_path / "big.txt").write_bytes(line * 2200)
+    total = sum(p.stat().st_size for p in tmp_path.iterdir())
+    items = [item for group in plan_groups([spec], 1 << 20, span_bytes=1000) for item in group]
+    spans = [item[3] for item in items if item[2] == "big.txt"]
+    assert len(items) == 107 and len(spans) == 7
+    assert all(span.end - span.start <= total // 64 + 1 for span in spans)
