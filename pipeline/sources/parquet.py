@@ -53,15 +53,21 @@ def read_parquet(
     if pf.metadata.num_rows == 0:
         tally.drop("empty_file")
         return
-    # a row group's column chunks fetched when it is reached (pyarrow coalesces their ranges:
-    # few requests on gs://), its rows decoded a batch at a time
+    yield from groups_documents(pf, range(pf.num_row_groups), columns, rel, source, tally)
+
+
+def groups_documents(pf, groups, columns: list[str], rel: str, source: str, tally: Tally):
+    """The documents of some row groups of a Parquet file, in order: each group's column chunks
+    fetched when it is reached (pyarrow coalesces their ranges: few requests on gs://), its rows
+    decoded a batch at a time; rows are numbered from the file's first."""
     rows = batch_rows(pf.metadata)
+    before = sum(pf.metadata.row_group(g).num_rows for g in range(groups[0])) if groups else 0
     parts = (
         batch
-        for group in range(pf.num_row_groups)
+        for group in groups
         for batch in pf.iter_batches(rows, [group], columns, use_threads=False)
     )
-    yield from rows_documents(parts, columns, rel, source, tally)
+    yield from rows_documents(parts, columns, rel, source, tally, before)
 
 
 def plan_parquet_spans(path: str, size: int, open_raw, span_bytes: int) -> list:
@@ -110,20 +116,10 @@ def read_parquet_span(
     """The documents of the row groups one span of a Parquet file owns, named as the whole
     file's reader names them (rows are numbered from the file's first)."""
     pf, columns = opened(f, rel, text_field, id_field)
-    metadata = pf.metadata
-    groups = [
-        g for g in range(pf.num_row_groups) if span.start <= group_start(metadata, g) < span.end
+    owned = [
+        g for g in range(pf.num_row_groups) if span.start <= group_start(pf.metadata, g) < span.end
     ]
-    if not groups:
-        return
-    before = sum(metadata.row_group(g).num_rows for g in range(groups[0]))
-    rows = batch_rows(metadata)
-    parts = (
-        batch
-        for group in groups
-        for batch in pf.iter_batches(rows, [group], columns, use_threads=False)
-    )
-    yield from rows_documents(parts, columns, rel, source, tally, before)
+    yield from groups_documents(pf, owned, columns, rel, source, tally)
 
 
 def batch_rows(metadata) -> int:
