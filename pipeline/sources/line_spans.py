@@ -18,6 +18,7 @@ cannot be cut at any byte) or look binary (refused, or counted, as a whole file)
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import replace
@@ -111,14 +112,17 @@ def count_line_span(raw: BinaryIO, fmt: str, rel: str, span: Span) -> tuple[int,
     return count, count > 0
 
 
-# whitespace as `str.strip` removes it, and NUL, which decoding drops: a line of these alone is
-# blank
-_SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace() and c != 10]
-_ONE_BYTE = b"".join(re.escape(c.encode()) for c in _SPACES if ord(c) < 0x80) + b"\\x00"
-_WIDER = [re.escape(c.encode()) for c in _SPACES if ord(c) >= 0x80]
-# a newline followed by a blank line (its bytes the group), found without decoding a line
-_BLANK_AFTER = re.compile(rb"\n(?=((?:[" + _ONE_BYTE + rb"]|" + b"|".join(_WIDER) + rb")*)\n)")
-_SPACE_BYTES = bytes(sorted(set(b"".join(c.encode() for c in _SPACES)) | {0, 10}))
+@functools.cache
+def _blank_patterns() -> tuple[re.Pattern, bytes]:
+    """(a newline followed by a blank line, its bytes the group, found without decoding a line;
+    every byte of a blank line): a blank line is whitespace as `str.strip` removes it, and NUL,
+    which decoding drops. Made on first use: listing the whitespace takes a tenth of a CPU-second,
+    which a process that counts no span would pay at import."""
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace() and c != 10]
+    one_byte = b"".join(re.escape(c.encode()) for c in spaces if ord(c) < 0x80) + b"\\x00"
+    wider = b"|".join(re.escape(c.encode()) for c in spaces if ord(c) >= 0x80)
+    blank_after = re.compile(rb"\n(?=((?:[" + one_byte + rb"]|" + wider + rb")*)\n)")
+    return blank_after, bytes(sorted(set(b"".join(c.encode() for c in spaces)) | {0, 10}))
 
 
 def _count_text(f, at: int, unseen: int, span: Span) -> tuple[int, bool] | None:
@@ -129,6 +133,7 @@ def _count_text(f, at: int, unseen: int, span: Span) -> tuple[int, bool] | None:
     if DEFAULT_MAX_LINE_BYTES < CHUNK_BYTES:
         return None
     count, carry, base = 0, b"", at + unseen
+    blank_after = _blank_patterns()[0]
     after = at if span.start == 0 else None  # a line after a blank line, not yet looked at
     while True:
         chunk = f.read(CHUNK_BYTES)
@@ -143,7 +148,7 @@ def _count_text(f, at: int, unseen: int, span: Span) -> tuple[int, bool] | None:
             break
         if buf.find(b"\n") > DEFAULT_MAX_LINE_BYTES:
             return None  # only a buffer's first line can be longer than a chunk
-        for m in _BLANK_AFTER.finditer(b"\n" + buf):
+        for m in blank_after.finditer(b"\n" + buf):
             offset = base + m.start() if m.start() or base > at + unseen else at
             if after is not None and offset > after:
                 count += 1  # lines between this blank line and the one before it
@@ -170,7 +175,7 @@ def _count_jsonl(f, at: int, unseen: int, span: Span) -> tuple[int, bool] | None
         count += chunk.count(b"\n", 0, owned)
         if not seen:
             last = chunk.find(b"\n", owned) if base + len(chunk) >= span.end else -1
-            seen = bool(chunk[: last if last >= 0 else len(chunk)].translate(None, _SPACE_BYTES))
+            seen = bool(chunk[: last if last >= 0 else len(chunk)].translate(None, _blank_patterns()[1]))
         base += len(chunk)
         if base >= span.end and (seen or last >= 0):
             break
