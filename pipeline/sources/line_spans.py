@@ -175,8 +175,8 @@ def _count_jsonl(f, at: int, unseen: int, span: Span) -> tuple[int, bool] | None
         count += chunk.count(b"\n", 0, owned)
         if not seen:
             last = chunk.find(b"\n", owned) if base + len(chunk) >= span.end else -1
-            blank = chunk[: last if last >= 0 else len(chunk)]
-            seen = bool(blank.translate(None, _blank_patterns()[1]))
+            head = chunk[: last if last >= 0 else len(chunk)]
+            seen = bool(head.translate(None, _blank_patterns()[1]))
         base += len(chunk)
         if base >= span.end and (seen or last >= 0):
             break
