@@ -65,7 +65,8 @@ def evaluate(cfg: EvaluateConfig) -> list[dict]:
 
 def _model(path: str, shards: ShardSet) -> BertForPreTraining:
     """The model at `path` on these shards: their vocab (refused otherwise) and casing, and
-    positions enough for their rows."""
+    positions enough for their rows. A checkpoint's tensors are mapped from its file, so its
+    optimizer's state is never read."""
     where = f"the shards in {shards.directory}"
     if is_hf_directory(path):
         imported = load_pretrained(path, vocab=shards.vocab, where=where, mappable=False)
@@ -79,7 +80,7 @@ def _model(path: str, shards: ShardSet) -> BertForPreTraining:
             cfg = replace(cfg, next_sentence=False)
             state = {k: v for k, v in state.items() if not k.startswith("nsp.")}
     else:
-        ckpt = load_checkpoint(path, flag="--ckpt")
+        ckpt = load_checkpoint(path, flag="--ckpt", mmap=True)
         if ckpt["vocab"].get("sha256") != shards.manifest.vocab_sha256:
             raise ValueError(
                 f"{path} was trained with another vocab (sha256 {ckpt['vocab']['sha256'][:12]}) "

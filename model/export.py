@@ -195,7 +195,7 @@ class Exported:
 
 def exported(ckpt_path: str) -> Exported:
     """A pre-training or fine-tuning checkpoint, read and mapped for export."""
-    ckpt = load_checkpoint(ckpt_path, finetuned=True)
+    ckpt = load_checkpoint(ckpt_path, finetuned=True, mmap=True)
     if is_finetuned(ckpt):
         return _finetuned(ckpt_path, ckpt)
     cfg = BertConfig(**ckpt["model_config"])

@@ -237,14 +237,19 @@ CKPT_ADVICE = (
 
 
 def load_checkpoint(
-    path: str, advice: str = CKPT_ADVICE, flag: str = "--ckpt", finetuned: bool = False
+    path: str,
+    advice: str = CKPT_ADVICE,
+    flag: str = "--ckpt",
+    finetuned: bool = False,
+    mmap: bool = False,
 ) -> dict:
     """A pre-training checkpoint of this package (or, with `finetuned`, a fine-tuning one too:
     `is_finetuned` tells them apart); anything else is refused in one line that says what the
     file is (empty, damaged, a fine-tuning checkpoint) and what to do (`advice` for a file that
-    cannot be read; `flag` names where the right checkpoint goes)."""
+    cannot be read; `flag` names where the right checkpoint goes). `mmap`: see `load_weights`
+    (for a reader of the model alone, not of the optimizer's state)."""
     try:
-        ckpt = load_weights(path)
+        ckpt = load_weights(path, mmap=mmap)
     except PickledCodeError:
         raise
     except Exception as e:  # torch raises several types for a damaged file

@@ -14,6 +14,7 @@ from __future__ import annotations
 import pickle
 import re
 import warnings
+import zipfile
 
 import torch
 
@@ -46,14 +47,17 @@ def save_weights(path: str, state: dict) -> None:
             raise OSError(met.errno, met.strerror, met.filename or path) from None
 
 
-def load_weights(path: str, map_location: str | torch.device | None = "cpu"):
+def load_weights(path: str, map_location: str | torch.device | None = "cpu", mmap: bool = False):
     """`torch.load(path, weights_only=True)`; a pickle beyond plain tensors raises
     `PickledCodeError` in one line. Other failures (a missing, truncated or damaged file) are
-    torch's own, for the caller to word."""
+    torch's own, for the caller to word. With `mmap`, the tensors are mapped from the file and
+    read only where used (a checkpoint's optimizer state, never, when its model is all that is
+    wanted); a file in torch's legacy format, which cannot be mapped, is read whole."""
+    mmap = mmap and zipfile.is_zipfile(path)
     with warnings.catch_warnings():  # torch warns about pickle protocols it may not read
         warnings.filterwarnings("ignore", module=r"torch\._weights_only_unpickler")
         try:
-            return torch.load(path, map_location=map_location, weights_only=True)
+            return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
         except pickle.UnpicklingError as e:
             raise PickledCodeError(refusal(path, str(e))) from None
 

@@ -105,7 +105,7 @@ def _read_weights(cfg: FinetuneConfig) -> tuple[dict, str | Vocab]:
             f"no checkpoint at {cfg.ckpt}; `make pretrain` writes one, or pass "
             f"{flag_hint('--ckpt', 'PATH')}"
         )
-    ckpt = load_checkpoint(cfg.ckpt)
+    ckpt = load_checkpoint(cfg.ckpt, mmap=True)
     vocab = os.path.join(os.path.dirname(cfg.ckpt) or ".", "vocab.txt")
     checked_vocab(cfg.ckpt, ckpt, vocab)
     return ckpt, vocab

@@ -108,7 +108,61 @@ def test_a_plain_pickle_is_refused_and_a_damaged_file_is_called_damaged(tmp_path
     torch.save({"w": torch.ones(4)}, cut)
     with open(cut, "r+b") as f:
         f.truncate(os.path.getsize(cut) // 2)
-    with pytest.raises(ValueError, match=r"cut\.pt: damaged or truncated") as caught:
-        load_checkpoint(cut)
-    assert not isinstance(caught.value, PickledCodeError)
+    for mmap in (False, True):
+        with pytest.raises(ValueError, match=r"cut\.pt: damaged or truncated") as caught:
+            load_checkpoint(cut, mmap=mmap)
+        assert not isinstance(caught.value, PickledCodeError)
+    with pytest.raises(PickledCodeError, match=r"pytorch_model\.bin: holds pickled code"):
+        load_weights(hostile[0], mmap=True)
     assert not os.path.exists(hostile[1])
+
+
+def mapped_from(tensor: torch.Tensor, path: str) -> bool:
+    """Whether the tensor's bytes lie in a mapping of the file at `path` (Linux's
+    /proc/self/maps): pages the process reads only as they are used."""
+    ptr, real = tensor.data_ptr(), os.path.realpath(path)
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 6 and fields[5] == real:
+                low, high = (int(x, 16) for x in fields[0].split("-"))
+                if low <= ptr < high:
+                    return True
+    return False
+
+
+def test_a_mapped_load_maps_the_file_and_reads_a_legacy_file_whole(tmp_path):
+    """`mmap`: the tensors are the file's pages, read as they are used; torch's legacy format
+    (not a zip) cannot be mapped and is read whole, as without it."""
+    state = {"model": {"w": torch.arange(6.0)}, "optimizer": {"m": torch.ones(4)}}
+    zipped, legacy = str(tmp_path / "new.pt"), str(tmp_path / "old.pt")
+    torch.save(state, zipped)
+    torch.save(state, legacy, _use_new_zipfile_serialization=False)
+    for path in (zipped, legacy):
+        for mmap in (False, True):
+            got = load_weights(path, mmap=mmap)
+            torch.testing.assert_close(got, state)
+            assert mapped_from(got["model"]["w"], path) == (mmap and path == zipped)
+
+
+def test_a_runs_checkpoint_is_mapped_where_its_model_alone_is_read(
+    pretrained_run, shards_dir, tmp_path, monkeypatch
+):
+    """evaluate, export and fine-tuning from `--ckpt` read a run's model, not its optimizer's
+    state (with AdamW twice the model's bytes): last.pt is mapped, its pages read as used."""
+    ckpt = os.path.join(pretrained_run, "last.pt")
+    seen, real_load = [], torch.load
+
+    def load(path, *args, **kwargs):
+        got = real_load(path, *args, **kwargs)
+        if path == ckpt:
+            seen.append(all(mapped_from(t, ckpt) for t in got["model"].values()))
+        return got
+
+    monkeypatch.setattr(torch, "load", load)
+    assert main(["evaluate", "--ckpt", ckpt, "--shards", shards_dir, "--eval-batches", "1"]) == 0
+    assert main(["export", "--ckpt", ckpt, "--out", str(tmp_path / "hf")]) == 0
+    data = write_sst2(str(tmp_path / "SST-2"), np.random.default_rng(0))
+    args = ["finetune", "--task", "sst2", "--data", data, "--ckpt", ckpt, "--epochs", "1"]
+    assert main([*args, "--run", str(tmp_path / "ft")]) == 0
+    assert seen == [True, True, True]
