@@ -18,8 +18,10 @@ from schemas.reader import ShardSet
 from tests.helpers import (
     SAMPLE,
     build_in_a_process,
+    build_process,
     build_shards,
     file_digests,
+    kill_when,
     refusal,
 )
 from tests.pipeline.wikidata import export, page_xml
@@ -157,6 +159,25 @@ def test_two_workers_make_the_bytes_of_one_also_de_duplicated(tmp_path):
     build_in_a_process(two, *args, inputs=inputs)
     assert file_digests(two) == file_digests(one)
     assert len(ShardSet.open(one).manifest.counts["by_input"]) == 2
+
+
+@pytest.mark.slow
+def test_a_weighted_build_killed_after_a_bucket_resumes_to_its_bytes(tmp_path):
+    """The rates come from the sentence chunks' own records of their inputs' characters: a
+    resume, which takes the chunks and the finished buckets as they are, draws the same passes
+    and ends with the uninterrupted build's bytes."""
+    inputs = f"books:{SAMPLE}/books,{small_input(tmp_path / 'small')}"
+    args = ("--vocab-size", "500", "--num-shards", "4", "--language-smoothing", "0.3")
+    whole, out = str(tmp_path / "whole"), str(tmp_path / "out")
+    assert build_shards(whole, *args, inputs=inputs) == 0
+    proc = build_process(out, *args, "--workers", "2", "--progress-seconds", "0", inputs=inputs)
+    assert kill_when(proc, f"{out}/shards/.building/bucket-*.json"), "the build ended first"
+    assert not os.path.exists(f"{out}/manifest.json")
+    build_in_a_process(out, *args, "--resume", inputs=inputs)
+    assert file_digests(out) == file_digests(whole)
+    assert ShardSet.open(out).manifest.counts["by_input"] == (
+        ShardSet.open(whole).manifest.counts["by_input"]
+    )
 
 
 def test_a_group_repeated_many_times_over_is_noted():
