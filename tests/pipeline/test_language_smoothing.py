@@ -175,8 +175,9 @@ def test_a_weighted_build_killed_after_a_bucket_resumes_to_its_bytes(tmp_path):
     assert not os.path.exists(f"{out}/manifest.json")
     build_in_a_process(out, *args, "--resume", inputs=inputs)
     assert file_digests(out) == file_digests(whole)
-    assert ShardSet.open(out).manifest.counts["by_input"] == (
-        ShardSet.open(whole).manifest.counts["by_input"]
+    assert (
+        ShardSet.open(out).manifest.counts["by_input"]
+        == (ShardSet.open(whole).manifest.counts["by_input"])
     )
 
 
