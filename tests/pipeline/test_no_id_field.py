@@ -18,7 +18,7 @@ import pytest
 
 from pipeline.build import resume_problem
 from schemas.reader import ShardSet
-from tests.helpers import ROOT, SAMPLE, build_shards, expected_rows, refusal
+from tests.helpers import ROOT, SAMPLE, build_shards, expected_rows, file_digests, refusal
 
 
 def rows(part: int, with_ids: bool) -> list[dict]:
@@ -81,6 +81,20 @@ def test_with_the_flag_they_build_as_records_without_ids(tmp_path, fmt):
     # the ids are the files' names and lines, as those of records without one: the same rows
     assert expected_rows(named) == expected_rows(bare)
     assert "no_id_field" not in ShardSet.open(bare).manifest.config
+
+
+@pytest.mark.slow
+def test_on_a_local_dask_cluster_the_local_bytes(tmp_path):
+    """The flag reaches Dask's workers with the other reading settings: JSON Lines and Parquet
+    files numbered alike (which stop a build without it) build the local runner's bytes."""
+    pytest.importorskip("distributed", reason="the dask extra is not installed")
+    inputs = f"{write(tmp_path / 'j', 'jsonl')},{write(tmp_path / 'p', 'parquet')}"
+    local, dask = str(tmp_path / "local"), str(tmp_path / "dask")
+    args = ("--vocab-size", "500", "--num-shards", "2", "--no-id-field")
+    assert build_shards(local, *args, inputs=inputs) == 0
+    assert build_shards(dask, *args, "--runner", "DaskRunner", inputs=inputs) == 0
+    assert file_digests(dask) == file_digests(local)
+    assert ShardSet.open(dask).manifest.config["no_id_field"] is True
 
 
 @pytest.mark.parametrize(
