@@ -1,10 +1,8 @@
-"""Helpers shared by several test files: the sample corpus, a build of it, the digests that
-say two shard sets hold the same bytes, a build in a process of its own killed at a given file
-and the shards it had finished, the rows an export must hold, Google's vocab layout,
-a process's children and whether one is alive (from /proc), a folder on a read-only
-filesystem, a signal sent after a given call, the imports a source file makes, a Parquet
-corpus, and the order the test files are handed out in.
-Fixtures live in conftest.py; test files import from here, never from each other."""
+"""Helpers shared by several test files (fixtures live in conftest.py; test files import from
+here, never from each other): the sample corpus and builds of it, the digests that say two sets
+hold the same bytes, builds killed at a given file, the rows an export must hold, Google's vocab
+layout, processes seen in /proc, read-only folders, signals sent after a call, a source file's
+imports, corpora in other formats, and the order the test files are handed out in."""
 
 from __future__ import annotations
 
@@ -42,10 +40,9 @@ def file_of(item) -> str:
 def heavy_files_first(items: list) -> list:
     """The tests in the order `make test`'s processes take their files (pytest-xdist hands out
     whole files, `--dist loadfile --no-loadscope-reorder`, the next to whichever process is
-    free): the files holding `slow` tests first, most first, then the rest, most tests first,
-    ties in collection order. A run then ends on light files, not with one process alone on a
-    heavy one while the other waits (docs/benchmarks.md, "The test suite"). Each file's tests
-    keep their order."""
+    free): files with `slow` tests first, most first, then the rest, most tests first, ties in
+    collection order, each file's tests in theirs. A run then ends on light files, not with one
+    process alone on a heavy one (docs/benchmarks.md, "The test suite")."""
     slow, tests, first = Counter(), Counter(), {}
     for i, item in enumerate(items):
         path = file_of(item)
@@ -69,15 +66,19 @@ def write_parquet(path, records: list[dict], row_group_size: int = 4, field: str
 
 
 def write_other_formats(folder, texts: list[str], field: str = "text") -> str:
-    """`texts` as WikiExtractor's output (a block each), as an Arrow stream file (ids `aN`,
-    the text in column `field`) and in the paragraphs format (a document each, its lines
-    paragraphs) under `folder`; the inputs naming them, for the runners' tests."""
+    """`texts` as WikiExtractor's output (a block each, the second half in a file of its
+    `--json` layout), as an Arrow stream file (ids `aN`, the text in column `field`) and in the
+    paragraphs format (a document each, its lines paragraphs) under `folder`; the inputs."""
     import pyarrow as pa
 
     os.makedirs(os.path.join(folder, "text"))
     block = '<doc id="{}" url="u" title="T">\nT\n\n{}\n</doc>\n'
+    escaped, half = [html.escape(t, False) for t in texts], len(texts) // 2
     with open(os.path.join(folder, "text", "wiki_00"), "w", encoding="utf-8") as f:
-        f.writelines(block.format(i, html.escape(t, False)) for i, t in enumerate(texts))
+        f.writelines(block.format(i, t) for i, t in enumerate(escaped[:half]))
+    with open(os.path.join(folder, "text", "wiki_01"), "w", encoding="utf-8") as f:
+        for i in range(half, len(texts)):  # its --json layout: a record a line
+            f.write(json.dumps({"id": str(i), "url": "u", "title": "T", "text": escaped[i]}) + "\n")
     table = pa.table({"id": [f"a{i}" for i in range(len(texts))], field: texts})
     with pa.ipc.new_stream(os.path.join(folder, "rows.arrow"), table.schema) as writer:
         writer.write_table(table, max_chunksize=2)
@@ -345,8 +346,7 @@ def tmpfs(path, options: str, instead: str = "") -> Iterator[str]:
 
 
 def read_only_folder(path):
-    """An empty tmpfs mounted read-only at `path` for the block: no one writes in it, root
-    included."""
+    """An empty tmpfs mounted read-only at `path` for the block: no one writes in it, root too."""
     return tmpfs(path, "ro,size=64k")
 
 

@@ -151,7 +151,7 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path, mo
     with open(f"{local}/manifest.json") as f:
         total = json.load(f)["counts"]["total"]
     assert total["wiki_pages"] == gensim_xml(TABLE_MARKUP).count(b"<page>") > 1
-    assert total["files_read"] == 6  # the dump; JSONL, Parquet, WikiExtractor, Arrow, paragraphs
+    assert total["files_read"] == 7  # the dump; JSONL, Parquet, WikiExtractor 2, Arrow, paragraphs
     parquet = json.load(open(f"{portable_out}/manifest.json"))["counts"]["by_source"]["parquet"]
     assert parquet["documents_used"] == len(rows)
     assert len(json.load(open(f"{local}/manifest.json"))["counts"]["by_input"]) == 6
