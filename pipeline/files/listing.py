@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from apache_beam.io.filesystem import FileMetadata
 
 from pipeline.files import fsio
+from pipeline.files.localglob import files_below
 from pipeline.sources.documents import BadInputError
 from pipeline.sources.readers import FIELD_FORMATS, READERS
 from pipeline.sources.wikipedia.spans import is_index
@@ -138,7 +139,7 @@ def as_written(path: str) -> tuple[list[FileMetadata], str, list[str]]:
     and metadata), so its documents have the ids they would have under a plain name."""
     path = path.rstrip("/") or path
     if os.path.isdir(path):
-        names = [os.path.join(d, f) for d, _, files in os.walk(path) for f in files]
+        names = files_below(path)
         root = path
     else:
         names, root = [path], posixpath.dirname(path)

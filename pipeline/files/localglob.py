@@ -3,6 +3,11 @@ metadata), but walking only the folders a glob's leading names can match and sta
 files it names: a pattern for one copy of a corpus beside many others walks and stats that copy
 alone. `walks` (folder -> its files) lets one command list each folder once for all its
 patterns. Local only: no Beam filesystem, no request.
+
+One difference, on purpose: a symbolic link to a folder is entered, its files listed under the
+link's name, as if the folder were there (Beam's match, like `os.walk`, leaves it out without a
+word, so a corpus folder that links in another one lost that one's files silently). A link to a
+folder that holds the link, whose walk would never end, is refused (`BadInputError`).
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import os
 import re
 
 from apache_beam.io.filesystem import FileMetadata, FileSystem
+
+from pipeline.sources.documents import BadInputError
 
 
 def _walk(folder: str, walks: dict | None) -> list[str]:
@@ -21,27 +28,26 @@ def _walk(folder: str, walks: dict | None) -> list[str]:
             return walks[folder]
         above = folder if os.path.normpath(folder) == folder else ""  # else spelt otherwise
         while (up := os.path.dirname(above)) not in (above, ""):
-            if os.path.islink(above):  # os.walk(up) does not enter it
-                break
             above = up
             if above in walks:
                 below = [p for p in walks[above] if p.startswith(folder + os.sep)]
                 walks[folder] = below
                 return below
-    found = _files_below(folder)
+    found = files_below(folder)
     if walks is not None:
         walks[folder] = found
     return found
 
 
-def _files_below(folder: str) -> list[str]:
-    """`os.walk(folder)`'s files (symbolic links to folders neither entered nor listed, an
-    unreadable folder skipped), each joined to its folder, in its order; from the names'
-    `DirEntry`s alone, without `os.walk`'s tuples, joins and a `stat` of every folder."""
+def files_below(folder: str) -> list[str]:
+    """`os.walk(folder, followlinks=True)`'s files (an unreadable folder skipped), each joined to
+    its folder, in its order; from the names' `DirEntry`s alone, without `os.walk`'s tuples,
+    joins and a `stat` of every folder. A symbolic link to a folder is walked as the folder it
+    names, under its own name; one whose folder holds the link (a loop) is refused."""
     found: list[str] = []
-    stack = [folder]
+    stack: list[tuple[str, tuple[str, ...]]] = [(folder, ())]  # (folder, where links were met)
     while stack:
-        top = stack.pop()
+        top, met = stack.pop()
         try:
             with os.scandir(top) as it:
                 entries = list(it)
@@ -51,10 +57,26 @@ def _files_below(folder: str) -> list[str]:
         for entry in entries:
             if not _holds(entry.is_dir):
                 found.append(entry.path)
-            elif not _holds(entry.is_symlink):
-                folders.append(entry.path)
+            elif _holds(entry.is_symlink):
+                folders.append((entry.path, _entered(entry.path, met)))
+            else:
+                folders.append((entry.path, met))
         stack += reversed(folders)
     return found
+
+
+def _entered(link: str, met: tuple[str, ...]) -> tuple[str, ...]:
+    """`met` and the real folder holding `link`, a symbolic link to a folder about to be walked;
+    refused when its folder holds that folder or one the walk came through (`met`: where the
+    links on the way were met), where the walk would go round for ever."""
+    target, here = os.path.realpath(link), os.path.realpath(os.path.dirname(link))
+    if any(p == target or p.startswith(target.rstrip(os.sep) + os.sep) for p in (*met, here)):
+        raise BadInputError(
+            f"{link} is a symbolic link to {os.readlink(link)}, a folder that holds the link "
+            "itself, so its walk would never end; remove the link, or name the input's files "
+            "with a glob that leaves it out"
+        )
+    return (*met, here)
 
 
 def _holds(test) -> bool:
@@ -92,9 +114,9 @@ def _name_parts(rest: str) -> list[str]:
 
 
 def _folders(folder: str, rest: str) -> list[str]:
-    """The real folders below `folder` (os.walk's: symbolic links to folders are not entered)
-    whose names match the exact leading names of `rest` (`_name_parts`): every file the glob
-    can match lies below one of them."""
+    """The folders below `folder` (symbolic links to folders among them, as `files_below`
+    enters them) whose names match the exact leading names of `rest` (`_name_parts`): every
+    file the glob can match lies below one of them."""
     folders = [folder]
     for name in _name_parts(rest):
         name_matches = re.compile(FileSystem.translate_pattern(name)).match
@@ -102,11 +124,7 @@ def _folders(folder: str, rest: str) -> list[str]:
         for parent in folders:
             try:
                 with os.scandir(parent) as it:
-                    below += [
-                        e.path
-                        for e in it
-                        if e.is_dir(follow_symlinks=False) and name_matches(e.name)
-                    ]
+                    below += [e.path for e in it if _holds(e.is_dir) and name_matches(e.name)]
             except OSError:  # not a folder, or unreadable: os.walk skips it too
                 continue
         folders = sorted(below)
@@ -116,7 +134,8 @@ def _folders(folder: str, rest: str) -> list[str]:
 def local_match(
     pattern: str, walks: dict | None = None, missed: list[str] | None = None
 ) -> list[FileMetadata]:
-    """Beam's `LocalFileSystem.match` of a glob, with the same files and metadata, but Beam
+    """Beam's `LocalFileSystem.match` of a glob, with the same files and metadata (and those
+    below symbolic links to folders, which Beam leaves out), but Beam
     stats every file below the folder before the pattern's first glob character and then
     matches their names, where this walks only the folders whose names the glob's leading
     names match (`_folders`), matches names, and stats only the matches: a pattern for one

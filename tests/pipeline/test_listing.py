@@ -1,6 +1,7 @@
 """Local globs are matched by `localglob.local_match`: the same files and metadata as Beam's
 `LocalFileSystem.match`, which stats every file below the pattern's folder first, where ours
-walks only the folders the glob's leading names match."""
+walks only the folders the glob's leading names match; and a symbolic link to a folder is
+entered (Beam's match leaves it out), its files named under the link, a loop refused."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.files import fsio, localglob
 from pipeline.files.listing import InputSpec, listed, listing_digest, listing_rows, one_listing
+from pipeline.sources.documents import BadInputError
 
 NAMES = (
     "copy-000/a.txt",
@@ -35,7 +37,7 @@ def tree(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x" * (k + 1))
         os.utime(path, (1_000_000 + k, 1_000_000 + k))
-    os.symlink(tmp_path / "copy-000", tmp_path / "link-000")  # os.walk does not enter it
+    os.symlink(tmp_path / "copy-000", tmp_path / "link-000")  # Beam's match does not enter it
     os.symlink(tmp_path / "top.txt", tmp_path / "copy-011" / "top-link.txt")
     return str(tmp_path)
 
@@ -46,6 +48,13 @@ def beams(pattern: str) -> list[tuple[str, int, float]]:
     except Exception:  # Beam raises where it finds nothing to list
         found = []
     return sorted((m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in found)
+
+
+def beams_in_a_copy(tree: str, rel: str, tmp_path_factory) -> list[tuple[str, int, float]]:
+    """Beam's match of `tree/rel` on a copy of the tree whose links are what they name (a link
+    to a folder a copy of the folder), its paths named in the tree."""
+    copy = str(shutil.copytree(tree, tmp_path_factory.mktemp("copy") / "t", symlinks=False))
+    return [(p.replace(copy, tree, 1), size, t) for p, size, t in beams(f"{copy}/{rel}")]
 
 
 def ours(pattern: str) -> list[tuple[str, int, float]]:
@@ -91,28 +100,33 @@ def ours(pattern: str) -> list[tuple[str, int, float]]:
         "[c]opy-000/sub/",
     ],
 )
-def test_local_globs_match_what_beam_matches(tree, rel):
-    pattern = f"{tree}/{rel}"
-    assert ours(pattern) == beams(pattern)
+def test_local_globs_match_what_beam_matches_with_links_entered(tree, rel, tmp_path_factory):
+    """Ours on the tree against Beam's match on a copy of it whose links are what they name (a
+    link to a folder a copy of the folder): the same names, sizes and times."""
+    expected = beams_in_a_copy(tree, rel, tmp_path_factory)
+    assert ours(f"{tree}/{rel}") == expected
+    if "link-000" in rel or "**" in rel and rel.startswith(("*", "[cl]")):
+        assert [p for p, *_ in expected if "/link-000/" in p]  # the link's files among them
 
 
 @pytest.mark.parametrize("rel", ["*.txt", "**/*.txt", "[c]opy-000/**", "copy-0?1/*", "*/sub/**"])
-def test_a_relative_glob_matches_from_the_current_folder(tree, rel, monkeypatch):
+def test_a_relative_glob_matches_from_the_current_folder(tree, rel, monkeypatch, tmp_path_factory):
     """`--input '*.txt'` typed in the corpus's folder: the files the same glob matches under
     that folder's absolute path, named as the glob spells them (Beam's own match finds none)."""
+    matched = beams_in_a_copy(tree, rel, tmp_path_factory)
     monkeypatch.chdir(tree)
-    expected = [(p[len(tree) + 1 :], size, t) for p, size, t in beams(f"{tree}/{rel}")]
+    expected = [(p[len(tree) + 1 :], size, t) for p, size, t in matched]
     assert expected and ours(rel) == expected
 
 
 def test_a_pattern_walks_the_folders_its_names_match_each_once_inside_a_listing(tree, monkeypatch):
-    walks, real_walk = [], localglob._files_below
+    walks, real_walk = [], localglob.files_below
 
     def walk(top):
         walks.append(top)
         return real_walk(top)
 
-    monkeypatch.setattr(localglob, "_files_below", walk)
+    monkeypatch.setattr(localglob, "files_below", walk)
     specs = [InputSpec("text", f"{tree}/[c]opy-00{k}/**") for k in (0, 1)]
     with one_listing():
         first = [listed(s) for s in specs]
@@ -131,16 +145,17 @@ def test_a_pattern_walks_the_folders_its_names_match_each_once_inside_a_listing(
         whole = listed(InputSpec("text", f"{tree}/**"))
         copies = [listed(s) for s in specs]
     assert walks == [tree]
-    assert copies == first and len(whole) == len(NAMES) + 1  # the link to top.txt
+    # the link to top.txt, and copy-000's 4 files again under link-000
+    assert copies == first and len(whole) == len(NAMES) + 1 + 4
     # outside a listing nothing is kept: a new file is seen
     open(os.path.join(tree, "copy-000", "new.txt"), "w").close()
     assert len(listed(specs[0])) == 5
     assert walks == [tree, f"{tree}/copy-000"]
 
 
-def test_a_folders_files_are_os_walks(tree, tmp_path):
-    """The walk lists what `os.walk` lists, in its order: links to files and dangling links
-    among the files, links to folders neither listed nor entered, a pipe listed (the listing
+def test_a_folders_files_are_os_walks_following_links(tree, tmp_path):
+    """The walk lists what `os.walk(followlinks=True)` lists, in its order: links to files and
+    dangling links among the files, links to folders entered, a pipe listed (the listing
     refuses it later), a folder that is a link walked itself, a file or nothing given: none."""
     os.symlink(tmp_path / "missing.txt", tmp_path / "copy-000" / "dangling.txt")
     os.mkfifo(tmp_path / "copy-000" / "sub" / "pipe")
@@ -152,9 +167,10 @@ def test_a_folders_files_are_os_walks(tree, tmp_path):
         f"{tree}/top.txt",
         f"{tree}/absent",
     ):
-        expected = [os.path.join(d, f) for d, _, files in os.walk(top) for f in files]
-        assert localglob._files_below(top) == expected, top
-    assert f"{tree}/copy-000/dangling.txt" in localglob._files_below(tree)
+        walked = os.walk(top, followlinks=True)
+        assert localglob.files_below(top) == [os.path.join(d, f) for d, _, fs in walked for f in fs]
+    assert f"{tree}/copy-000/dangling.txt" in localglob.files_below(tree)
+    assert f"{tree}/link-000/sub/deep/c.txt" in localglob.files_below(tree)
 
 
 def test_a_folder_spelt_otherwise_is_walked_itself(tree):
@@ -167,17 +183,42 @@ def test_a_folder_spelt_otherwise_is_walked_itself(tree):
     assert found == beams(odd) and len(found) == 1
 
 
-def test_a_folder_reached_through_a_link_is_walked_itself(tree, monkeypatch):
-    """os.walk of a folder does not enter the links to folders below it, so a pattern through
-    such a link is not served by the folder's walk."""
+def test_a_pattern_through_a_link_is_served_by_the_walk_above_it(tree, monkeypatch):
+    """The walk of a folder enters the links to folders below it, so a pattern through such a
+    link takes its files from that walk: the names Beam's match gives the pattern itself."""
     walks = {}
     everything = fsio.match(f"{tree}/**", walks)
-    assert not [m for m in everything if "/link-000/" in m.path]
-    through = [m.path for m in fsio.match(f"{tree}/link-000/**", walks)]
-    assert through == [
+    inside = [m.path for m in everything if "/link-000/" in m.path]
+    assert inside == [
         m.path.replace("/copy-000/", "/link-000/") for m in fsio.match(f"{tree}/copy-000/**")
     ]
     assert ours(f"{tree}/link-000/**") == beams(f"{tree}/link-000/**")
+    monkeypatch.setattr(localglob, "files_below", None)  # no walk is made again
+    assert [m.path for m in fsio.match(f"{tree}/link-000/**", walks)] == inside
+
+
+def test_a_link_to_a_folder_that_holds_it_is_refused_in_one_line(tree, tmp_path):
+    """A link to the folder it is in, or above, and two folders linking to each other: their
+    walks would never end. Two links to one folder are read twice, as nested inputs are."""
+    os.symlink(tmp_path / "copy-000", tmp_path / "copy-001" / "again")  # not a loop
+    assert len(localglob.files_below(tree)) == len(NAMES) + 1 + 4 + 4
+    loops = [(tmp_path / "copy-000" / "sub" / "up", tmp_path / "copy-000")]
+    loops.append((tmp_path / "copy-011" / "to-other", tmp_path / "other"))
+    loops.append((tmp_path / "other" / "to-copy", tmp_path / "copy-011"))
+    os.symlink(*reversed(loops[0]))
+    for pattern in (tree, f"{tree}/copy-000", f"{tree}/[c]opy-000/**"):
+        with pytest.raises(BadInputError) as e:
+            listed(InputSpec("text", pattern))
+        link, said = str(e.value).split(" is a symbolic link to ", 1)  # met by either name
+        assert link in (str(loops[0][0]), str(loops[0][0]).replace("copy-000", "link-000"))
+        assert said.startswith(f"{tmp_path}/copy-000, a folder that holds the link itself, so")
+        assert said.endswith("that leaves it out") and "\n" not in said
+    assert listed(InputSpec("text", f"{tree}/[o]ther/**"))  # a glob that leaves it out
+    os.remove(loops[0][0])
+    for link, folder in loops[1:]:
+        os.symlink(folder, link)
+    with pytest.raises(BadInputError, match=r"^\S+/(to-other|to-copy) is a symbolic link to"):
+        localglob.files_below(f"{tree}/copy-011")
 
 
 def test_what_the_build_lists_while_it_runs_is_listed_afresh(tree, tmp_path):
