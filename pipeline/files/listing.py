@@ -61,6 +61,7 @@ def glob_root(pattern: str) -> str:
 _LISTINGS: dict | None = None  # InputSpec -> its listing, inside `one_listing`
 _SIZES: dict[str, int] = {}  # path -> stored size, from the listings inside `one_listing`
 _WALKS: dict[str, list[str]] = {}  # local folder -> its files, for the inputs' listings inside it
+HIDDEN: dict = {}  # InputSpec -> the names below it left out as hidden (`leave_out_hidden`)
 
 
 @contextlib.contextmanager
@@ -80,6 +81,7 @@ def one_listing():
             _LISTINGS = None
             _SIZES.clear()
             _WALKS.clear()
+            HIDDEN.clear()
 
 
 def listed(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
@@ -113,17 +115,48 @@ def list_files(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
         root = glob_root(pattern) if one_file else pattern.rstrip("/")
         if not found and fsio.is_local(pattern) and not os.path.isdir(pattern):
             missed = [pattern]  # no file, or a dangling link, by that name
+    found, missed, HIDDEN[spec] = leave_out_hidden(found, missed, root, pattern)
     refuse_odd_files(found, sorted(missed), pattern)
-    out = []
-    for m in found:
-        path = m.path
-        rel = (
-            path[len(root) :].lstrip("/")
-            if root and path.startswith(root)
-            else posixpath.basename(path)
-        )
-        out.append((spec.format, path, rel, m))
-    return out
+    return [(spec.format, m.path, relative(m.path, root), m) for m in found]
+
+
+def relative(path: str, root: str) -> str:
+    """A file's name within its input: below `root`, else its own name."""
+    return (
+        path[len(root) :].lstrip("/")
+        if root and path.startswith(root)
+        else posixpath.basename(path)
+    )
+
+
+def hidden_note(spec: InputSpec) -> str | None:
+    """The note for the files an input's listing left out as hidden, if any."""
+    names = HIDDEN.get(spec)
+    if not names:
+        return None
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return (
+        f"note: {spec.pattern}: {len(names):,} file(s) left out, whose names begin with '.' "
+        f"({shown}); a pattern that spells the '.' reads them (--input 'DIR/.name')"
+    )
+
+
+def leave_out_hidden(found, missed: list[str], root: str, pattern: str) -> tuple:
+    """(found, missed, hidden names) without the files whose name within the input has a part
+    that begins with "." (`.git/`, `.DS_Store`, `.gitattributes`), as Hadoop's and Hugging Face
+    `datasets`' listings leave them out, and as a shell's glob does; kept when the pattern spells
+    such a part after its folder (`in/.notes/*`, or such a file named alone)."""
+    rest = pattern[len(root) :] if root and pattern.startswith(root) else pattern
+    if any(p.startswith(".") and p not in (".", "..") for p in rest.split("/")):
+        return found, missed, []
+
+    def hidden(path: str) -> bool:
+        return any(p.startswith(".") for p in relative(path, root).split("/"))
+
+    left_out = sorted(relative(p, root) for p in [m.path for m in found] + missed if hidden(p))
+    if not left_out:
+        return found, missed, []
+    return [m for m in found if not hidden(m.path)], [p for p in missed if not hidden(p)], left_out
 
 
 def names_a_path(pattern: str) -> bool:

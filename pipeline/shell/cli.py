@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from pipeline.files.listing import expand_pattern, one_listing
+from pipeline.files.listing import expand_pattern, hidden_note, one_listing
 from pipeline.runners.allocator import reuse_freed_memory
 from pipeline.shell.arguments import (
     Help,
@@ -69,8 +69,8 @@ def check_inputs(cfg, verbose: bool = False):
 def check_first_file(spec, verbose: bool, strict: bool, fields=("text", "id")) -> None:
     """The input's first file (a Wikipedia dump's index aside) read as its format: a wrong
     --format is refused here, in the reader's words, before OUT is made; with --skip-bad-input
-    (not `strict`) only another format read as text (`pipeline.sources.head`); prose given as
-    the text format is said in a note. `fields`: the records' text and id fields."""
+    (not `strict`) only another format read as text (`pipeline.sources.head`); notes for prose
+    given as text and for hidden files left out. `fields`: the records' text and id fields."""
     from pipeline.files import fsio
     from pipeline.sources.documents import BadInputError
     from pipeline.sources.head import HEAD_BYTES, check_head
@@ -81,8 +81,8 @@ def check_first_file(spec, verbose: bool, strict: bool, fields=("text", "id")) -
         return
     fmt, path, rel = files[0]
     try:
-        note = check_head(fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES), strict, *fields)
-        if note:  # read as asked, though it does not look like it
+        head = check_head(fmt, path, rel, lambda p: fsio.open_read(p, HEAD_BYTES), strict, *fields)
+        for note in filter(None, (head, hidden_note(spec))):  # read as asked, though unlike it
             print(note)
     except BadInputError as e:
         if verbose:

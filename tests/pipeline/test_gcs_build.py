@@ -392,3 +392,29 @@ def test_a_wrong_format_on_gcs_is_refused_after_one_small_read(gcs_emulator, tmp
     assert gcs_emulator.list_objects("wrong-format") == ["corpus/prose.txt"]
     assert os.path.getsize(tmp_path / "corpus" / "prose.txt") > 4 * HEAD_BYTES
     assert gcs_emulator.stats()["bytes_down"] < 2 * HEAD_BYTES  # the head, and the listing
+
+
+def test_hidden_names_are_left_out_on_gcs_as_on_a_local_disk(gcs_emulator, gcs_bucket, tmp_path):
+    """Objects whose names below the input have a part that begins with '.' are left out, and
+    read where the pattern spells the dot, as the same files on a local disk."""
+    from pipeline.files.listing import HIDDEN, InputSpec, expand_pattern
+    from schemas import storage
+
+    names = ("a.txt", "sub/b.txt", ".DS_Store", ".git/HEAD", "sub/.c.txt", ".notes/d.txt")
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"The file {name}.\n")
+        storage.upload(str(tmp_path / name), f"gs://{gcs_bucket}/in/{name}")
+    for rel in ("", "/", "/**", "/sub", "/.notes/*", "/.*", "/sub/.c.txt"):
+        local, remote = (
+            InputSpec("text", f"{tmp_path}{rel}"),
+            InputSpec("text", f"gs://{gcs_bucket}/in{rel}"),
+        )
+        assert [r for *_, r in expand_pattern(remote)] == [r for *_, r in expand_pattern(local)]
+        assert HIDDEN[remote] == HIDDEN[local], rel
+    assert HIDDEN[InputSpec("text", f"gs://{gcs_bucket}/in")] == [
+        ".DS_Store",
+        ".git/HEAD",
+        ".notes/d.txt",
+        "sub/.c.txt",
+    ]

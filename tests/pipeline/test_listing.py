@@ -5,6 +5,7 @@ entered (Beam's match leaves it out), its files named under the link, a loop ref
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -340,3 +341,63 @@ def test_a_value_with_a_comma_is_one_path_only_where_its_parts_match_nothing(
         InputSpec("books", "a"),
         InputSpec("books", "b.txt"),
     )
+
+
+HIDDEN_TREE = ("a.txt", "sub/b.txt", ".DS_Store", ".git/HEAD", "sub/.c.txt", ".notes/d.txt")
+LEFT_OUT = [".DS_Store", ".broken", ".git/HEAD", ".notes/d.txt", "sub/.c.txt"]
+
+
+def hidden_tree(root) -> str:
+    """A corpus folder with files and folders whose names begin with '.' among its own."""
+    for name in HIDDEN_TREE:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"The file {name} has a sentence.\n")
+    os.symlink(root / "missing", root / ".broken")  # a hidden dangling link: left out too
+    return str(root)
+
+
+@pytest.mark.parametrize(
+    "rel, read, left_out",
+    [
+        ("", ["a.txt", "sub/b.txt"], LEFT_OUT),
+        ("/**", ["a.txt", "sub/b.txt"], LEFT_OUT),
+        ("/sub", ["b.txt"], [".c.txt"]),
+        ("/.notes", ["d.txt"], []),  # the folder named: what is below it is read
+        ("/.notes/*", ["d.txt"], []),
+        ("/.*", [".DS_Store"], []),  # the dot spelt: read (the link is refused, as any)
+        ("/sub/.c.txt", [".c.txt"], []),  # one file named
+    ],
+)
+def test_hidden_names_are_left_out_unless_the_pattern_spells_the_dot(tmp_path, rel, read, left_out):
+    """Names that begin with '.' below an input (`.git/`, `.DS_Store`) are left out, as
+    Hadoop's and `datasets`' listings and a shell's glob leave them; a pattern that spells the
+    dot, or names the folder or file, reads them. The names left out are kept for a note."""
+    from pipeline.files.listing import HIDDEN, hidden_note
+
+    root = hidden_tree(tmp_path / "in")
+    spec = InputSpec("text", root + rel)
+    if rel == "/.*":
+        with pytest.raises(BadInputError, match="symbolic link to"):
+            listed(spec)
+        os.remove(f"{root}/.broken")
+    assert [r for *_, r, _ in listed(spec)] == read
+    assert HIDDEN[spec] == left_out
+    said = hidden_note(spec)
+    assert (said is None) == (not left_out)
+    if left_out:
+        assert said.startswith(f"note: {root + rel}: {len(left_out)} file(s) left out, whose")
+        assert f"({', '.join(left_out[:3])}, ...)" in said or len(left_out) <= 3
+
+
+def test_a_build_of_a_folder_with_hidden_files_reads_the_rest_and_says_so(tmp_path, capsys):
+    """The build reads its files, with a note, where `.DS_Store` stopped it as a binary file
+    and `.git`'s text files became documents."""
+    from tests.helpers import build_shards
+
+    root = hidden_tree(tmp_path / "in")
+    (tmp_path / "in" / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1\x00\x00")
+    out = str(tmp_path / "out")
+    assert build_shards(out, "--vocab-size", "200", inputs=f"text:{root}") == 0
+    said = capsys.readouterr().out
+    assert f"note: {root}: 5 file(s) left out, whose names begin with '.' (.DS_Store," in said
+    assert json.load(open(f"{out}/manifest.json"))["counts"]["total"]["files_read"] == 2
