@@ -131,13 +131,21 @@ def relative(path: str, root: str) -> str:
 
 def hidden_note(spec: InputSpec) -> str | None:
     """The note for the files an input's listing left out as hidden, if any."""
-    names = HIDDEN.get(spec)
-    if not names:
-        return None
+    return f"note: {spec.pattern}: {_hidden_said(spec)}" if HIDDEN.get(spec) else None
+
+
+def no_files_said(spec: InputSpec) -> str:
+    """Why an input gives no file: nothing matches, or all it holds was left out as hidden."""
+    said = f"no input files match {spec.pattern!r} (format {spec.format})"
+    return f"{said}: {_hidden_said(spec)}" if HIDDEN.get(spec) else said
+
+
+def _hidden_said(spec: InputSpec) -> str:
+    names = HIDDEN[spec]
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
     return (
-        f"note: {spec.pattern}: {len(names):,} file(s) left out, whose names begin with '.' "
-        f"({shown}); a pattern that spells the '.' reads them (--input 'DIR/.name')"
+        f"{len(names):,} file(s) left out, whose names begin with '.' ({shown}); a pattern "
+        "that spells the '.' reads them (--input 'DIR/.name')"
     )
 
 

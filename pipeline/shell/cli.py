@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from pipeline.files.listing import expand_pattern, hidden_note, one_listing
+from pipeline.files.listing import expand_pattern, hidden_note, no_files_said, one_listing
 from pipeline.runners.allocator import reuse_freed_memory
 from pipeline.shell.arguments import (
     Help,
@@ -48,7 +48,7 @@ def check_inputs(cfg, verbose: bool = False):
     refuse_unusable_inputs(cfg.inputs)
     for spec in cfg.inputs:
         if not expand_pattern(spec):
-            raise SystemExit(f"error: no input files match {spec.pattern!r} (format {spec.format})")
+            raise SystemExit(f"error: {no_files_said(spec)}")
         check_first_file(spec, verbose, not cfg.skip_bad_input, cfg.fields())
         manifest = shard_set_inside(spec)
         if manifest:

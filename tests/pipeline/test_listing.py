@@ -400,4 +400,11 @@ def test_a_build_of_a_folder_with_hidden_files_reads_the_rest_and_says_so(tmp_pa
     assert build_shards(out, "--vocab-size", "200", inputs=f"text:{root}") == 0
     said = capsys.readouterr().out
     assert f"note: {root}: 5 file(s) left out, whose names begin with '.' (.DS_Store," in said
+    for name in ("a.txt", "sub/b.txt"):
+        os.remove(f"{root}/{name}")
+    with pytest.raises(SystemExit) as e:  # all it holds hidden: said so
+        build_shards(str(tmp_path / "none"), "--vocab-size", "200", inputs=f"text:{root}")
+    assert str(e.value.code).startswith(
+        f"error: no input files match '{root}' (format text): 5 file(s) left out, whose names"
+    )
     assert json.load(open(f"{out}/manifest.json"))["counts"]["total"]["files_read"] == 2
