@@ -72,9 +72,9 @@ def _entered(link: str, met: tuple[str, ...]) -> tuple[str, ...]:
     target, here = os.path.realpath(link), os.path.realpath(os.path.dirname(link))
     if any(p == target or p.startswith(target.rstrip(os.sep) + os.sep) for p in (*met, here)):
         raise BadInputError(
-            f"{link} is a symbolic link to {os.readlink(link)}, a folder that holds the link "
-            "itself, so its walk would never end; remove the link, or name the input's files "
-            "with a glob that leaves it out"
+            f"{link} is a symbolic link to {os.readlink(link)}, a folder that holds the link or "
+            "one the walk came through, so the walk would never end; remove the link, or name "
+            "the input's files with a glob that leaves it out"
         )
     return (*met, here)
 
