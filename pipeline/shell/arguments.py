@@ -66,8 +66,9 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="[FORMAT:]PATH",
-        help="file, directory or glob (local or gs://...); repeat or "
-        "comma-separate for several; prefix FORMAT: to mix formats",
+        help="file, directory or glob (local or gs://...; links followed, names beginning "
+        "with '.' below it left out); repeat or comma-separate for several; prefix FORMAT: to "
+        "mix formats",
     )
     ap.add_argument(
         "--format",
