@@ -39,8 +39,9 @@ def evaluate(cfg: EvaluateConfig) -> list[dict]:
     autocast)."""
     device = resolve_device(cfg.device)
     shards = open_shards(cfg.shards)
+    models: dict[BertConfig, BertForPreTraining] = {}  # one a config, weights loaded in turn
     for path in cfg.ckpts[1:]:  # the first is checked as it is loaded below
-        _model(path, shards)
+        _model(path, shards, models)
     if cfg.all_rows:
         held = whole_shards(shards, range(len(shards)))
     else:
@@ -53,7 +54,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict]:
 
     results = []
     for path in cfg.ckpts:
-        model = _model(path, shards).to(device)
+        model = _model(path, shards, models).to(device)
         result = data.evaluate(model, amp, cfg.eval_batches or data.batches)
         print(f"{path} on {cfg.shards}: {shown(result)}", flush=True)
         results.append({**result, "model": path, "precision": precision_name(dtype)})
@@ -63,10 +64,12 @@ def evaluate(cfg: EvaluateConfig) -> list[dict]:
     return results
 
 
-def _model(path: str, shards: ShardSet) -> BertForPreTraining:
+def _model(path: str, shards: ShardSet, models: dict) -> BertForPreTraining:
     """The model at `path` on these shards: their vocab (refused otherwise) and casing, and
     positions enough for their rows. A checkpoint's tensors are mapped from its file, so its
-    optimizer's state is never read."""
+    optimizer's state is never read. The weights go into the model of `models` made for their
+    config, made once (a base model's initialisation is a CPU-second): a run's checkpoints,
+    checked and then evaluated, share one."""
     where = f"the shards in {shards.directory}"
     if is_hf_directory(path):
         imported = load_pretrained(path, vocab=shards.vocab, where=where, mappable=False)
@@ -90,9 +93,10 @@ def _model(path: str, shards: ShardSet) -> BertForPreTraining:
         cfg, state = BertConfig(**ckpt["model_config"]), ckpt["model"]
         lowercase = ckpt["shard_config"].get("lowercase", True)
     check_fits(path, cfg, lowercase, shards)
-    model = BertForPreTraining(cfg)
-    model.load_state_dict(state)
-    return model
+    if cfg not in models:
+        models[cfg] = BertForPreTraining(cfg)
+    models[cfg].load_state_dict(state)
+    return models[cfg]
 
 
 def evaluate_config(args) -> EvaluateConfig:

@@ -9,8 +9,10 @@ import os
 
 import pytest
 
+import model.evaluate as evaluate_module
 from model.cli import main
 from schemas.vocab import Vocab
+from tests.helpers import calls_to
 from tests.model.helpers import one_line_error
 
 transformers = pytest.importorskip("transformers")
@@ -79,7 +81,7 @@ def test_what_cannot_be_evaluated_is_refused_in_one_line(
 
 
 def test_several_models_are_evaluated_in_turn_each_checked_first(
-    pretrained_run, shards_dir, tmp_path, capsys
+    pretrained_run, shards_dir, tmp_path, capsys, monkeypatch
 ):
     """A run's checkpoint and its export in one command: a line and a JSON line each, the same
     figures; a model of another vocab among them stops the command before the first runs."""
@@ -95,6 +97,13 @@ def test_several_models_are_evaluated_in_turn_each_checked_first(
     assert theirs["mlm_loss"] == pytest.approx(ours["mlm_loss"], abs=1e-6)
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split(" on ")[0] for line in lines[-2:]] == [ckpt, export]
+    made = calls_to(monkeypatch, evaluate_module, "BertForPreTraining")
+    again = str(tmp_path / "again.jsonl")
+    args_again = [*args[:-2], "--out", again, "--ckpt", ckpt, export, ckpt]
+    assert main(args_again) == 0
+    with open(again) as f:  # a run's checkpoints share a model, made once, weights in turn
+        assert [json.loads(line) for line in f][::2] == [ours, {**ours, "model": ckpt}]
+    assert len(made) == 1
     vocab = Vocab.load(os.path.join(shards_dir, "vocab.txt"))
     other = str(tmp_path / "other")
     os.makedirs(other)
