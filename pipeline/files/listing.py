@@ -158,8 +158,10 @@ def leave_out_hidden(found, missed: list[str], root: str, pattern: str) -> tuple
     if any(p.startswith(".") and p not in (".", "..") for p in rest.split("/")):
         return found, missed, []
 
-    def hidden(path: str) -> bool:
-        return any(p.startswith(".") for p in relative(path, root).split("/"))
+    def hidden(path: str) -> bool:  # a part of the name below `root` begins with "."
+        if "/." not in path and not path.startswith("."):
+            return False  # (most paths: no part of the whole path does)
+        return "/." in "/" + relative(path, root)
 
     left_out = sorted(relative(p, root) for p in [m.path for m in found] + missed if hidden(p))
     if not left_out:
