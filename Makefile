@@ -67,11 +67,18 @@ help: ## this list
 
 venv: $(STAMP) ## create .venv and install everything (every target does it first)
 
+# Hugging Face `datasets` (and the pandas it brings), for the test that loads a shard set with
+# it, in a folder of its own that only that test's child process puts on its path: Beam imports
+# pandas whenever it can, in every process that imports Beam (docs/benchmarks.md).
+HF_DATASETS_DIR = $(VENV)/hf-datasets
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[model,gcs,export,dev,gcp,dask]'
 	$(PY) -m pip install -q --no-deps 'mosaicml-streaming==0.13.0'  # its pins: see pyproject dev
+	$(PY) -m pip install -q --no-deps --upgrade --target $(call q,$(HF_DATASETS_DIR)) \
+		'datasets==5.2.0' 'pandas==3.1.1' 'dill==0.4.1' 'multiprocess==0.70.19'
 	touch $(STAMP)
 
 shards: $(STAMP) ## build a shard set from INPUT (FORMAT) into OUT; the sample by default
