@@ -2,7 +2,7 @@
 here, never from each other): the sample corpus and builds of it, the digests that say two sets
 hold the same bytes, builds killed at a given file, the rows an export must hold, Google's vocab
 layout, processes seen in /proc, read-only folders, signals sent after a call, a source file's
-imports, corpora in other formats, and the order the test files are handed out in."""
+imports, corpora in other formats (an archive among them), and the order of the test files."""
 
 from __future__ import annotations
 
@@ -68,7 +68,10 @@ def write_parquet(path, records: list[dict], row_group_size: int = 4, field: str
 def write_other_formats(folder, texts: list[str], field: str = "text") -> str:
     """`texts` as WikiExtractor's output (a block each, the second half in a file of its
     `--json` layout), as an Arrow stream file (ids `aN`, the text in column `field`) and in the
-    paragraphs format (a document each, its lines paragraphs) under `folder`; the inputs."""
+    paragraphs format (a document each) in a `.tgz` under `folder`; the inputs."""
+    import io
+    import tarfile
+
     import pyarrow as pa
 
     os.makedirs(os.path.join(folder, "text"))
@@ -83,10 +86,13 @@ def write_other_formats(folder, texts: list[str], field: str = "text") -> str:
     with pa.ipc.new_stream(os.path.join(folder, "rows.arrow"), table.schema) as writer:
         writer.write_table(table, max_chunksize=2)
     lines = ["\n".join(line for line in t.splitlines() if line.strip()) for t in texts]
-    with open(os.path.join(folder, "paragraphs.txt"), "w", encoding="utf-8") as f:
-        f.write("\n\n".join(lines) + "\n")
+    data = ("\n\n".join(lines) + "\n").encode()
+    with tarfile.open(os.path.join(folder, "paragraphs.tgz"), "w:gz") as tar:
+        member = tarfile.TarInfo("paragraphs.txt")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
     inputs = f"wikiextractor:{folder}/text,arrow:{folder}/rows.arrow"
-    return f"{inputs},paragraphs:{folder}/paragraphs.txt"
+    return f"{inputs},paragraphs:{folder}/paragraphs.tgz"
 
 
 def build_shards(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> int:
@@ -109,11 +115,10 @@ def build_in_a_process(out: str, *extra: str, inputs: str = SAMPLE_INPUT) -> Non
 def build_process(
     out: str, *args: str, inputs: str = SAMPLE_INPUT, output=subprocess.PIPE
 ) -> subprocess.Popen:
-    """`bert-shards build` of `inputs` into `out` with `args`, started in a process group of its
-    own, so that a kill takes Beam's workers too. Its temporary folder is next to `out`: a build
-    killed with SIGKILL leaves Beam's (empty) folder behind, and the suite leaves none in /tmp.
-    Its output (stdout and stderr) goes to a pipe, or to `output`, a file: a process the build
-    left running would hold a pipe open, and reading it to its end would wait that out."""
+    """`bert-shards build` of `inputs` into `out` with `args`, in a process group of its own (a
+    kill takes Beam's workers too), its temporary folder next to `out` (a SIGKILL leaves Beam's
+    behind, and the suite leaves none in /tmp), its output to a pipe or to `output`, a file (a
+    process the build left running would hold a pipe open, and reading it would wait)."""
     cmd = [sys.executable, "-m", "pipeline", "build", "--input", inputs, "--out", out, *args]
     tmp = os.path.join(os.path.dirname(out), "tmp")
     os.makedirs(tmp, exist_ok=True)
@@ -144,8 +149,7 @@ def kill_when(
 
 
 def finished_bucket_times(out: str) -> set[int]:
-    """The modification times of the shards a killed build finished (each has its record), so
-    that a resume can be seen to take them as they are (`shard_times`)."""
+    """The modification times of the shards a killed build finished (each has its record)."""
     records = glob.glob(f"{out}/shards/.building/bucket-*.json")
     return {os.stat(p[: -len("json")] + "arrow").st_mtime_ns for p in records}
 
@@ -156,10 +160,9 @@ def shard_times(out: str) -> set[int]:
 
 
 def built_once(tmp_path_factory, name: str, make: Callable[[str], object]) -> str:
-    """`make(path)` once for the whole run, its path returned: with make test's processes
-    (pytest-xdist) the first to ask makes it, under a lock, in the folder their temporary
-    folders share, and the others wait for it and read the same one. Read-only to its users,
-    as a session fixture is."""
+    """`make(path)` once for the whole run, its path returned: of make test's processes, the
+    first to ask makes it, under a lock, in the folder their temporary folders share, and the
+    others wait for it and read it. Read-only to its users, as a session fixture is."""
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # popen-gw0, popen-gw1, ... sit side by side in it
@@ -247,8 +250,8 @@ def children(pid: int) -> list[int]:
 
 
 def session_members(sid: int) -> list[int]:
-    """The live processes (not zombies) of session `sid`: what a command started with
-    `start_new_session=True` left running, its children reparented once it has ended."""
+    """The live processes (not zombies) of session `sid`: what a command started in a session
+    of its own left running."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -264,9 +267,8 @@ def session_members(sid: int) -> list[int]:
 
 
 def left_in_session(sid: int, timeout: float = 10) -> list[int]:
-    """`session_members(sid)` once the session has emptied or `timeout` seconds have passed:
-    what a command started ends with it, but some of it (a worker, multiprocessing's resource
-    tracker, which ends when its parent has) may still be exiting as the command returns."""
+    """`session_members(sid)` once the session has emptied or `timeout` seconds have passed (a
+    worker, or multiprocessing's resource tracker, may still be exiting as the command returns)."""
     deadline = time.monotonic() + timeout
     while session_members(sid) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -365,8 +367,7 @@ def refusal(capsys, *argv: str, command: str = "build") -> str:
 
 
 def calls_to(monkeypatch, owner, name: str) -> list:
-    """`owner.name` replaced by a function that records each call's first argument in the list
-    returned, then calls the original."""
+    """`owner.name` replaced by one that records each call's first argument, then calls it."""
     real, calls = getattr(owner, name), []
 
     def recorded(first, *args, **kwargs):
@@ -391,8 +392,7 @@ def signal_after(monkeypatch, owner, name: str, sig: int) -> None:
 
 
 def module_name(path, root: str = ROOT) -> str:
-    """The dotted module name of a source file of this project (a package's `__init__.py`
-    names the package)."""
+    """The dotted module name of a source file (a package's `__init__.py` names the package)."""
     parts = list(Path(path).relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 

@@ -67,8 +67,8 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
         required=True,
         metavar="[FORMAT:]PATH",
         help="file, directory or glob (local or gs://...; links followed, names beginning "
-        "with '.' below it left out); repeat or comma-separate for several; prefix FORMAT: to "
-        "mix formats",
+        "with '.' below it left out; a tar or zip archive read as a folder); repeat or "
+        "comma-separate for several; prefix FORMAT: to mix formats",
     )
     ap.add_argument(
         "--format",

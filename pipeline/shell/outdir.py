@@ -337,7 +337,10 @@ def stale(holder: str) -> bool:
 # are compressed (snappy by default) and hold columns beside the text.
 DISK_PER_TEXT_BYTE = 8.5
 COMPRESSED_TEXT = 4
-COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd", ".lz4", ".parquet")
+COMPRESSED_SUFFIXES = (
+    *(".gz", ".bz2", ".xz", ".zst", ".zstd", ".lz4", ".parquet"),
+    *(".tgz", ".tbz2", ".tbz", ".txz", ".tzst", ".zip"),  # archives, compressed
+)
 
 
 def text_bytes(files: list[tuple[str, int]]) -> int:

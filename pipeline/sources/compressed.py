@@ -17,6 +17,8 @@ from pipeline.sources.documents import REFETCH_OR_SKIP, BadInputError
 from pipeline.sources.streams import CHUNK_BYTES
 
 COMPRESSED = {".bz2": "bz2", ".gz": "gzip", ".xz": "xz", ".zst": "zstd", ".zstd": "zstd"}
+# a compressed tar's short names (`pipeline.sources.archives`)
+COMPRESSED.update({".tgz": "gzip", ".tbz2": "bz2", ".tbz": "bz2", ".txz": "xz", ".tzst": "zstd"})
 
 
 def compression_of(path: str) -> str | None:

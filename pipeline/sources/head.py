@@ -14,6 +14,7 @@ import json
 import re
 from typing import BinaryIO
 
+from pipeline.sources.archives import archive_kind, first_member, refuse_seeking_format
 from pipeline.sources.arrow import FILE_MAGIC, compressed_file_format, is_arrow
 from pipeline.sources.compressed import compression_of, decompressed
 from pipeline.sources.documents import CJK_STOP, BadInputError, Tally
@@ -47,19 +48,15 @@ def check_head(
     Arrow records hold their text in `text_field`, JSON Lines records their id in `id_field`
     (two records of one id in the head are a bad record). Returns a note for a `text` file
     that reads as prose rather than a sentence per line (`prose_note`) or a `paragraphs` file
-    of wrapped lines (`wrapped_note`), else None."""
+    of wrapped lines (`wrapped_note`), else None. Of an archive, its first member to read is
+    checked (`pipeline.sources.archives`)."""
+    if archive_kind(path):  # an archive of a format read by seeking: a mistake, not damage
+        refuse_seeking_format(fmt, rel)
     try:
-        with open_raw(path) as raw:
-            head = read_head(decompressed(raw, path))
-            if strict and compression_of(path):  # what is read by seeking, compressed whole
-                if fmt == "parquet" and head.startswith(MAGIC):
-                    raise BadInputError(compressed_whole(rel))
-                if fmt == "arrow" and head.startswith(FILE_MAGIC):
-                    raise BadInputError(compressed_file_format(rel))
-            if strict and fmt == "parquet" and head.startswith(MAGIC):
-                opened(raw, rel, text_field)  # its columns, from the footer at its end
-            if strict and fmt == "arrow" and is_arrow(head):
-                arrow_columns(head, rel, text_field)
+        if archive_kind(path):
+            head, rel = archive_head(fmt, path, rel, open_raw)
+        else:
+            head = file_head(fmt, path, rel, open_raw, strict, text_field)
     except BadInputError:
         if strict:
             raise
@@ -79,6 +76,30 @@ def check_head(
             refuse_non_export(text.split(PAGE_OPEN, 1)[0], rel)
         return
     return check_text_head(fmt, head, whole, rel, strict, text_field, id_field)
+
+
+def file_head(fmt: str, path: str, rel: str, open_raw, strict: bool, text_field: str) -> bytes:
+    """A file's first bytes, decompressed; (`strict`) a Parquet or Arrow file that cannot be read
+    as it is stored, or whose columns lack `text_field`, raises `BadInputError`."""
+    with open_raw(path) as raw:
+        head = read_head(decompressed(raw, path))
+        if strict and compression_of(path):  # what is read by seeking, compressed whole
+            if fmt == "parquet" and head.startswith(MAGIC):
+                raise BadInputError(compressed_whole(rel))
+            if fmt == "arrow" and head.startswith(FILE_MAGIC):
+                raise BadInputError(compressed_file_format(rel))
+        if strict and fmt == "parquet" and head.startswith(MAGIC):
+            opened(raw, rel, text_field)  # its columns, from the footer at its end
+        if strict and fmt == "arrow" and is_arrow(head):
+            arrow_columns(head, rel, text_field)
+    return head
+
+
+def archive_head(fmt: str, path: str, rel: str, open_raw) -> tuple[bytes, str]:
+    """The first bytes of an archive's first member to read, decompressed, and its rel (empty
+    for an archive with none, which is found and counted as it is read, as an empty file is)."""
+    with open_raw(path) as raw, first_member(raw, path, rel) as (member_rel, member):
+        return (b"" if member is None else read_head(member)), member_rel
 
 
 def check_text_head(

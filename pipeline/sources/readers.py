@@ -1,11 +1,14 @@
 """The input formats by name: each maps to a reader `(file, relative path, tally, source)`
 yielding documents (see `pipeline.sources.documents`); `read_input` reads one planned item of
-any format, compressed or not, whole or a span."""
+any format, compressed or not, whole or a span, or an archive's members (`archives`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
+from typing import BinaryIO
 
+from pipeline.sources.archives import archive_kind, read_archive, refuse_seeking_format
 from pipeline.sources.arrow import read_arrow
 from pipeline.sources.books import read_book
 from pipeline.sources.compressed import decompressed
@@ -51,9 +54,19 @@ def read_input(
             yield from read_parquet_span(raw, rel, span, tally, fmt, text_field, id_field)
         elif span is not None:
             yield from read_span(raw, rel, span, tally)
-        elif fmt == "wikipedia":
-            yield from iter_pages(decompressed(raw, path), rel, tally)
+        elif archive_kind(path):
+            refuse_seeking_format(fmt, rel)
+            read = partial(read_stream, fmt, tally=tally, fields=(text_field, id_field))
+            yield from read_archive(raw, path, rel, tally, read)
         else:
-            fields = {"text_field": text_field, "id_field": id_field}
-            field = fields if fmt in FIELD_FORMATS else {}
-            yield from READERS[fmt](decompressed(raw, path), rel, tally, source=fmt, **field)
+            yield from read_stream(fmt, decompressed(raw, path), rel, tally, (text_field, id_field))
+
+
+def read_stream(fmt: str, f: BinaryIO, rel: str, tally: Tally, fields: tuple) -> Iterator:
+    """What a whole file (or an archive's member) of `fmt`, decompressed, yields: documents,
+    or Wikipedia's pages. `fields`: (text_field, id_field) of the formats with records."""
+    if fmt == "wikipedia":
+        yield from iter_pages(f, rel, tally)
+        return
+    named = {"text_field": fields[0], "id_field": fields[1]} if fmt in FIELD_FORMATS else {}
+    yield from READERS[fmt](f, rel, tally, source=fmt, **named)

@@ -122,6 +122,15 @@ def text_stream(f: BinaryIO, rel: str, tally: Tally) -> BinaryIO | None:
                 tally.inc(f"files_decoded.{encoding}")
                 return TranscodingReader(head[len(bom) :], f, encoding)
     kind = magic_kind(head)
+    if kind == "zip" or head[257:262] == b"ustar":  # a tar's magic, after its first name
+        name = ".zip" if kind == "zip" else ".tar (.tar.gz if it came gzipped, and so on)"
+        tally.bad(
+            "binary_file",
+            rel,
+            f"a {kind or 'tar'} archive, not text (archives are read as folders by their "
+            f"extension: name it {name}, or extract it)",
+        )
+        return None
     if kind in _COMPRESSED_KINDS:
         tally.bad(
             "binary_file",

@@ -38,6 +38,7 @@ from pipeline.files.listing import (
 )
 from pipeline.files.tracked import Opener, open_raw
 from pipeline.sources import line_spans
+from pipeline.sources.archives import archive_kind
 from pipeline.sources.documents import BadInputError, Document, Tally
 from pipeline.sources.line_spans import (
     LINE_FORMATS,
@@ -214,10 +215,12 @@ def chunk_bytes_for(total: int) -> int:
 def plan_reads(item: tuple[str, str, str], span_bytes: int | None = None):
     """(format, path, rel, span): Wikipedia dumps with an index, and large uncompressed
     exports, text and JSON Lines files, and large Parquet files (by row groups), are cut into
-    spans read in parallel; other files are read whole (span None)."""
+    spans read in parallel; other files, and archives, are read whole (span None)."""
     fmt, path, rel = item
     spans = [None]
-    if fmt == "wikipedia":
+    if archive_kind(path):  # a stream of members, read whole
+        pass
+    elif fmt == "wikipedia":
         if is_index(path):  # read with its dump, not as an export
             return
         spans = plan_wikipedia(path, fsio.size(path), open_raw, fsio.exists)

@@ -1,0 +1,151 @@
+"""Archives read as folders: a tar file (`.tar`, or compressed: `.tar.gz`/`.tgz`,
+`.tar.bz2`/`.tbz2`, `.tar.xz`/`.txz`, `.tar.zst`/`.tzst`) or a zip file is read member by
+member, without unpacking it to disk, each regular file as a file of the input's format would be
+read (`books1.tar.gz` holding `books1/epubtxt/*.txt`, a book each). A member is named below
+the archive (`books1.tar.gz/books1/epubtxt/a.txt`), which is what its document's id is made
+from; a compressed member (`.gz`, ...) is decompressed by its name as a file is.
+
+Left out, as a folder's listing leaves them out: members with a part of the name that begins
+with `.` (`.DS_Store`, `._a.txt`, `.git/`), macOS's `__MACOSX/` copies in a zip, and what is
+not a regular file (folders, links, devices); all but folders are counted. A tar is read as a
+stream, one member after another, so a `.tar.gz` is decompressed once; a zip is read by seeking,
+its members in the order of its directory. Parquet and Arrow's file format are read by seeking,
+which a tar's stream cannot do: an archive of them is refused (`refuse_seeking_format`)."""
+
+from __future__ import annotations
+
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import PurePosixPath
+from typing import BinaryIO
+
+from pipeline.sources.compressed import decompressed
+from pipeline.sources.documents import REFETCH_OR_SKIP, BadInputError, Tally
+
+TAR_SUFFIXES = (".tar",)
+COMPRESSED_TAR_SUFFIXES = (
+    ".tar.gz",
+    ".tgz",
+    ".tar.bz2",
+    ".tbz2",
+    ".tbz",
+    ".tar.xz",
+    ".txz",
+    ".tar.zst",
+    ".tar.zstd",
+    ".tzst",
+)
+ZIP_SUFFIXES = (".zip",)
+SEEKING_FORMATS = ("parquet", "arrow")  # read by seeking: not from a tar's stream
+MACOS_FORKS = "__MACOSX"  # a zip made by macOS's Finder keeps resource forks under it
+
+
+def archive_kind(path: str) -> str | None:
+    """'tar' or 'zip' for an archive by its name's suffix, else None."""
+    name = path.lower()
+    if name.endswith(TAR_SUFFIXES + COMPRESSED_TAR_SUFFIXES):
+        return "tar"
+    if name.endswith(ZIP_SUFFIXES):
+        return "zip"
+    return None
+
+
+def refuse_seeking_format(fmt: str, rel: str) -> None:
+    """Raises `BadInputError` for an archive given as a format its members cannot be read in."""
+    if fmt in SEEKING_FORMATS:
+        raise BadInputError(
+            f"{rel}: an archive of {fmt} files is not read: {fmt} files are read by seeking, "
+            "which a member of an archive cannot do here. Extract the archive and give its "
+            "folder as the input"
+        )
+
+
+def member_name(name: str) -> str | None:
+    """A member's name as it is read below the archive (`./a/b.txt` -> `a/b.txt`), or None
+    for one left out: a part beginning with `.`, or macOS's `__MACOSX/` copies."""
+    parts = PurePosixPath(name).parts
+    if not parts or parts[0] == "/":
+        parts = parts[1:]
+    if not parts or any(p.startswith(".") for p in parts) or parts[0] == MACOS_FORKS:
+        return None
+    return "/".join(parts)
+
+
+def read_archive(raw: BinaryIO, path: str, rel: str, tally: Tally, read) -> Iterator:
+    """What `read(file, member's rel)` yields for every regular member to read, in the
+    archive's order; a damaged archive raises `BadInputError` naming it, and the member being
+    read when the damage was met."""
+    kind = archive_kind(path)
+    where = rel
+    try:
+        for name, f in _MEMBERS[kind](raw, path, tally):
+            where = f"{rel}/{name}"
+            yield from read(decompressed(f, name), where)
+    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raise BadInputError(
+            f"{where}: a damaged {kind} archive ({type(e).__name__}: {e}). {REFETCH_OR_SKIP}"
+        ) from e
+
+
+def _tar_members(raw: BinaryIO, path: str, tally: Tally):
+    """(name, file) of a tar's members to read, the file read or left before the next."""
+    with tarfile.open(fileobj=decompressed(raw, path), mode="r|") as tar:
+        for member in tar:
+            name = _left_out_or_named(member.name, member.isfile(), member.isdir(), tally)
+            if name is not None:
+                yield name, tar.extractfile(member)
+
+
+def _zip_members(raw: BinaryIO, path: str, tally: Tally):
+    """(name, file) of a zip's members to read, in the order of its directory."""
+    with zipfile.ZipFile(raw) as archive:
+        for info in archive.infolist():
+            name = _left_out_or_named(info.filename, not info.is_dir(), info.is_dir(), tally)
+            if name is not None:
+                with archive.open(info) as f:
+                    yield name, f
+
+
+_MEMBERS = {"tar": _tar_members, "zip": _zip_members}
+
+
+def _left_out_or_named(raw_name: str, is_file: bool, is_dir: bool, tally: Tally) -> str | None:
+    """The name to read a member under, or None (counted unless it is a folder)."""
+    name = member_name(_printable(raw_name))
+    if is_dir:
+        return None
+    if name is None:
+        tally.inc("archive_members_skipped.hidden")
+        return None
+    if not is_file:
+        tally.inc("archive_members_skipped.not_a_file")
+        return None
+    tally.inc("archive_members_read")
+    return name
+
+
+def _printable(name: str) -> str:
+    """A member's name as text: bytes that are not UTF-8 (kept by tarfile as surrogates) become
+    U+FFFD, so the name can go into an id and a message."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+@contextmanager
+def first_member(raw: BinaryIO, path: str, rel: str):
+    """(rel, file) of the archive's first member to read, decompressed by its name, or
+    (rel, None) when it has none; a damaged archive raises `BadInputError`."""
+    kind = archive_kind(path)
+    members = _MEMBERS[kind](raw, path, Tally())
+    try:
+        try:
+            name, f = next(members, (None, None))
+        except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError) as e:
+            raise BadInputError(
+                f"{rel}: a damaged {kind} archive ({type(e).__name__}: {e}). {REFETCH_OR_SKIP}"
+            ) from e
+        yield (rel, None) if name is None else (f"{rel}/{name}", decompressed(f, name))
+    finally:
+        members.close()
