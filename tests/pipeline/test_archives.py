@@ -272,3 +272,19 @@ def test_an_archive_without_its_extension_is_named_as_one(kind, tmp_path, capsys
     else:
         assert said.startswith(f"error: {name}: a tar archive, not text"), said
         assert "name it .tar (.tar.gz if it came gzipped" in said
+
+
+def test_a_tar_keeps_no_member_it_has_read(tmp_path, monkeypatch):
+    """Memory flat in the archive's size: tarfile would keep every member's header met."""
+    real, kept = tarfile.TarFile.next, []
+
+    def next_header(self):
+        kept.append(len(self.members))
+        return real(self)
+
+    monkeypatch.setattr(tarfile.TarFile, "next", next_header)
+    files = {f"d/{i}.txt": f"Sentence {i}.\n".encode() for i in range(300)}
+    path = write_tar(tmp_path / "many.tar.gz", files, "w:gz", (), link=False)
+    docs, counts = documents(path, "many.tar.gz", fmt="text")
+    assert len(docs) == 300 == counts["archive_members_read"]
+    assert len(kept) > 300 and max(kept) <= 1
