@@ -117,6 +117,7 @@ def list_files(spec: InputSpec) -> list[tuple[str, str, str, FileMetadata]]:
             missed = [pattern]  # no file, or a dangling link, by that name
     found, missed, HIDDEN[spec] = leave_out_hidden(found, missed, root, pattern)
     refuse_odd_files(found, sorted(missed), pattern)
+    refuse_names_not_utf8(found)
     return [(spec.format, m.path, relative(m.path, root), m) for m in found]
 
 
@@ -222,6 +223,26 @@ def refuse_odd_files(found: list[FileMetadata], missed: list[str], pattern: str 
                 raise BadInputError(
                     f"{m.path} is {kind}, not a regular file, so it cannot be read as input{advice}"
                 )
+
+
+def refuse_names_not_utf8(found: list[FileMetadata]) -> None:
+    """A local file whose name is not UTF-8 (Latin-1 names of an old archive: Python holds the
+    bytes as surrogates) is refused, naming it with those bytes escaped: document ids, the
+    manifest and the records the build passes between its steps are UTF-8 text, and the build
+    stopped at its first step on such a name, in words of Beam's."""
+    for m in found:
+        if not m.path.isascii():
+            try:
+                m.path.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = m.path.encode("utf-8", "surrogateescape").decode(
+                    "utf-8", "backslashreplace"
+                )
+                raise BadInputError(
+                    f"{shown}: the file's name is not UTF-8 (its bytes shown escaped), and ids "
+                    "and the build's records are text; rename it (`convmv -f latin1 -t utf-8 "
+                    "--notest -r DIR` renames a folder's), or leave it out of the input"
+                ) from None
 
 
 SPECIAL_FILES = (

@@ -131,9 +131,10 @@ def _left_out_or_named(raw_name: str, is_file: bool, is_dir: bool, tally: Tally)
 
 
 def _printable(name: str) -> str:
-    """A member's name as text: bytes that are not UTF-8 (kept by tarfile as surrogates) become
-    U+FFFD, so the name can go into an id and a message."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """A member's name as text: bytes that are not UTF-8 (kept by tarfile as surrogates) are
+    written escaped (`caf\\xe9.txt`), so the name can go into an id and a message, and two
+    names stay two."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 @contextmanager

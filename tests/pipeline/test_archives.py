@@ -288,3 +288,13 @@ def test_a_tar_keeps_no_member_it_has_read(tmp_path, monkeypatch):
     docs, counts = documents(path, "many.tar.gz", fmt="text")
     assert len(docs) == 300 == counts["archive_members_read"]
     assert len(kept) > 300 and max(kept) <= 1
+
+
+def test_a_members_name_that_is_not_utf8_is_read_escaped(tmp_path):
+    """A member is no file on disk to open by name: its Latin-1 bytes are written escaped in
+    its id, two such names staying two (a folder's file so named is refused, as
+    test_input_refusals.py shows). The names' bytes are \\xe9 and \\xe8, held as surrogates."""
+    files = {f"b/caf{chr(0xDC00 + byte)}.txt": b"A sentence.\n" for byte in (0xE9, 0xE8)}
+    path = write_tar(tmp_path / "l.tar", files, "w", (), link=False)
+    docs, _ = documents(path, "l.tar")
+    assert [d.id for d in docs] == ["books:l.tar/b/caf\\xe9.txt", "books:l.tar/b/caf\\xe8.txt"]

@@ -208,6 +208,20 @@ def test_a_build_with_a_pipe_in_its_input_is_refused_before_out(tmp_path, folder
     assert message.startswith(f"error: {folder}/pipe.txt is a named pipe (FIFO)")
 
 
+@pytest.mark.parametrize("given", ["{in}", "{in}/*.txt", "{in}/caf\udce9.txt"])
+def test_a_name_that_is_not_utf8_is_refused_naming_its_bytes(folder, tmp_path, given):
+    """A Latin-1 name (Python holds its byte as a surrogate) stopped the build at its first
+    step, in words of Beam's; refused before OUT, its byte escaped."""
+    (folder / "caf\udce9.txt").write_text("One sentence here.\n")  # b"caf\xe9.txt"
+    assert os.path.exists(os.fsencode(folder) + b"/caf\xe9.txt")
+    message = build_refusal(tmp_path, "--input", given.format(**{"in": folder}))
+    assert message == (
+        f"error: {folder}/caf\\xe9.txt: the file's name is not UTF-8 (its bytes shown escaped), "
+        "and ids and the build's records are text; rename it (`convmv -f latin1 -t utf-8 "
+        "--notest -r DIR` renames a folder's), or leave it out of the input"
+    )
+
+
 def test_standard_input_is_refused_before_out(tmp_path):
     message = build_refusal(tmp_path, "--input", "-")
     assert message == (
