@@ -27,11 +27,11 @@ def forced_labels_note(manifest) -> str | None:
     if abs(share - wanted) < 0.1:  # as asked all the same (--random-next-prob 1, ...)
         return None
     if forced_random >= forced_actual:
-        why = (
-            f"{forced_random / rows:.1%} of rows had to take B from another document, their "
-            "document having no sentence after A: documents of one sentence each (records that "
-            "are sentences, as Hugging Face's bookcorpus holds them) should be joined into "
-            "whole documents first"
+        why = f"{forced_random / rows:.1%} of rows had to take B from another document, " + (
+            long_sentences(manifest)
+            or "their document having no sentence after A: documents of one sentence each "
+            "(records that are sentences, as Hugging Face's bookcorpus holds them) should be "
+            "joined into whole documents first"
         )
     else:
         documents = manifest.counts.get("total", {}).get("documents_used", 0)
@@ -45,4 +45,25 @@ def forced_labels_note(manifest) -> str | None:
         f"note: {share:.1%} of rows are random-next, not about {wanted:.0%} "
         f"(--random-next-prob {wanted:g}): {why}; next-sentence prediction learns little "
         "from such a set"
+    )
+
+
+def long_sentences(manifest) -> str | None:
+    """Why A had no sentence after it in its chunk when the documents have several: a chunk
+    gathers sentences up to the row's length, so one that fills it alone is A with nothing
+    after (`--max-seq-length` short for the corpus's sentences); None when the documents hold
+    fewer than two sentences on average, or when a sentence holds fewer pieces than half a
+    row's: documents of one sentence among longer ones are then the cause."""
+    total = manifest.counts.get("total", {})
+    documents, sentences = total.get("documents_used", 0), total.get("sentences", 0)
+    seq = manifest.config.get("max_seq_length")
+    if not documents or sentences < 2 * documents or not seq:
+        return None
+    mean = total.get("tokens", 0) / sentences
+    if mean < (seq - 3) / 2:  # [CLS] A [SEP] B [SEP]: seq - 3 pieces of text
+        return None
+    return (
+        f"A filling its chunk alone: the documents hold {sentences / documents:.0f} sentences "
+        f"on average, but a sentence holds {mean:.0f} pieces, so with --max-seq-length {seq} "
+        "most chunks are one sentence; a longer --max-seq-length gives chunks of several"
     )

@@ -74,6 +74,35 @@ def test_a_text_file_without_blank_lines_is_noted_as_one_document(tmp_path, caps
     assert "(the whole input is one document; the text format ends a document only at a " in note
 
 
+def test_sentences_that_fill_a_row_alone_are_noted_as_such(tmp_path, capsys):
+    """Random-next forced because each chunk is one sentence, the documents having many: the
+    note names the sequence length, not documents of one sentence."""
+    out, said = build(tmp_path, capsys, f"books:{SAMPLE}/books")  # 4 books, about 20 pieces
+    assert forced_labels_note(ShardSet.open(out).manifest) is None  # a sentence at seq 128
+    short = str(tmp_path / "short")
+    argv = ["build", "--input", f"books:{SAMPLE}/books", "--out", short, "--workers", "1"]
+    assert main([*argv, "--vocab", f"{out}/vocab.txt", "--max-seq-length", "8"]) == 0
+    (note,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+    assert "had to take B from another document, A filling its chunk alone: the documents " in note
+    assert "so with --max-seq-length 8 most chunks are one sentence" in note
+    assert "bookcorpus" not in note
+
+
+def test_documents_of_one_sentence_among_longer_ones_are_named_as_the_cause(sample_shards):
+    """Two sentences a document on average, each short against the row: the one-sentence
+    documents force the labels, and the note says so."""
+    from dataclasses import replace
+
+    manifest = ShardSet.open(sample_shards).manifest
+    forced = [replace(s, random_next=s.rows, forced_random_next=s.rows) for s in manifest.shards]
+    counts = {"total": {"documents_used": 100, "sentences": 300, "tokens": 300 * 20}}
+    note = forced_labels_note(replace(manifest, shards=forced, counts=counts))
+    assert "documents of one sentence each" in note
+    counts["total"]["tokens"] = 300 * 70  # a sentence more than half a row of 128 pieces
+    note = forced_labels_note(replace(manifest, shards=forced, counts=counts))
+    assert "a sentence holds 70 pieces, so with --max-seq-length 128" in note
+
+
 def test_the_samples_short_documents_get_no_note(sample_shards):
     manifest = ShardSet.open(sample_shards).manifest
     forced = sum(s.forced_random_next + s.forced_actual_next for s in manifest.shards)
