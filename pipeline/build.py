@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field
 
 import apache_beam as beam
@@ -16,6 +17,7 @@ from pipeline.files.fsio import (
     VOCAB_MARKER,
     building_dir,
     exists,
+    is_local,
     read_bytes,
     remove,
     remove_tree,
@@ -188,15 +190,31 @@ class BuildConfig(VocabCommandConfig):
         return {"limit_alphabet": limit}
 
 
+def vocab_file(path: str) -> str:
+    """`--vocab` as the file to read: a folder holding a `vocab.txt` (a Hugging Face BERT's
+    folder, or a shard set's OUT) gives that file; any other path is itself."""
+    inside = path.rstrip("/") + "/vocab.txt"
+    if is_local(path):
+        return inside if os.path.isdir(path) and os.path.isfile(inside) else path
+    return inside if not exists(path) and exists(inside) else path
+
+
 def load_vocab(path: str, lowercase: bool | None = None) -> Vocab:
-    """A `--vocab` file, refused in one line when it is missing, unreadable or lists a piece
-    twice (the shards would then disagree with `vocab.txt` on the vocab's size); with
-    `lowercase` (the build's casing), also when it was made for the other casing
-    (`check_vocab_casing`)."""
+    """A `--vocab` file (a vocab.txt, or the WordPiece `tokenizer.json` of Hugging Face's
+    `tokenizers`), refused in one line when it is missing, unreadable or lists a piece twice
+    (the shards would then disagree with `vocab.txt` on the vocab's size); with `lowercase`
+    (the build's casing), also when it was made for the other casing (`check_vocab_casing`)."""
+    if is_local(path) and os.path.isdir(path):
+        raise ValueError(
+            f"--vocab {path}: a folder with no vocab.txt in it; give the vocab file (a Hugging "
+            "Face BERT's folder and a shard set's OUT hold one)"
+        )
     try:
         text = read_bytes(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"--vocab {path}: cannot be read ({type(e).__name__}): {e}") from None
+    if text.lstrip().startswith("{"):
+        text = tokenizer_json_vocab(text, path)
     pieces = text.splitlines()
     seen: dict[str, int] = {}
     for line, piece in enumerate(pieces, 1):
@@ -213,6 +231,29 @@ def load_vocab(path: str, lowercase: bool | None = None) -> Vocab:
     if lowercase is not None:
         check_vocab_casing(path, vocab, lowercase)
     return vocab
+
+
+def tokenizer_json_vocab(text: str, path: str) -> str:
+    """The vocab of a `tokenizers` JSON file as vocab.txt's text, its pieces in id order;
+    refused unless its model is WordPiece with ids 0 to n-1."""
+    try:
+        model = json.loads(text).get("model") or {}
+    except (ValueError, AttributeError) as e:
+        raise ValueError(
+            f"--vocab {path}: not a vocab.txt, nor JSON a tokenizer writes ({e})"
+        ) from None
+    kind, ids = model.get("type"), model.get("vocab")
+    if kind != "WordPiece" or not isinstance(ids, dict):
+        raise ValueError(
+            f"--vocab {path}: a tokenizer's JSON whose model is {kind or 'not named'}, not "
+            "WordPiece (BERT's); give a BERT vocab.txt, or the tokenizer.json of a BERT"
+        )
+    pieces = sorted(ids, key=ids.get)
+    if sorted(ids.values()) != list(range(len(ids))):
+        raise ValueError(
+            f"--vocab {path}: its WordPiece ids are not 0 to {len(ids) - 1}, each once"
+        )
+    return "".join(p + "\n" for p in pieces)
 
 
 def check_vocab_casing(path: str, vocab: Vocab, lowercase: bool) -> None:

@@ -246,7 +246,8 @@ def add_instance_config_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--vocab",
         default=field_default("vocab"),
-        help="reuse this vocab.txt, self-trained or Google's layout; none: train one",
+        help="reuse this vocab.txt (self-trained or Google's layout), the folder holding one "
+        "(a Hugging Face BERT's, a set's OUT) or a WordPiece tokenizer.json; none: train one",
     )
     ap.add_argument(
         "--max-seq-length",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from pipeline.build import BuildConfig, PunktConfig, VocabCommandConfig
+from pipeline.build import BuildConfig, PunktConfig, VocabCommandConfig, vocab_file
 from pipeline.core.config import InstanceConfig, VocabConfig, default_max_predictions
 from pipeline.files.fsio import is_local
 from pipeline.files.listing import InputSpec, expand_pattern
@@ -251,7 +251,7 @@ def build_config(args, punkt_json: str | None) -> BuildConfig:
     return BuildConfig(
         **text_fields(args, punkt_json),
         instances=instances,
-        vocab_path=args.vocab,
+        vocab_path=args.vocab and vocab_file(args.vocab),
         num_shards=args.num_shards,
         bucket_tokens=args.bucket_tokens,
     )
