@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 
 import apache_beam as beam
@@ -17,14 +16,20 @@ from pipeline.files.fsio import (
     VOCAB_MARKER,
     building_dir,
     exists,
-    is_local,
     read_bytes,
     remove,
     remove_tree,
     write_marker,
     write_text,
 )
-from pipeline.files.listing import InputSpec, changed_files, field_inputs, listing_rows
+from pipeline.files.given_vocab import load_vocab
+from pipeline.files.listing import (
+    InputSpec,
+    changed_files,
+    field_inputs,
+    grouped_inputs,
+    listing_rows,
+)
 from pipeline.stages.counting import SumCounts
 from pipeline.stages.dedup import DedupConfig, DeduplicateChunks
 from pipeline.stages.instances import CreateInstances
@@ -51,6 +56,10 @@ class ReadConfig:
     # none: each record is named by its file and line (row), for exports numbered afresh per
     # file with no field unique across them
     no_id_field: bool = False
+    # inputs without document breaks (Hugging Face's bookcorpus, a sentence a record or a line):
+    # every N records of a file (text, paragraphs: lines, a blank one still ending one) make a
+    # document; 0: none joined
+    records_per_document: int = 0
 
     def __post_init__(self):
         if not self.inputs:
@@ -75,6 +84,9 @@ class ReadConfig:
                 f"no_id_field names the records by their file and line, and id_field "
                 f"{self.id_field!r} by a field: give one of them"
             )
+        problem = self.grouping_problem()
+        if problem:
+            raise ValueError(problem)
         for name, value, default in (
             ("text_field", self.text_field, "text"),
             ("id_field", self.id_field, "id"),
@@ -86,6 +98,23 @@ class ReadConfig:
                     f"{what} jsonl, parquet and arrow inputs, and no "
                     "input is one: leave it out, or give the input its format (jsonl:PATH)"
                 )
+
+    def grouping_problem(self) -> str | None:
+        """Why `records_per_document` cannot be used with these inputs, or None."""
+        if not self.records_per_document:
+            return None
+        if self.records_per_document < 2:
+            return (
+                f"records_per_document {self.records_per_document} joins nothing: give 2 or "
+                "more records a document, or leave it out"
+            )
+        if not grouped_inputs(self.inputs):
+            return (
+                f"records_per_document {self.records_per_document} is read from text, "
+                "paragraphs, jsonl, parquet and arrow inputs, and no input is one: leave it "
+                "out, or give the input its format (jsonl:PATH)"
+            )
+        return None
 
     def fields(self) -> tuple[str, str | None]:
         """The records' (text field, id field): no id field names each by its file and line."""
@@ -177,6 +206,7 @@ class BuildConfig(VocabCommandConfig):
             **({"text_field": self.text_field} if self.text_field != "text" else {}),
             **({"id_field": self.id_field} if self.id_field != "id" else {}),
             **({"no_id_field": True} if self.no_id_field else {}),
+            **({"records_per_document": n} if (n := self.records_per_document) else {}),
             **({"cjk_sentences": True} if self.cjk_sentences else {}),
             **({"language_smoothing": self.language_smoothing} if self.weighted else {}),
             **self.alphabet_config(),
@@ -188,94 +218,6 @@ class BuildConfig(VocabCommandConfig):
         if self.vocab_path or limit == VocabConfig.limit_alphabet:
             return {}
         return {"limit_alphabet": limit}
-
-
-def vocab_file(path: str) -> str:
-    """`--vocab` as the file to read: a folder holding a `vocab.txt` (a Hugging Face BERT's
-    folder, or a shard set's OUT) gives that file; any other path is itself."""
-    inside = path.rstrip("/") + "/vocab.txt"
-    if is_local(path):
-        return inside if os.path.isdir(path) and os.path.isfile(inside) else path
-    return inside if not exists(path) and exists(inside) else path
-
-
-def load_vocab(path: str, lowercase: bool | None = None) -> Vocab:
-    """A `--vocab` file (a vocab.txt, or the WordPiece `tokenizer.json` of Hugging Face's
-    `tokenizers`), refused in one line when it is missing, unreadable or lists a piece twice
-    (the shards would then disagree with `vocab.txt` on the vocab's size); with `lowercase`
-    (the build's casing), also when it was made for the other casing (`check_vocab_casing`)."""
-    if is_local(path) and os.path.isdir(path):
-        raise ValueError(
-            f"--vocab {path}: a folder with no vocab.txt in it; give the vocab file (a Hugging "
-            "Face BERT's folder and a shard set's OUT hold one)"
-        )
-    try:
-        text = read_bytes(path).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"--vocab {path}: cannot be read ({type(e).__name__}): {e}") from None
-    if text.lstrip().startswith("{"):
-        text = tokenizer_json_vocab(text, path)
-    pieces = text.splitlines()
-    seen: dict[str, int] = {}
-    for line, piece in enumerate(pieces, 1):
-        if piece in seen and piece.strip():
-            raise ValueError(
-                f"--vocab {path}: line {line} repeats the piece {piece!r} of line {seen[piece]}; "
-                "a vocab lists each piece once: remove the repeat"
-            )
-        seen.setdefault(piece, line)
-    try:
-        vocab = Vocab.from_text(text)
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
-    if lowercase is not None:
-        check_vocab_casing(path, vocab, lowercase)
-    return vocab
-
-
-def tokenizer_json_vocab(text: str, path: str) -> str:
-    """The vocab of a `tokenizers` JSON file as vocab.txt's text, its pieces in id order;
-    refused unless its model is WordPiece with ids 0 to n-1."""
-    try:
-        model = json.loads(text).get("model") or {}
-    except (ValueError, AttributeError) as e:
-        raise ValueError(
-            f"--vocab {path}: not a vocab.txt, nor JSON a tokenizer writes ({e})"
-        ) from None
-    kind, ids = model.get("type"), model.get("vocab")
-    if kind != "WordPiece" or not isinstance(ids, dict):
-        raise ValueError(
-            f"--vocab {path}: a tokenizer's JSON whose model is {kind or 'not named'}, not "
-            "WordPiece (BERT's); give a BERT vocab.txt, or the tokenizer.json of a BERT"
-        )
-    pieces = sorted(ids, key=ids.get)
-    if sorted(ids.values()) != list(range(len(ids))):
-        raise ValueError(
-            f"--vocab {path}: its WordPiece ids are not 0 to {len(ids) - 1}, each once"
-        )
-    return "".join(p + "\n" for p in pieces)
-
-
-def check_vocab_casing(path: str, vocab: Vocab, lowercase: bool) -> None:
-    """Refuse a vocab made for the other casing, told by its alphabet: WordPiece keeps every
-    letter of its training text as a piece, so a cased vocab holds `A`-`Z` and an uncased one
-    `a`-`z` alone. Lowercased text never reaches a cased vocab's capitalised pieces (rows the
-    model would never train); cased text through an uncased vocab makes every capitalised word
-    `[UNK]`."""
-    letters = {p for p in vocab.pieces if len(p) == 1 and p.isascii() and p.isalpha()}
-    upper = sum(p.isupper() for p in letters)
-    if lowercase and upper >= 13:
-        raise ValueError(
-            f"--vocab {path}: a cased vocab (it holds {upper} of the capitals A-Z as pieces), "
-            "and the build lowercases, so its capitalised pieces would never be used; pass "
-            "--cased (make: ARGS=--cased) to keep case as the vocab was made"
-        )
-    if not lowercase and upper == 0 and len(letters) >= 13:
-        raise ValueError(
-            f"--vocab {path}: an uncased vocab (it holds a-z and none of the capitals A-Z as "
-            "pieces), and --cased keeps case, so every capitalised word would become [UNK]; "
-            "drop --cased to lowercase as the vocab was made"
-        )
 
 
 def temp_area(out: str) -> str:
@@ -347,7 +289,8 @@ def read_documents(cfg: ReadConfig, tmp: str, record: str | None = None) -> Read
     """Every command's read stage, with its config's reading settings (`record`: a build's
     resume record, which names a file changed since)."""
     reading = (cfg.chunk_bytes, cfg.skip_bad_input, record, *cfg.fields())
-    return ReadChunks(list(cfg.inputs), tmp, *reading, code_record()[OWN])
+    grouped = cfg.records_per_document
+    return ReadChunks(list(cfg.inputs), tmp, *reading, code_record()[OWN], grouped)
 
 
 def resume_record(cfg: BuildConfig) -> dict:

@@ -31,7 +31,8 @@ def forced_labels_note(manifest) -> str | None:
             long_sentences(manifest)
             or "their document having no sentence after A: documents of one sentence each "
             "(records that are sentences, as Hugging Face's bookcorpus holds them) should be "
-            "joined into whole documents first"
+            "joined into whole documents first (bert-shards build --records-per-document N "
+            "joins every N of a file)"
         )
     else:
         documents = manifest.counts.get("total", {}).get("documents_used", 0)
@@ -39,7 +40,7 @@ def forced_labels_note(manifest) -> str | None:
         why = (
             f"{forced_actual / rows:.1%} of rows could not take B from another document, none "
             f"other being in their bucket ({few}; the text format ends a document only at a "
-            "blank line)"
+            "blank line, or every N lines with bert-shards build --records-per-document N)"
         )
     return (
         f"note: {share:.1%} of rows are random-next, not about {wanted:.0%} "

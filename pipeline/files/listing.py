@@ -24,7 +24,7 @@ from apache_beam.io.filesystem import FileMetadata
 from pipeline.files import fsio
 from pipeline.files.localglob import files_below
 from pipeline.sources.documents import BadInputError
-from pipeline.sources.readers import FIELD_FORMATS, READERS
+from pipeline.sources.readers import FIELD_FORMATS, GROUPED_FORMATS, READERS
 from pipeline.sources.wikipedia.spans import is_index
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR
 
@@ -48,6 +48,11 @@ def field_inputs(specs) -> bool:
     """Whether an input's records hold their text in a named field (JSON Lines, Parquet,
     Arrow)."""
     return any(s.format in FIELD_FORMATS for s in specs)
+
+
+def grouped_inputs(specs) -> bool:
+    """Whether an input's records can be joined into documents (`--records-per-document`)."""
+    return any(s.format in GROUPED_FORMATS for s in specs)
 
 
 def glob_root(pattern: str) -> str:

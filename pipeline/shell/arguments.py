@@ -20,6 +20,7 @@ FIELDS = {
     "text_field": (ReadConfig, "text_field"),
     "id_field": (ReadConfig, "id_field"),
     "no_id_field": (ReadConfig, "no_id_field"),
+    "records_per_document": (ReadConfig, "records_per_document"),
     "sample_paragraphs": (PunktConfig, "sample_paragraphs"),
     "vocab_size": (VocabConfig, "vocab_size"),
     "vocab_sample_sentences": (VocabConfig, "sample_sentences"),
@@ -133,6 +134,15 @@ def add_field_args(ap: argparse.ArgumentParser) -> None:
         default=field_default("no_id_field"),
         help="name every record by its file and line (row), whatever id field it has: for "
         "exports whose ids start afresh in each file, with no field unique across them",
+    )
+    ap.add_argument(
+        "--records-per-document",
+        metavar="N",
+        type=int,
+        default=field_default("records_per_document"),
+        help="every N records of a file (text, paragraphs: lines) make one document, for "
+        "inputs with no document breaks (Hugging Face's bookcorpus, a sentence a record); "
+        "0: none joined",
     )
 
 

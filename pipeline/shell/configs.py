@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 
-from pipeline.build import BuildConfig, PunktConfig, VocabCommandConfig, vocab_file
+from pipeline.build import BuildConfig, PunktConfig, VocabCommandConfig
 from pipeline.core.config import InstanceConfig, VocabConfig, default_max_predictions
 from pipeline.files.fsio import is_local
+from pipeline.files.given_vocab import vocab_file
 from pipeline.files.listing import InputSpec, expand_pattern
 from pipeline.runners.cpus import usable_cpus
 from pipeline.runners.run import DASK_RUNNERS, LOCAL_RUNNERS
@@ -177,6 +178,7 @@ def read_fields(args) -> dict:
         "text_field": args.text_field,
         "id_field": args.id_field,
         "no_id_field": args.no_id_field,
+        "records_per_document": args.records_per_document,
     }
 
 

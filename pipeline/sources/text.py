@@ -15,19 +15,26 @@ from pipeline.sources.streams import iter_lines, text_stream
 
 
 def read_text(
-    f: BinaryIO, rel: str, tally: Tally, source: str = "text", presplit: bool = True
+    f: BinaryIO,
+    rel: str,
+    tally: Tally,
+    source: str = "text",
+    presplit: bool = True,
+    per_document: int = 0,
 ) -> Iterator[Document]:
     """The reference format: one sentence per line, a blank line between documents. Binary
     input is a bad record; UTF-16/32 with a byte-order mark is decoded; an empty file is
     counted as `documents_dropped.empty_file`; a document of more than `MAX_DOCUMENT_CHARS` as
     `documents_dropped.text_document_too_long` (it keeps its number: later ids stay). Not
-    `presplit`: each line is a paragraph of prose (`read_paragraphs`)."""
+    `presplit`: each line is a paragraph of prose (`read_paragraphs`). With `per_document`,
+    a document also ends after that many lines (`--records-per-document`)."""
     f = text_stream(f, rel, tally)
     if f is None:
         return
     block: list[str] = []
     number = size = 0
-    for line in iter_lines(f, tally):
+    lines = iter_lines(f, tally)
+    for line in cut_every(lines, per_document) if per_document else lines:
         line = line.strip()
         if line:
             size += len(line)
@@ -48,11 +55,26 @@ def read_text(
 
 
 def read_paragraphs(
-    f: BinaryIO, rel: str, tally: Tally, source: str = "paragraphs"
+    f: BinaryIO, rel: str, tally: Tally, source: str = "paragraphs", per_document: int = 0
 ) -> Iterator[Document]:
     """A paragraph per line, a blank line between documents: the text format's layout, each
     line cut into sentences by the split step (Punkt, and `--cjk-sentences`) as books' are."""
-    return read_text(f, rel, tally, source, presplit=False)
+    return read_text(f, rel, tally, source, presplit=False, per_document=per_document)
+
+
+def cut_every(lines, n: int):
+    """`lines` with a blank line after every `n` lines that hold something and follow one
+    another: a document of the text format ends there as at a blank line of the file."""
+    run = 0
+    for line in lines:
+        if line.isspace() or not line:
+            run = 0
+        elif run == n:
+            yield ""
+            run = 1
+        else:
+            run += 1
+        yield line
 
 
 def text_document(block: list[str], size: int, doc_id: str, source: str, tally: Tally, presplit):

@@ -72,7 +72,8 @@ class ReadFile(Step):
         self.tmp = tmp
         self.chunk_bytes = chunk_bytes
         self.skip_bad_input = skip_bad_input
-        self.fields = fields  # (text, id) of JSON Lines records, Parquet and Arrow columns
+        # (text, id) of JSON Lines records, Parquet and Arrow columns, and the records a document
+        self.fields = fields
         self.code = code  # the digest of the command's sources, which this worker's must be
 
     def setup(self) -> None:
@@ -212,6 +213,9 @@ def chunk_bytes_for(total: int) -> int:
     return max(MIN_CHUNK_BYTES, min(MAX_CHUNK_BYTES, total // READ_PIECES))
 
 
+NO_SPANS = 1 << 62  # a span size no file reaches: every file read whole
+
+
 def plan_reads(item: tuple[str, str, str], span_bytes: int | None = None):
     """(format, path, rel, span): Wikipedia dumps with an index, and large uncompressed
     exports, text and JSON Lines files, and large Parquet files (by row groups), are cut into
@@ -307,6 +311,8 @@ class ReadChunks(Stage):
     text_field: str = "text"  # of JSON Lines, Parquet and Arrow records
     id_field: str | None = "id"  # likewise
     code: str = ""  # the digest of the command's sources (`pipeline.files.code`)
+    # every so many records make a document (`--records-per-document`); 0: each its own
+    per_document: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -314,10 +320,13 @@ class ReadChunks(Stage):
         self.digest = listing_for_workers(self.inputs)  # what workers that list must find
 
     def expand(self, pbegin):
-        fields = (self.text_field, self.id_field)
+        fields = (self.text_field, self.id_field, self.per_document)
         read = ReadFile(self.tmp, self.chunk_bytes, self.skip_bad_input, fields, self.code)
-        # read here, in the command's process, and handed to the worker that plans the reads
-        plan = (self.chunk_bytes, self.digest, self.record, line_spans.LINE_SPAN_BYTES)
+        # read here, in the command's process, and handed to the worker that plans the reads;
+        # records joined into documents are read a file whole: a span knows not where a
+        # document of them starts
+        spans = NO_SPANS if self.per_document else line_spans.LINE_SPAN_BYTES
+        plan = (self.chunk_bytes, self.digest, self.record, spans)
         groups = (
             pbegin
             | "Inputs" >> beam.Create([tuple(self.inputs)])

@@ -74,6 +74,93 @@ def test_a_text_file_without_blank_lines_is_noted_as_one_document(tmp_path, caps
     assert "(the whole input is one document; the text format ends a document only at a " in note
 
 
+def random_next_share(out: str) -> tuple[float, int]:
+    manifest = ShardSet.open(out).manifest
+    return sum(s.random_next for s in manifest.shards) / manifest.rows, manifest.rows
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "text"])
+def test_records_per_document_joins_them_into_documents(tmp_path, capsys, fmt):
+    """The sample's sentences as records (a line each for text): joined every 16, the
+    next-sentence labels are drawn again (about half random-next), and the set says so."""
+    path = tmp_path / ("bookcorpus.jsonl" if fmt == "jsonl" else "books_large_p1.txt")
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps({"text": s}) + "\n" for s in sample_sentences()))
+    else:
+        path.write_text("".join(s + "\n" for s in sample_sentences()))
+    out, said = build(tmp_path, capsys, f"{fmt}:{path}")
+    assert "records-per-document N" in said  # the note names the flag
+    assert random_next_share(out)[0] in (0.0, 1.0)
+    joined = str(tmp_path / "joined")
+    argv = ["build", "--input", f"{fmt}:{path}", "--out", joined, "--workers", "1"]
+    assert main([*argv, "--vocab", f"{out}/vocab.txt", "--records-per-document", "16"]) == 0
+    assert not [line for line in capsys.readouterr().out.splitlines() if "random-next" in line]
+    share, rows = random_next_share(joined)
+    assert 0.4 < share < 0.65 and rows > 400
+    manifest = ShardSet.open(joined).manifest
+    assert manifest.config["records_per_document"] == 16
+    assert manifest.counts["total"]["documents_used"] == 15  # 231 sentences: 14 of 16, one of 7
+
+
+def test_records_are_joined_in_order_under_the_first_ones_id():
+    from pipeline.sources.readers import read_stream
+
+    lines = b"".join(
+        json.dumps({"id": f"r{i}", "text": f"Line {i}."}).encode() + b"\n" for i in range(5)
+    )
+    docs = list(read_stream("jsonl", io.BytesIO(lines), "a.jsonl", Tally(), ("text", "id", 2)))
+    assert [(d.id, d.paragraphs) for d in docs] == [
+        ("jsonl:r0", ("Line 0.", "Line 1.")),
+        ("jsonl:r2", ("Line 2.", "Line 3.")),
+        ("jsonl:r4", ("Line 4.",)),
+    ]
+    text = b"a1.\na2.\na3.\n\nb1.\nb2.\n \nc1.\nc2.\nc3.\nc4.\nc5.\n"
+    docs = list(text_docs(text, 2))
+    assert docs == [
+        ("text:t.txt#0", ("a1.", "a2.")),
+        ("text:t.txt#1", ("a3.",)),
+        ("text:t.txt#2", ("b1.", "b2.")),
+        ("text:t.txt#3", ("c1.", "c2.")),
+        ("text:t.txt#4", ("c3.", "c4.")),
+        ("text:t.txt#5", ("c5.",)),
+    ]
+    assert text_docs(text, 0) == [
+        ("text:t.txt#0", ("a1.", "a2.", "a3.")),
+        ("text:t.txt#1", ("b1.", "b2.")),
+        ("text:t.txt#2", ("c1.", "c2.", "c3.", "c4.", "c5.")),
+    ]
+
+
+def text_docs(data: bytes, n: int) -> list:
+    docs = text.read_text(io.BytesIO(data), "t.txt", Tally(), per_document=n)
+    return [(d.id, d.paragraphs) for d in docs]
+
+
+def test_files_whose_records_are_joined_are_read_whole(tmp_path, monkeypatch):
+    """A span would not know where a document of joined records starts."""
+    import pipeline.stages.read as read
+    from pipeline.files.listing import InputSpec
+
+    path = tmp_path / "big.txt"
+    path.write_text("".join(f"Sentence {i} of the corpus.\n" for i in range(2000)))
+    monkeypatch.setattr(read, "LINE_SPAN_BYTES", 4096)
+    specs = [InputSpec("text", str(path))]
+    assert len(read.plan_groups(specs, 1 << 30)[0]) > 1  # spans
+    (whole,) = read.plan_groups(specs, 1 << 30, span_bytes=read.NO_SPANS)
+    assert [item[3] for item in whole] == [None]
+
+
+def test_records_per_document_is_refused_where_it_means_nothing(tmp_path):
+    for argv, said in (
+        (["--input", f"books:{SAMPLE}/books", "--records-per-document", "8"], "is read from text"),
+        (["--input", f"{SAMPLE}/text", "--records-per-document", "1"], "joins nothing"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(["build", *argv, "--out", str(tmp_path / "out"), "--workers", "1"])
+        assert str(e.value.code).startswith("error: --records-per-document: records_per_document")
+        assert said in str(e.value.code) and not (tmp_path / "out").exists()
+
+
 def test_sentences_that_fill_a_row_alone_are_noted_as_such(tmp_path, capsys):
     """Random-next forced because each chunk is one sentence, the documents having many: the
     note names the sequence length, not documents of one sentence."""

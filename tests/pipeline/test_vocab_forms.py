@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from pipeline.build import vocab_file
+from pipeline.files.given_vocab import vocab_file
 from tests.helpers import SAMPLE, build_shards, file_digests, refusal
 
 
