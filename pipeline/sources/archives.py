@@ -14,6 +14,7 @@ which a tar's stream cannot do: an archive of them is refused (`refuse_seeking_f
 
 from __future__ import annotations
 
+import stat
 import tarfile
 import zipfile
 import zlib
@@ -44,11 +45,11 @@ MACOS_FORKS = "__MACOSX"  # a zip made by macOS's Finder keeps resource forks un
 
 
 def archive_kind(path: str) -> str | None:
-    """'tar' or 'zip' for an archive by its name's suffix, else None."""
-    name = path.lower()
-    if name.endswith(TAR_SUFFIXES + COMPRESSED_TAR_SUFFIXES):
+    """'tar' or 'zip' for an archive by its name's suffix, else None; as compressed files are
+    known (`compression_of`), the suffix is matched as written (`A.TGZ` is no archive here)."""
+    if path.endswith(TAR_SUFFIXES + COMPRESSED_TAR_SUFFIXES):
         return "tar"
-    if name.endswith(ZIP_SUFFIXES):
+    if path.endswith(ZIP_SUFFIXES):
         return "zip"
     return None
 
@@ -74,6 +75,30 @@ def member_name(name: str) -> str | None:
     return "/".join(parts)
 
 
+# what a damaged archive raises as it is read
+DAMAGE = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError)
+
+
+class Unreadable(Exception):
+    """A zip's member (`name`, the reason) that Python's zipfile cannot open: encrypted, or
+    compressed by a method it lacks (zstd before Python 3.14, PPMd, ...)."""
+
+
+def archive_error(e: Exception, where: str, kind: str, rel: str) -> BadInputError:
+    """The one line for a damaged archive (`where`: the member being read, or the archive), or
+    for a member of the archive at `rel` that cannot be opened."""
+    if isinstance(e, Unreadable):
+        name, reason = e.args
+        return BadInputError(
+            f"{rel}/{name}: cannot be read from the zip ({reason}); extract the archive with "
+            "a tool that can (7z, unzip with the password), and give its folder as the input, "
+            "or pass --skip-bad-input to skip and count it"
+        )
+    return BadInputError(
+        f"{where}: a damaged {kind} archive ({type(e).__name__}: {e}). {REFETCH_OR_SKIP}"
+    )
+
+
 def read_archive(raw: BinaryIO, path: str, rel: str, tally: Tally, read) -> Iterator:
     """What `read(file, member's rel)` yields for every regular member to read, in the
     archive's order; a damaged archive raises `BadInputError` naming it, and the member being
@@ -84,10 +109,8 @@ def read_archive(raw: BinaryIO, path: str, rel: str, tally: Tally, read) -> Iter
         for name, f in _MEMBERS[kind](raw, path, tally):
             where = f"{rel}/{name}"
             yield from read(decompressed(f, name), where)
-    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError) as e:
-        raise BadInputError(
-            f"{where}: a damaged {kind} archive ({type(e).__name__}: {e}). {REFETCH_OR_SKIP}"
-        ) from e
+    except (*DAMAGE, Unreadable) as e:
+        raise archive_error(e, where, kind, rel) from e
 
 
 def _tar_members(raw: BinaryIO, path: str, tally: Tally):
@@ -106,10 +129,18 @@ def _zip_members(raw: BinaryIO, path: str, tally: Tally):
     """(name, file) of a zip's members to read, in the order of its directory."""
     with zipfile.ZipFile(raw) as archive:
         for info in archive.infolist():
-            name = _left_out_or_named(info.filename, not info.is_dir(), info.is_dir(), tally)
-            if name is not None:
-                with archive.open(info) as f:
-                    yield name, f
+            link = stat.S_ISLNK(info.external_attr >> 16)  # as Unix's zip stores a link
+            name = _left_out_or_named(
+                info.filename, not (info.is_dir() or link), info.is_dir(), tally
+            )
+            if name is None:
+                continue
+            try:
+                f = archive.open(info)
+            except RuntimeError as e:  # NotImplementedError too: a method zipfile lacks
+                raise Unreadable(name, str(e)) from e
+            with f:
+                yield name, f
 
 
 _MEMBERS = {"tar": _tar_members, "zip": _zip_members}
@@ -146,10 +177,8 @@ def first_member(raw: BinaryIO, path: str, rel: str):
     try:
         try:
             name, f = next(members, (None, None))
-        except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError) as e:
-            raise BadInputError(
-                f"{rel}: a damaged {kind} archive ({type(e).__name__}: {e}). {REFETCH_OR_SKIP}"
-            ) from e
+        except (*DAMAGE, Unreadable) as e:
+            raise archive_error(e, rel, kind, rel) from e
         yield (rel, None) if name is None else (f"{rel}/{name}", decompressed(f, name))
     finally:
         members.close()

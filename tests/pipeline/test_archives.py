@@ -91,7 +91,8 @@ def folder_documents(files: dict[str, bytes], rel: str, tmp_path) -> list:
     "name, kind",
     [
         ("a.tar", "tar"),
-        ("a.TGZ", "tar"),
+        ("a.tgz", "tar"),
+        ("a.TGZ", None),  # as written, as compressed files' suffixes are
         ("a.tar.zst", "tar"),
         ("a.tzst", "tar"),
         ("a.zip", "zip"),
@@ -298,3 +299,32 @@ def test_a_members_name_that_is_not_utf8_is_read_escaped(tmp_path):
     path = write_tar(tmp_path / "l.tar", files, "w", (), link=False)
     docs, _ = documents(path, "l.tar")
     assert [d.id for d in docs] == ["books:l.tar/b/caf\\xe9.txt", "books:l.tar/b/caf\\xe8.txt"]
+
+
+def test_a_zip_member_zipfile_cannot_open_is_named_and_a_link_left_out(tmp_path):
+    """A method zipfile lacks (here zstd's number, 93, written into a stored member's headers)
+    stops the build naming the member and what to do; a link, as Unix's zip stores one, is
+    left out and counted."""
+    import stat
+
+    path = tmp_path / "z.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("a.txt", b"A sentence one.\n")
+        link = zipfile.ZipInfo("l.txt")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        archive.writestr(link, b"a.txt")
+        archive.writestr("b.txt", b"A sentence two.\n")
+    docs, counts = documents(str(path), "z.zip")
+    assert [d.id for d in docs] == ["books:z.zip/a.txt", "books:z.zip/b.txt"]
+    assert counts["archive_members_skipped.not_a_file"] == 1
+    data = bytearray(path.read_bytes())
+    local = data.index(b"PK\x03\x04", data.index(b"l.txt") + 5)  # b.txt's local header
+    central = data.rindex(b"PK\x01\x02")  # b.txt's entry in the directory
+    data[local + 8 : local + 10] = data[central + 10 : central + 12] = (93).to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(BadInputError) as stop:
+        documents(str(path), "z.zip")
+    assert str(stop.value).startswith("z.zip/b.txt: cannot be read from the zip (")
+    assert "extract the archive with a tool that can" in str(stop.value)
+    docs, counts = documents(str(path), "z.zip", skip=True)
+    assert len(docs) == 1 and counts["files_dropped.unreadable"] == 1
