@@ -23,7 +23,7 @@ from pipeline.shell.report import no_instances, too_long_note
 from pipeline.sources.documents import Tally
 from schemas.labels import forced_labels_note
 from schemas.reader import ShardSet
-from tests.helpers import SAMPLE
+from tests.helpers import SAMPLE, build_shards, file_digests
 
 
 def sample_sentences() -> list[str]:
@@ -100,6 +100,23 @@ def test_records_per_document_joins_them_into_documents(tmp_path, capsys, fmt):
     manifest = ShardSet.open(joined).manifest
     assert manifest.config["records_per_document"] == 16
     assert manifest.counts["total"]["documents_used"] == 15  # 231 sentences: 14 of 16, one of 7
+
+
+@pytest.mark.slow
+def test_records_joined_on_a_local_dask_cluster_are_the_local_bytes(tmp_path):
+    """The setting reaches Dask's workers with the read step's others: records and lines
+    joined there build the local runner's bytes."""
+    pytest.importorskip("distributed", reason="the dask extra is not installed")
+    records, flat = tmp_path / "bookcorpus.jsonl", tmp_path / "books_large_p1.txt"
+    records.write_text("".join(json.dumps({"text": s}) + "\n" for s in sample_sentences()))
+    flat.write_text("".join(s + "\n" for s in sample_sentences()))
+    inputs = f"jsonl:{records},text:{flat}"
+    local, dask = str(tmp_path / "local"), str(tmp_path / "dask")
+    args = ("--vocab-size", "500", "--num-shards", "2", "--records-per-document", "16")
+    assert build_shards(local, *args, inputs=inputs) == 0
+    assert build_shards(dask, *args, "--runner", "DaskRunner", inputs=inputs) == 0
+    assert file_digests(dask) == file_digests(local)
+    assert ShardSet.open(dask).manifest.counts["total"]["documents_used"] == 30
 
 
 def test_records_are_joined_in_order_under_the_first_ones_id():
