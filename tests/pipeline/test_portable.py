@@ -157,6 +157,31 @@ def test_a_wikipedia_dump_and_jsonl_build_the_local_bytes(portable, tmp_path, mo
     assert len(json.load(open(f"{local}/manifest.json"))["counts"]["by_input"]) == 6
 
 
+@pytest.mark.slow
+def test_records_joined_into_documents_build_the_local_bytes(portable, tmp_path):
+    """`--records-per-document` reaches the pool's workers with the read step's other
+    settings: the sample's sentences as records, and as lines with no blank one, joined."""
+    import json
+
+    folder = f"{SAMPLE}/text"
+    lines = [
+        line.strip()
+        for name in sorted(os.listdir(folder))
+        for line in open(os.path.join(folder, name), encoding="utf-8")
+        if line.strip()
+    ]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps({"text": s}) + "\n" for s in lines))
+    (tmp_path / "flat.txt").write_text("".join(s + "\n" for s in lines))
+    inputs = f"jsonl:{tmp_path / 'r.jsonl'},text:{tmp_path / 'flat.txt'}"
+    joined = ["--records-per-document", "16", "--vocab-size", "500"]
+    local, pooled = str(tmp_path / "local"), str(tmp_path / "portable")
+    assert build_shards(local, "--num-shards", "4", *joined, inputs=inputs) == 0
+    assert build(inputs, pooled, [*portable, *joined]) == 0
+    assert shard_set(pooled) == shard_set(local)
+    with open(f"{pooled}/manifest.json") as f:
+        assert json.load(f)["counts"]["total"]["documents_used"] == 30
+
+
 def job_states(endpoint: str, job_id: str) -> list[str]:
     """The job's states as its service recorded them, up to the first terminal one (where the
     service's stream ends), then the state it ends in once its run is over (DONE or FAILED)."""
