@@ -23,7 +23,7 @@ from apache_beam.io.filesystem import FileMetadata
 
 from pipeline.files import fsio
 from pipeline.files.localglob import files_below
-from pipeline.sources.documents import BadInputError
+from pipeline.sources.documents import BadInputError, hidden_name
 from pipeline.sources.readers import FIELD_FORMATS, GROUPED_FORMATS, READERS
 from pipeline.sources.wikipedia.spans import is_index
 from schemas.manifest import MANIFEST_NAME, SHARDS_DIR
@@ -167,7 +167,7 @@ def leave_out_hidden(found, missed: list[str], root: str, pattern: str) -> tuple
     def hidden(path: str) -> bool:  # a part of the name below `root` begins with "."
         if "/." not in path and not path.startswith("."):
             return False  # (most paths: no part of the whole path does)
-        return "/." in "/" + relative(path, root)
+        return hidden_name(relative(path, root))
 
     left_out = sorted(relative(p, root) for p in [m.path for m in found] + missed if hidden(p))
     if not left_out:

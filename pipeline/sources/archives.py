@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 from typing import BinaryIO
 
 from pipeline.sources.compressed import decompressed
-from pipeline.sources.documents import REFETCH_OR_SKIP, BadInputError, Tally
+from pipeline.sources.documents import REFETCH_OR_SKIP, BadInputError, Tally, hidden_name
 
 TAR_SUFFIXES = (".tar",)
 COMPRESSED_TAR_SUFFIXES = (
@@ -70,9 +70,10 @@ def member_name(name: str) -> str | None:
     parts = PurePosixPath(name).parts
     if not parts or parts[0] == "/":
         parts = parts[1:]
-    if not parts or any(p.startswith(".") for p in parts) or parts[0] == MACOS_FORKS:
+    read_as = "/".join(parts)
+    if not parts or hidden_name(read_as) or parts[0] == MACOS_FORKS:
         return None
-    return "/".join(parts)
+    return read_as
 
 
 # what a damaged archive raises as it is read

@@ -37,6 +37,13 @@ class Document:
     input_index: int = 0  # its input, in the command's order of them (`pipeline.core.smoothing`)
 
 
+def hidden_name(name: str) -> bool:
+    """Whether a file's name within its input (`a/.git/HEAD`, `.DS_Store`) has a part that
+    begins with `.`: the one rule for the names an input's listing and an archive's members
+    leave out, as Hadoop's and Hugging Face `datasets`' listings and a shell's glob do."""
+    return "/." in "/" + name
+
+
 def one_space(block: str) -> str:
     """A block of text with each run of whitespace one space and its ends stripped, as
     `" ".join(block.split())` writes it (whitespace is `str.isspace`, as `\\s` is to `re`)."""
