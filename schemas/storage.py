@@ -26,8 +26,11 @@ One storage client serves a process (made again after a fork). It honours
 `STORAGE_EMULATOR_HOST` and takes the application default credentials
 (`GOOGLE_APPLICATION_CREDENTIALS`, `gcloud auth application-default login`, or the metadata
 server); with none it reads anonymously, as a public bucket allows. Failures are one-line
-`OSError`s naming the URL: `FileNotFoundError` for a missing object or bucket,
-`PermissionError` when access is refused. Before a process's first request its client is made
+`OSError`s naming the URL (`store_errors`): `FileNotFoundError` for a missing object or
+bucket, `StoreAccessError` (a `PermissionError`) when access is refused, `StoreError` for any
+other answer or a lost connection once the client's retries are spent. Every request is
+retried on the answers GCS gives when it sheds load (408, 429, 5xx) and on lost connections,
+uploads and copies too (`retry_always`). Before a process's first request its client is made
 only once the store's API takes a TCP connection (`check_reachable`): with no network, or an
 emulator address where nothing listens, that is said within seconds, where the client's own
 retries would wait two minutes; a store that answered once keeps the client's retries.
@@ -39,6 +42,7 @@ import errno
 import hashlib
 import io
 import os
+import re
 import shutil
 import socket
 import time
@@ -52,6 +56,23 @@ _CLIENT: dict[tuple[int, str], object] = {}  # (pid, emulator host) -> client
 CONNECT_TRIES = 3  # first contact: connections tried before the store counts as unreachable
 CONNECT_TIMEOUT = 3.0  # seconds each try may take
 CONNECT_PAUSE = 1.0  # seconds between tries
+
+
+class StoreError(OSError):
+    """An object store's refusal or failure, in one line naming the object (`store_errors`)."""
+
+
+class StoreAccessError(StoreError, PermissionError):
+    """The store refused access (401, 403): the credentials, or the bucket's permissions."""
+
+
+def retry_always():
+    """The client's retry (408, 429, 5xx and lost connections, backing off for up to two
+    minutes), for calls it would not retry by default: an upload or a copy without a generation
+    to match, safe here since each writes the same bytes whatever try lands."""
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    return DEFAULT_RETRY
 
 
 class Unreachable(ConnectionError):
@@ -112,7 +133,7 @@ def isdir(path: str) -> bool:
     if not is_remote(path):
         return os.path.isdir(path)
     bucket, prefix = _split(path)
-    with _errors(path):
+    with store_errors(path):
         found = _client().list_blobs(bucket, prefix=_folder(prefix), max_results=1)
         return any(True for _ in found)
 
@@ -140,7 +161,7 @@ def list_files(folder: str) -> dict[str, int]:
         return found
     bucket, prefix = _split(folder)
     prefix = _folder(prefix)
-    with _errors(folder):
+    with store_errors(folder):
         blobs = list(_client().list_blobs(bucket, prefix=prefix))
     return {b.name[len(prefix) :]: int(b.size) for b in blobs if not b.name.endswith("/")}
 
@@ -153,7 +174,7 @@ def open_file(path: str, mode: str = "rb") -> IO:
     if not is_remote(path):
         return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
     blob = _blob(path)
-    with _errors(path):
+    with store_errors(path):
         if mode == "wb":
             return blob.open(mode, chunk_size=CHUNK, ignore_flush=True)
         if mode == "rb":
@@ -166,7 +187,7 @@ def read_bytes(path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     blob = _blob(path)
-    with _errors(path):
+    with store_errors(path):
         return blob.download_as_bytes()
 
 
@@ -206,7 +227,7 @@ def fetch(path: str, local: str) -> str:
             sink = _Hashing(out, digest)
             if is_remote(path):
                 blob = _blob(path)
-                with _errors(path):
+                with store_errors(path):
                     blob.download_to_file(sink)
             else:
                 with open(path, "rb") as f:
@@ -227,8 +248,8 @@ def upload(local: str, path: str) -> None:
         return
     blob = _blob(path)
     blob.chunk_size = CHUNK
-    with _errors(path):
-        blob.upload_from_filename(local)
+    with store_errors(path):
+        blob.upload_from_filename(local, retry=retry_always())
 
 
 def remove(path: str) -> None:
@@ -240,7 +261,7 @@ def remove(path: str) -> None:
     blob = _blob(path)  # makes the client, or says which library is missing
     from google.api_core.exceptions import NotFound
 
-    with _errors(path):
+    with store_errors(path):
         try:
             blob.delete()
         except NotFound:
@@ -349,7 +370,7 @@ def reach(path: str) -> None:
     """For a `gs://` path, the process's client made, which first checks that the store takes
     a connection: the one-line `OSError` naming the path when it does not. Nothing locally."""
     if is_remote(path):
-        with _errors(path):
+        with store_errors(path):
             _client()
 
 
@@ -357,7 +378,7 @@ def _blob(url: str):
     bucket, name = _split(url)
     if not name:
         raise ValueError(f"{url}: names a bucket, not an object")
-    with _errors(url):  # making the client may find the store unreachable
+    with store_errors(url):  # making the client may find the store unreachable
         client = _client()
     return client.bucket(bucket).blob(name)
 
@@ -367,13 +388,14 @@ def _blob_meta(url: str):
     bucket, name = _split(url)
     if not name:
         return None
-    with _errors(url):
+    with store_errors(url):
         return _client().bucket(bucket).get_blob(name)
 
 
 @contextmanager
-def _errors(url: str):
-    """The client's exceptions as one-line OSErrors naming the URL."""
+def store_errors(url: str):
+    """The client's exceptions as one-line OSErrors naming the URL: `FileNotFoundError`,
+    `StoreAccessError`, `StoreError` (see the module's docstring)."""
     _require_client_library()
     from google.api_core import exceptions as api
     from google.auth import exceptions as auth
@@ -383,27 +405,45 @@ def _errors(url: str):
     except api.NotFound:
         raise FileNotFoundError(f"{url}: not found (no such bucket or object)") from None
     except (api.Forbidden, api.Unauthorized) as e:
-        raise PermissionError(
-            f"{url}: access refused ({e.code} {_first_line(e.message)}); check the credentials "
+        raise StoreAccessError(
+            f"{url}: the object store refused access ({_answer(e)}); check "
+            "the credentials "
             "(GOOGLE_APPLICATION_CREDENTIALS, or `gcloud auth application-default login`) and "
             "the bucket's permissions"
         ) from None
     except api.GoogleAPICallError as e:
-        raise OSError(
-            f"{url}: the object store answered {e.code} {_first_line(e.message)}"
+        raise StoreError(f"{url}: the object store answered {_answer(e)}") from None
+    except api.RetryError as e:  # the client's retries spent: still 5xx, 429, or no connection
+        raise StoreError(
+            f"{url}: the object store kept failing through two minutes of retries "
+            f"({_first_line(e.cause or e)}); {LATER}"
         ) from None
     except Unreachable as e:
-        raise OSError(f"{url}: cannot reach the object store: {e}") from None
+        raise StoreError(f"{url}: cannot reach the object store: {e}") from None
     except (auth.GoogleAuthError, ConnectionError, TimeoutError) as e:
-        raise OSError(
+        raise StoreError(
             f"{url}: cannot reach the object store ({type(e).__name__}: {_first_line(str(e))})"
         ) from None
     except Exception as e:  # requests' and urllib3's transport errors, by module
         if type(e).__module__.split(".")[0] in ("requests", "urllib3", "google"):
-            raise OSError(
+            raise StoreError(
                 f"{url}: cannot reach the object store ({type(e).__name__}: {_first_line(str(e))})"
             ) from None
         raise
+
+
+LATER = "try again later"  # a StoreError's advice when the store kept failing
+REQUEST = re.compile(r"^[A-Z]+ \S+: ")  # the method and URL the client's message begins with
+
+
+def _answer(e) -> str:
+    """The store's answer to a failed request: its code and the message of its JSON error,
+    else the client's line without the request's method and URL."""
+    try:
+        said = e.response.json()["error"]["message"]
+    except (AttributeError, ValueError, KeyError, TypeError):
+        said = REQUEST.sub("", _first_line(e.message))
+    return f"{e.code} {_first_line(said)}"
 
 
 def _first_line(text: object) -> str:

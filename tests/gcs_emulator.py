@@ -50,6 +50,14 @@ LOG_SIZE = 200_000
 LOG = []  # (method, path) of the latest requests, for a look at what a build asked
 PRECONDITION = threading.Lock()  # a checked request and its check, one at a time
 NAME_IN_BODY = re.compile(rb'"name"\s*:\s*("(?:[^"\\]|\\.)*")')
+# Injected faults (`GcsEmulator.inject_faults`): the first request of a kind in `kinds`, then
+# every `every`-th, is answered with `status`. `mode` "before" answers in the emulator's place
+# (GCS shedding a request); "after" lets the emulator do it and answers the fault in place of
+# its answer (the reply lost); "parts" answers each part of a batch request with the fault,
+# none done (GCS answers a batch's parts one by one).
+FAULTS = {"every": 0, "status": 503, "kinds": [], "mode": "before", "seen": {}, "injected": {}}
+PART = (b"--fault\r\nContent-Type: application/http\r\n\r\nHTTP/1.1 %d Fault\r\n"
+        b"Content-Type: application/json; charset=UTF-8\r\n\r\n%s\r\n")
 
 
 def wanted_generation(method, path, body):
@@ -141,6 +149,13 @@ class Handler(BaseHTTPRequestHandler):
                 STATS.update(fresh())
                 LOG.clear()
             return self._reply(200, b"{}")
+        if self.path == "/__faults":
+            with LOCK:
+                FAULTS.update(json.loads(body), seen={}, injected={})
+            return self._reply(200, b"{}")
+        if self.path == "/__injected":
+            with LOCK:
+                return self._reply(200, json.dumps(FAULTS["injected"]).encode())
         if self.path == "/__log":
             with LOCK:
                 return self._reply(200, json.dumps(LOG).encode())
@@ -149,6 +164,8 @@ class Handler(BaseHTTPRequestHandler):
                 STATS["token_requests"] += 1
             token = {"access_token": "fake-token", "expires_in": 3600, "token_type": "Bearer"}
             return self._reply(200, json.dumps(token).encode())
+        if self._fault(body):
+            return
         condition = wanted_generation(self.command, self.path, body)
         if condition is None:
             return self._forward(body)
@@ -163,7 +180,31 @@ class Handler(BaseHTTPRequestHandler):
                 return self._reply(412, json.dumps(error).encode())
             return self._forward(body)
 
-    def _forward(self, body):
+    def _fault(self, body):
+        """Answers the request with the injected fault when its turn has come."""
+        k = kind(self.command, self.path)
+        with LOCK:
+            if not FAULTS["every"] or k not in FAULTS["kinds"]:
+                return False
+            FAULTS["seen"][k] = FAULTS["seen"].get(k, 0) + 1
+            if (FAULTS["seen"][k] - 1) % FAULTS["every"]:  # the first, then every `every`-th
+                return False
+            FAULTS["injected"][k] = FAULTS["injected"].get(k, 0) + 1
+            LOG.append((self.command, self.path, FAULTS["status"]))
+        status = FAULTS["status"]
+        error = json.dumps({"error": {"code": status, "message": "injected by the test's proxy"}})
+        if FAULTS["mode"] == "after":
+            self._forward(body, reply=False)
+        if FAULTS["mode"] == "parts" and k == "batch":
+            boundary = self.headers.get_param("boundary").encode()
+            parts = body.count(b"--" + boundary) - 1
+            answer = b"".join(PART % (status, error.encode()) for _ in range(parts))
+            self._reply(200, answer + b"--fault--\r\n", "multipart/mixed; boundary=fault")
+            return True
+        self._reply(status, error.encode())
+        return True
+
+    def _forward(self, body, reply=True):
         conn = http.client.HTTPConnection(*UPSTREAM, timeout=120)
         headers = {k: v for k, v in self.headers.items()
                    if k.lower() not in ("host", "transfer-encoding", "connection")}
@@ -185,6 +226,8 @@ class Handler(BaseHTTPRequestHandler):
             LOG.append((self.command, self.path + (f"#{json.loads(name.group(1))}" if name else ""),
                         resp.status))
             del LOG[:-LOG_SIZE]
+        if not reply:
+            return
         self.send_response(resp.status)
         for key, value in resp.getheaders():
             if key.lower() not in ("content-length", "transfer-encoding", "connection"):
@@ -354,6 +397,22 @@ class GcsEmulator:
         """(method, path, status) of the latest 200,000 counted requests; an upload's path ends
         with `#` and the object's name."""
         return [tuple(x) for x in self._call("GET", "/__log")]
+
+    def inject_faults(
+        self, every: int, kinds: list[str], status: int = 503, mode: str = "before"
+    ) -> None:
+        """From now on the first request of each kind in `kinds` (the proxy's `kind` names:
+        upload, download, list, batch, copy, object-get, ...), then every `every`-th, is
+        answered with `status`: in the emulator's place (`mode` "before"), after the emulator
+        did it ("after": the answer lost on its way), or, for a batch, in each of its parts,
+        none done ("parts"). `every` 0 ends it."""
+        faults = {"every": every, "kinds": kinds, "status": status, "mode": mode}
+        body = json.dumps(faults).encode()
+        self._call("POST", "/__faults", body)
+
+    def injected(self) -> dict[str, int]:
+        """The faults injected since `inject_faults`, by kind."""
+        return self._call("GET", "/__injected")
 
     def reset_stats(self) -> None:
         self._call("POST", "/__reset", b"")

@@ -5,16 +5,20 @@ Local files are read and written with the OS's own calls (a large one written th
 and dropped from the page cache as it is published: `schemas.manifest.settle`); the commands
 refuse other stores' URLs before any work (`pipeline.shell.configs.refuse_other_stores`), and a
 path that is neither reaches Beam's filesystems. gs:// goes through one
-google-cloud-storage client per process, imported only when a gs:// path is used: Beam's GCS
-filesystem makes a client per call (each starting with a bucket lookup), reads through a 16 MiB
-buffer whatever was asked, and renames by copy plus delete. Here:
+google-cloud-storage client per process (`pipeline.files.gcs`), imported only when a gs://
+path is used: Beam's GCS filesystem makes a client per call (each starting with a bucket
+lookup), reads through a 16 MiB buffer whatever was asked, and renames by copy plus delete.
+Here:
 - an object store has no directories: a folder is a name prefix, listed and removed as one
   (`FileSystems.exists(folder + "/")` is false there);
 - an upload becomes visible whole or not at all, so a gs:// file is written once under its own
   name (a local one under a temporary name, then renamed);
 - reads ask for exactly the bytes wanted (`read_bytes(path, start, end)`), so a bucket of the
   build reads only its record batches of each units file;
-- a missing file is `FileNotFoundError` on every filesystem.
+- a missing file is `FileNotFoundError` on every filesystem;
+- every gs:// request is retried as the client retries (408, 429, 5xx, a lost connection: for
+  up to two minutes), uploads, copies and each delete of a batch among them, and what still
+  fails is one line naming the object (`schemas.storage.StoreError`), never a traceback.
 """
 
 from __future__ import annotations
@@ -28,16 +32,23 @@ from contextlib import contextmanager
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.files.credentials import dask_worker, no_credentials, runner_worker
+from pipeline.files.gcs import (
+    DELETE_BATCH,
+    RangedReader,
+    blob,
+    delete_objects,
+    gcs_client,
+    gcs_errors,
+    objects,
+    split_gcs,
+)
 from pipeline.files.localglob import local_match
 from schemas.manifest import SHARDS_DIR, settle
-from schemas.storage import Unreachable, check_reachable
+from schemas.storage import retry_always
 
 BUILDING_DIR = ".building"  # inside OUT/shards: the unfinished build's files
 GLOB_CHARS = "*?["
 READ_BUFFER = 8 << 20  # a gs:// input file is read in ranged requests of this size
-TAIL_BYTES = 256 << 10  # a span's reader past the span's end: its first requests' size
-DELETE_BATCH = 100  # calls per GCS batch request (the JSON API's limit)
 
 
 def building_dir(out: str) -> str:
@@ -53,85 +64,6 @@ def is_local(path: str) -> bool:
 
 
 # -- gs:// through one client ---------------------------------------------------------------
-
-_CLIENT: tuple[int, object] | None = None  # (pid, client): a forked worker makes its own
-
-
-class NoCredentials(ValueError):
-    """gs:// was asked for and Google Cloud's default credentials were not found."""
-
-
-class StoreUnreachable(OSError):
-    """gs:// was asked for and the store's API took no connection (`check_reachable`)."""
-
-
-def gcs_client():
-    """This process's storage client, made on first use (a child forked after that makes its
-    own: connections do not survive a fork)."""
-    global _CLIENT
-    if _CLIENT is None or _CLIENT[0] != os.getpid():
-        from google.auth.exceptions import DefaultCredentialsError
-        from google.cloud import storage
-
-        try:
-            client = storage.Client()
-        except DefaultCredentialsError as e:
-            said = str(e).split(". ", 1)[0].rstrip(".")
-            raise NoCredentials(no_credentials(said, dask_worker(), runner_worker())) from None
-        # google-cloud-storage 3.x looks each bucket up for its telemetry in a background
-        # thread (and again on every 404): a request per bucket, and threads beside which the
-        # driver may not fork its workers (`pipeline.runners.local_workers`).
-        if getattr(client, "_bucket_metadata_cache", None) is not None:
-            client._bucket_metadata_cache = None
-        # No network, or an emulator address where nothing listens: said within seconds, where
-        # the client's own retries of the first request would wait two minutes.
-        try:
-            check_reachable(client.api_endpoint)
-        except Unreachable as e:
-            raise StoreUnreachable(f"gs:// cannot be reached: {e}") from None
-        _CLIENT = (os.getpid(), client)
-    return _CLIENT[1]
-
-
-def gcs_problem() -> str | None:
-    """None when this process's storage client can be made and its API takes a connection;
-    else the one line saying what is missing (credentials, network). None, too, without
-    google-cloud-storage: whoever needs it says so."""
-    try:
-        gcs_client()
-    except (NoCredentials, StoreUnreachable) as e:
-        return str(e)
-    except ImportError:  # no client library
-        pass
-    return None
-
-
-def split_gcs(path: str) -> tuple[str, str]:
-    bucket, _, name = path[len("gs://") :].partition("/")
-    return bucket, name
-
-
-def blob(path: str):
-    bucket, name = split_gcs(path)
-    return gcs_client().bucket(bucket).blob(name)
-
-
-@contextmanager
-def _not_found_as_missing(path: str):
-    from google.api_core.exceptions import NotFound
-
-    try:
-        yield
-    except NotFound:
-        raise FileNotFoundError(f"{path}: no such object") from None
-
-
-def _gcs_objects(prefix_path: str):
-    """Every object whose name starts with the name part of `prefix_path` (paged), but the
-    empty "folder/" placeholders some tools make."""
-    bucket, prefix = split_gcs(prefix_path)
-    return (o for o in gcs_client().list_blobs(bucket, prefix=prefix) if not o.name.endswith("/"))
-
 
 _LISTED_SIZES: dict[str, int] = {}  # gs:// path -> size, from this process's listings
 
@@ -149,7 +81,7 @@ def _metadata(bucket: str, obj) -> FileMetadata:
 def read_bytes(path: str, start: int = 0, end: int | None = None) -> bytes:
     """Bytes [start, end) of a file (to its end when `end` is None), in one request on gs://."""
     if is_gcs(path):
-        with _not_found_as_missing(path):
+        with gcs_errors(path):
             if end is not None and end <= start:
                 return b""
             return blob(path).download_as_bytes(
@@ -177,62 +109,6 @@ def open_read(path: str, buffer_bytes: int = READ_BUFFER, stop: int | None = Non
     if is_local(path):
         return open(path, "rb")
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-
-class RangedReader(io.RawIOBase):
-    """A gs:// object read by ranged requests, each of exactly what its caller asked for (up to
-    `stop`, then little at first, see `open_read`); the end is learned from a short read (or
-    asked for only when seeking from the end)."""
-
-    def __init__(self, path: str, stop: int | None = None):
-        self.path, self.pos, self.size, self.stop = path, 0, None, stop
-        self._blob = blob(path)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence == io.SEEK_END:
-            offset += self._size()
-        elif whence == io.SEEK_CUR:
-            offset += self.pos
-        self.pos = max(0, offset)
-        return self.pos
-
-    def _size(self) -> int:
-        if self.size is None:
-            with _not_found_as_missing(self.path):
-                self._blob.reload()
-            self.size = self._blob.size
-        return self.size
-
-    def _fetch(self, n: int | None) -> bytes:
-        if (self.size is not None and self.pos >= self.size) or n == 0:
-            return b""
-        if self.stop is not None and n is not None:
-            past = self.pos - self.stop  # past the stop, requests grow with the distance
-            n = min(n, -past if past < 0 else max(TAIL_BYTES, past))
-        end = None if n is None else self.pos + n - 1
-        with _not_found_as_missing(self.path):
-            data = self._blob.download_as_bytes(start=self.pos, end=end)
-        if n is None or len(data) < n:
-            self.size = self.pos + len(data)
-        self.pos += len(data)
-        return data
-
-    def readinto(self, buffer) -> int:
-        data = self._fetch(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def readall(self) -> bytes:
-        return self._fetch(None)
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -276,7 +152,10 @@ def write_bytes(path: str, data) -> None:
         data = data if isinstance(data, bytes) else bytes(data)
         target = blob(path)
         target.metadata = WRITTEN_BY
-        target.upload_from_string(data, content_type="application/octet-stream")
+        with gcs_errors(path):
+            target.upload_from_string(
+                data, content_type="application/octet-stream", retry=retry_always()
+            )
         return
     with atomic_create(path) as f:
         f.write(data)
@@ -291,13 +170,14 @@ def write_text(path: str, text: str) -> None:
 
 def exists(path: str) -> bool:
     if is_gcs(path):
-        return blob(path).exists()
+        with gcs_errors(path):
+            return blob(path).exists()
     return FileSystems.exists(path)
 
 
 def size(path: str) -> int:
     if is_gcs(path):
-        with _not_found_as_missing(path):
+        with gcs_errors(path):
             found = blob(path)
             found.reload()
             return found.size
@@ -329,7 +209,8 @@ def match(
     cut = min((pattern.find(c) for c in GLOB_CHARS if c in pattern), default=len(pattern))
     regex = re.compile(FileSystem.translate_pattern(pattern))
     bucket, _ = split_gcs(pattern)
-    found = [_metadata(bucket, o) for o in _gcs_objects(pattern[:cut])]
+    with gcs_errors(pattern):
+        found = [_metadata(bucket, o) for o in objects(pattern[:cut])]
     return sorted((m for m in found if regex.match(m.path)), key=lambda m: m.path)
 
 
@@ -342,7 +223,8 @@ def files_under(
     folder = folder.rstrip("/")
     if is_gcs(folder):
         bucket, name = split_gcs(folder)
-        found = [_metadata(bucket, o) for o in _gcs_objects(folder)]
+        with gcs_errors(folder):
+            found = [_metadata(bucket, o) for o in objects(folder)]
         exact = [m for m in found if m.path == folder]
         below = [m for m in found if m.path.startswith(folder + "/")] if name else found
         return exact or sorted(below, key=lambda m: m.path)
@@ -357,7 +239,8 @@ def entries(folder: str) -> tuple[list[str], list[str], set[str]]:
     bucket, name = split_gcs(folder.rstrip("/"))
     prefix = name + "/" if name else ""
     listing = gcs_client().list_blobs(bucket, prefix=prefix, delimiter="/")
-    objects = [o for o in listing if o.name != prefix]
+    with gcs_errors(folder):
+        objects = [o for o in listing if o.name != prefix]
     files = [o.name[len(prefix) :] for o in objects]
     ours = {
         o.name[len(prefix) :] for o in objects if WRITTEN_BY.items() <= (o.metadata or {}).items()
@@ -373,9 +256,7 @@ def remove(paths: list[str]) -> None:
     """Delete files; one already gone is no error. gs:// deletes go in batch requests."""
     gcs = [p for p in paths if is_gcs(p)]
     for start in range(0, len(gcs), DELETE_BATCH):
-        with gcs_client().batch(raise_exception=False):
-            for p in gcs[start : start + DELETE_BATCH]:
-                blob(p).delete()
+        delete_objects(gcs[start : start + DELETE_BATCH])
     others = [p for p in paths if not is_gcs(p) and FileSystems.exists(p)]
     if others:
         FileSystems.delete(others)
@@ -399,8 +280,8 @@ def move(src: str, dst: str) -> None:
     deletes by the hundred: a rename there would be a copy and a delete each."""
     if is_gcs(src) and is_gcs(dst):
         source, target = blob(src), blob(dst)
-        with _not_found_as_missing(src):
-            source.bucket.copy_blob(source, target.bucket, target.name)
+        with gcs_errors(src):
+            source.bucket.copy_blob(source, target.bucket, target.name, retry=retry_always())
         return
     if FileSystems.exists(dst):
         FileSystems.delete([dst])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from pipeline.runners.beam_internals import STEP_SUFFIX
+from schemas.storage import StoreError
 
 # a step's own error, as a worker's traceback ends: Python's, or one of this package's, whose
 # qualified name Beam prints (`pipeline.core.buckets.RepeatedIdError: ...`)
@@ -65,7 +66,7 @@ def failure_line(e: BaseException) -> str:
         return download
     texts = []
     for x in exception_chain(e):
-        if isinstance(x, (ValueError, FileNotFoundError)):  # raised by a step, in-process
+        if isinstance(x, (ValueError, FileNotFoundError, StoreError)):  # a step's, in-process
             return WHILE_RUNNING.sub("", str(x).strip().splitlines()[-1])
         texts.append(str(x))
     found = [m.group(1) for t in texts for m in INPUT_ERROR.finditer(t)]

@@ -4,8 +4,7 @@
     bert-shards build --input 'dumps/*.txt' --format text --out out/x --vocab vocab.txt
     bert-shards vocab --input sample/books --format books --out out/vocab
     bert-shards punkt --input sample/books --format books --out out/punkt   (other languages)
-    bert-shards validate OUT / inspect OUT     (the shard-set checks of `bert-schemas`)
-    bert-shards export OUT DEST --format hdf5|tfrecord|mds   (`bert-schemas export`)
+    bert-shards validate OUT / inspect OUT / export OUT DEST   (`bert-schemas`' commands)
 
 Unknown flags are Beam pipeline options (for example `--runner DataflowRunner --project p`).
 """
@@ -151,9 +150,9 @@ def run_build(args, beam_args: list[str]) -> int:
         OutputLock,
         check_free_space,
         check_output,
-        out_trouble_said,
         text_bytes,
     )
+    from pipeline.shell.trouble import out_trouble_said
     from schemas.manifest import Manifest
 
     cfg = command_config(args)
@@ -222,7 +221,7 @@ def run_vocab(args, beam_args: list[str]) -> int:
     from pipeline.core.tokenize import tokenizer_json
     from pipeline.files.fsio import exists, read_text, write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
-    from pipeline.shell.outdir import AGAIN, out_trouble_said
+    from pipeline.shell.trouble import AGAIN, out_trouble_said
     from pipeline.stages.dedup import DeduplicateChunks
     from pipeline.stages.smoothing import write_weighting
     from pipeline.stages.split import SplitSentences
@@ -274,7 +273,7 @@ def run_punkt(args, beam_args: list[str]) -> int:
     from pipeline.build import read_documents
     from pipeline.files.fsio import exists, write_text
     from pipeline.runners.run import pipeline_options, run_pipeline
-    from pipeline.shell.outdir import AGAIN, out_trouble_said
+    from pipeline.shell.trouble import AGAIN, out_trouble_said
     from pipeline.stages.vocab import NO_TEXT, TrainPunkt, learnt_nothing
 
     cfg = check_inputs(command_config(args), args.verbose)
@@ -408,10 +407,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return schemas_main([args.command, *rest], prog="bert-shards")
     from pipeline.files.credentials import mark_driver
-    from pipeline.files.fsio import NoCredentials, StoreUnreachable, gcs_problem
+    from pipeline.files.gcs import NoCredentials, StoreUnreachable, gcs_problem
     from pipeline.runners.options import unknown_args
     from pipeline.runners.run import beam_logs_quiet, pipeline_options, runner_problem
     from pipeline.shell.cluster import cluster_problem
+    from pipeline.shell.trouble import store_trouble_said
 
     mark_driver()
     problem = unknown_args(rest, commands[args.command]) or path_problem(args)
@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         reuse_freed_memory()
     runner = {"build": run_build, "vocab": run_vocab, "punkt": run_punkt}[args.command]
     try:
-        with interrupts_unwind(), one_listing():
+        with interrupts_unwind(), one_listing(), store_trouble_said(args):
             return runner(args, rest)
     except (NoCredentials, StoreUnreachable) as e:  # met while listing or checking, before work
         raise SystemExit(f"error: {e}") from None

@@ -16,7 +16,6 @@ process is gone) is taken over, one from another machine is named with what to d
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
@@ -72,11 +71,9 @@ def foreign_entries(out: str) -> list[str]:
 def gcs_entries(out: str, folder: str = "") -> tuple[list[str], list[str], set[str]]:
     """`fsio.entries` of a gs:// OUT (or of `folder` in it): files, folders and the files our
     commands wrote; a bucket that does not exist said in one line."""
-    from google.api_core.exceptions import NotFound
-
     try:
         return fsio.entries(f"{out}/{folder}" if folder else out)
-    except NotFound:
+    except FileNotFoundError:  # a listing finds no object missing: its bucket is
         bucket = fsio.split_gcs(out)[0]
         raise OutputError(
             f"--out {out}: there is no bucket {bucket}; create it (gcloud storage buckets create "
@@ -278,13 +275,18 @@ class GcsLock:
         self.generation: int | None = None
 
     def acquire(self) -> GcsLock:
+        with storage.store_errors(self.path):
+            return self._acquire()
+
+    def _acquire(self) -> GcsLock:
         from google.api_core.exceptions import NotFound, PreconditionFailed
 
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        ours = f"{lock_holder()} since {since}"
         for attempt in range(3):
             lock = fsio.blob(self.path)
             try:
-                lock.upload_from_string(f"{lock_holder()} since {since}", if_generation_match=0)
+                lock.upload_from_string(ours, if_generation_match=0)
                 self.generation = lock.generation
                 return self
             except PreconditionFailed:
@@ -294,6 +296,9 @@ class GcsLock:
                 holder = held.download_as_bytes().decode("utf-8", "replace").strip()
             except NotFound:
                 continue  # released meanwhile: try again
+            if holder == ours:  # made by the try whose answer was lost, which the client retried
+                self.generation = held.generation
+                return self
             if attempt < 2 and stale(holder):
                 try:  # only the generation read: a build that took it meanwhile keeps it
                     held.delete(if_generation_match=held.generation)
@@ -310,10 +315,11 @@ class GcsLock:
     def release(self) -> None:
         from google.api_core.exceptions import NotFound, PreconditionFailed
 
-        try:
-            fsio.blob(self.path).delete(if_generation_match=self.generation)
-        except (NotFound, PreconditionFailed):
-            pass
+        with storage.store_errors(self.path):
+            try:
+                fsio.blob(self.path).delete(if_generation_match=self.generation)
+            except (NotFound, PreconditionFailed):
+                pass
 
 
 def stale(holder: str) -> bool:
@@ -372,70 +378,6 @@ def disk_figure(size: float) -> str:
         if size >= scale:
             return f"{size / scale:,.1f} {unit}"
     return f"{int(size)} bytes"
-
-
-NO_SPACE = "No space left on device"
-READ_ONLY = "Read-only file system"
-# How a command stopped by its disk goes on once that is mended: a build from what it finished,
-# vocab and punkt (which keep no resume record) from the start.
-RESUME = "run the same command with --resume to continue from what is finished"
-AGAIN = "run the same command again"
-
-
-@contextlib.contextmanager
-def out_trouble_said(out: str, what: str = "the build", then: str = RESUME):
-    """A command (`what`) whose disk filled or turned read-only says so in one line naming the
-    filesystem, and how to go on once that is mended (`then`): a build's `--resume` finds what
-    was finished in OUT/shards/.building."""
-    try:
-        yield
-    except SystemExit as e:
-        said = e.code if isinstance(e.code, str) else ""
-        if NO_SPACE in said:
-            raise SystemExit(f"error: {disk_full_line(out, said, what, then)}") from None
-        if READ_ONLY in said:
-            raise SystemExit(f"error: {read_only_line(out, said, what, then)}") from None
-        raise
-
-
-def troubled(out: str, said: str, error: str) -> tuple[str, str]:
-    """The path an OS error names (else OUT), and the line's words for it: `--out OUT` when it
-    lies in OUT, else the path itself (the temporary folder, say)."""
-    found = re.search(rf"{error}: '([^']+)'", said)
-    path = found.group(1) if found else out
-    return path, f"--out {out}" if within(path, out) else path
-
-
-def mount_of(path: str) -> str:
-    mount = storage.nearest_existing(path)
-    while not os.path.ismount(mount):
-        mount = os.path.dirname(mount)
-    return mount
-
-
-def disk_full_line(out: str, said: str = "", what: str = "the build", then: str = RESUME) -> str:
-    path, holds = troubled(out, said, NO_SPACE)
-    if not is_local(path):
-        return (
-            f"{what} ran out of space writing to {out} ({NO_SPACE}); free space there, then {then}"
-        )
-    free = shutil.disk_usage(storage.nearest_existing(path)).free
-    return (
-        f"{what} ran out of disk: the filesystem at {mount_of(path)}, which holds {holds}, "
-        f"has {disk_figure(free)} free ({NO_SPACE}); free space, then {then}"
-    )
-
-
-def read_only_line(out: str, said: str, what: str = "the build", then: str = RESUME) -> str:
-    """The filesystem that turned read-only during the command (it checked it was writable
-    before it began). One the kernel remounted read-only after an error needs checking before
-    use."""
-    path, holds = troubled(out, said, READ_ONLY)
-    return (
-        f"{what} could not write: the filesystem at {mount_of(path)}, which holds {holds}, "
-        f"is read-only ({READ_ONLY}); make it writable again (check it first if the system "
-        f"turned it read-only after an error), then {then}"
-    )
 
 
 def within(path: str, folder: str) -> bool:

@@ -49,9 +49,9 @@ def check_files(ctx: Context) -> set[str]:
     if remote:
         try:
             stored = storage.list_files(storage.join(ctx.directory, SHARDS_DIR))
-        except OSError as e:
-            t.fail(f"{SHARDS_DIR}/: cannot be listed ({e})")
-            stored = {}
+        except OSError as e:  # not "missing" then: each listed shard is still read, or not
+            t.fail(f"{SHARDS_DIR}/: cannot be listed ({e}); the listed shards are still read")
+            stored = {p[len(SHARDS_DIR) + 1 :]: 0 for p in times}
         present = {p for p in times if p[len(SHARDS_DIR) + 1 :] in stored}
         found = sorted(n for n in stored if "/" not in n)
     else:

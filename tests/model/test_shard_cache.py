@@ -169,6 +169,26 @@ def test_what_the_cache_refuses(shards_dir, gs_set, tmp_path):
             shard_cache.gigabytes(bad)
 
 
+def test_batches_through_shed_requests_equal_the_local_copy(
+    shards_dir, gs_set, gcs_emulator, tmp_path
+):
+    """The first request of each kind the loader makes, then every third, answered 503: each
+    is sent again, and the batches are the local copy's."""
+    cfg = LoaderConfig(batch_size=8, seed=3, shuffle_window=1)
+    local = PretrainingData(open_shards(shards_dir), [0, 1, 2], cfg)
+    kinds = ["download", "object-get"]  # the manifest's, then each shard's
+    gcs_emulator.inject_faults(3, kinds)
+    try:
+        with shard_cache.settings(str(tmp_path / "cache"), 1.0):
+            data = PretrainingData(open_shards(gs_set), [0, 1, 2], cfg)
+        for p in range(local.batches_per_epoch):
+            assert same(data.batch(p), local.batch(p)), p
+        injected = gcs_emulator.injected()
+    finally:
+        gcs_emulator.inject_faults(0, [])
+    assert sorted(injected) == kinds, injected
+
+
 def _losses(run: str) -> list[dict]:
     with open(os.path.join(run, "metrics.jsonl"), encoding="utf-8") as f:
         records = [json.loads(line) for line in f if line.strip()]

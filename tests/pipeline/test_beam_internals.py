@@ -51,7 +51,7 @@ NOT_BEAMS = {
     ("pipeline/core/punkt_fast.py", "_ORTHO_MID_UC"): "NLTK's punkt module",
     ("pipeline/core/punkt_fast.py", "_ORTHO_BEG_LC"): "NLTK's punkt module",
     ("pipeline/core/instances.py", "_fields"): "a namedtuple's fields (its API)",
-    ("pipeline/files/fsio.py", "_bucket_metadata_cache"): "google-cloud-storage's Client",
+    ("pipeline/files/gcs.py", "_bucket_metadata_cache"): "google-cloud-storage's Client",
     ("pipeline/runners/local_workers.py", "_exit"): "os._exit (the standard library's API)",
     ("pipeline/runners/options.py", "_actions"): "argparse's parser",
     ("pipeline/runners/options.py", "_option_string_actions"): "argparse's parser",

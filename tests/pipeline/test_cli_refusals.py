@@ -398,9 +398,9 @@ def test_a_flag_another_makes_meaningless_is_refused(tmp_path, command, argv, sa
 
 
 def test_gs_without_credentials_is_one_line(tmp_path, monkeypatch):
-    from pipeline.files import fsio
+    from pipeline.files import gcs
 
-    monkeypatch.setattr(fsio, "_CLIENT", None)  # a client an earlier test made
+    monkeypatch.setattr(gcs, "_CLIENT", None)  # a client an earlier test made
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-key.json"))
     with pytest.raises(SystemExit) as e:
@@ -415,11 +415,11 @@ def test_gs_without_credentials_is_one_line(tmp_path, monkeypatch):
 def test_a_gs_store_that_cannot_be_reached_is_one_line(tmp_path, monkeypatch, where):
     """No network (here: an emulator address where nothing listens) is said before any work,
     within seconds, not after the storage client's two minutes of retries."""
-    from pipeline.files import fsio
+    from pipeline.files import gcs
     from schemas import storage
     from tests.gcs_emulator import free_port
 
-    monkeypatch.setattr(fsio, "_CLIENT", None)  # a client an earlier test made
+    monkeypatch.setattr(gcs, "_CLIENT", None)  # a client an earlier test made
     monkeypatch.setattr(storage, "CONNECT_PAUSE", 0.0)
     address = f"127.0.0.1:{free_port()}"
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://{address}")

@@ -186,14 +186,14 @@ def test_a_build_from_and_into_gcs_on_dask_is_the_local_build(
 def _credentials_gone(missing: str | None) -> None:
     """On a worker: its credentials replaced by a key file that does not exist (`missing`),
     and its storage client forgotten; with None, the credentials given back."""
-    from pipeline.files import fsio
+    from pipeline.files import gcs
 
     for name in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST"):
         held, given = ("SAVED_" + name, name) if missing is None else (name, "SAVED_" + name)
         os.environ[given] = os.environ.pop(held)
     if missing is not None:
         os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = missing
-    fsio._CLIENT = None
+    gcs._CLIENT = None
 
 
 def test_workers_without_credentials_are_named_in_the_line(cluster, gcs_sample, tmp_path):

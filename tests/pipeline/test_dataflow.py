@@ -147,10 +147,10 @@ def test_beams_check_of_dataflows_options_is_known_to_ask_google_cloud(extra, as
 def test_dataflow_without_credentials_is_one_line_in_seconds(tmp_path, monkeypatch, extra):
     """Beam's check of the options would call Google Cloud without credentials, anonymously,
     and wait two minutes offline; the build names what is missing first."""
-    from pipeline.files import fsio
+    from pipeline.files import gcs
     from pipeline.shell.cli import main
 
-    monkeypatch.setattr(fsio, "_CLIENT", None)  # a client an earlier test made
+    monkeypatch.setattr(gcs, "_CLIENT", None)  # a client an earlier test made
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-key.json"))
     argv = ["build", "--input", f"text:{BUCKET}/in", "--out", f"{BUCKET}/out", *CLOUD_ARGS]
@@ -167,12 +167,12 @@ def test_dataflow_without_credentials_is_one_line_in_seconds(tmp_path, monkeypat
 def test_dataflow_without_network_is_one_line_in_seconds(monkeypatch):
     """No network: here, a store's address (as an emulator's, which the client reaches without
     credentials) where nothing listens."""
-    from pipeline.files import fsio
+    from pipeline.files import gcs
     from pipeline.shell.cli import main
     from schemas import storage
     from tests.gcs_emulator import free_port
 
-    monkeypatch.setattr(fsio, "_CLIENT", None)
+    monkeypatch.setattr(gcs, "_CLIENT", None)
     monkeypatch.setattr(storage, "CONNECT_PAUSE", 0.0)
     address = f"127.0.0.1:{free_port()}"
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://{address}")

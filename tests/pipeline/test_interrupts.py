@@ -13,16 +13,8 @@ import time
 
 import pytest
 
-from pipeline.shell.outdir import (
-    NO_SPACE,
-    OutputError,
-    OutputLock,
-    check_free_space,
-    disk_figure,
-    disk_full_line,
-    out_trouble_said,
-    read_only_line,
-)
+from pipeline.shell.outdir import OutputError, OutputLock, check_free_space, disk_figure
+from pipeline.shell.trouble import NO_SPACE, disk_full_line, out_trouble_said, read_only_line
 from schemas.manifest import read_manifest
 from schemas.validate.run import validate
 from tests.helpers import INTERRUPTED as STOPPED

@@ -79,11 +79,11 @@ class RecordedBlob:
 def test_a_span_asks_an_object_store_for_little_past_its_end(monkeypatch) -> None:
     """Requests of 8 MiB up to the span's end, then of 256 KiB: the reader that finishes a line
     or a page past the end needs a little, not another 8 MiB."""
-    from pipeline.files import fsio
+    from pipeline.files import fsio, gcs
 
     data = bytes(range(256)) * (3 << 16)  # 48 MiB
     stored = RecordedBlob(data)
-    monkeypatch.setattr(fsio, "blob", lambda path: stored)
+    monkeypatch.setattr(gcs, "blob", lambda path: stored)  # the ranged reader's
     with fsio.open_read("gs://b/f", stop=(20 << 20) + 5) as f:
         f.seek(3 << 20)
         assert f.read((17 << 20) + 5 + 1000) == data[3 << 20 : (20 << 20) + 5 + 1000]

@@ -225,3 +225,58 @@ def test_inspect_on_gs_prints_what_it_prints_locally(gs_set, sample_shards, caps
 
     assert shards_main(["validate", gs_set]) == 0
     assert "pass" in capsys.readouterr().out
+
+
+def test_validate_inspect_and_export_through_shed_requests(
+    gs_set, sample_shards, gcs_emulator, tmp_path, capsys
+):
+    """The first request of each kind answered 503: each is sent again, and the report, the
+    rows and an export into gs:// are what they are without (uploads among them)."""
+    from schemas.export.run import ExportOptions, export
+
+    local = str(tmp_path / "tfrecord")
+    export(sample_shards, local, ExportOptions("tfrecord"))
+    assert schemas_main(["inspect", sample_shards, "--n", "1"]) == 0
+    rows = capsys.readouterr().out
+    kinds = ["download", "list", "object-get", "upload"]
+    gcs_emulator.inject_faults(10**9, kinds)
+    try:
+        assert _report(gs_set) == _report(sample_shards)
+        assert schemas_main(["inspect", gs_set, "--n", "1"]) == 0
+        assert capsys.readouterr().out == rows
+        export(gs_set, f"{gs_set}-tfrecord", ExportOptions("tfrecord"))
+        assert gcs_emulator.injected() == dict.fromkeys(kinds, 1)
+    finally:
+        gcs_emulator.inject_faults(0, [])
+    for rel in storage.list_files(local):
+        assert storage.read_bytes(f"{gs_set}-tfrecord/{rel}") == storage.read_bytes(
+            os.path.join(local, rel)
+        )
+
+
+def test_a_refused_listing_is_said_once_not_as_missing_shards(gs_set, gcs_emulator):
+    """The shards' listing refused (403): one failure naming it and what to check; the shards
+    the manifest lists are read still, not called missing."""
+    gcs_emulator.inject_faults(1, ["list"], status=403)
+    try:
+        lines = validate(gs_set).to_text()
+    finally:
+        gcs_emulator.inject_faults(0, [])
+    assert "missing" not in lines
+    assert (
+        f"FAIL files: shards/: cannot be listed ({gs_set}/shards: the object store refused "
+        "access (403 injected by the test's proxy); check the credentials" in lines
+    )
+    assert "1 of " in lines and "checks failed" in lines
+
+
+def test_a_store_that_kept_failing_is_one_line():
+    """The client's retries spent (its RetryError): the last answer, and to try later."""
+    from google.api_core import exceptions as api
+
+    with pytest.raises(storage.StoreError) as caught, storage.store_errors("gs://b/x"):
+        raise api.RetryError("Timeout of 120.0s exceeded", api.ServiceUnavailable("slow down"))
+    assert str(caught.value) == (
+        "gs://b/x: the object store kept failing through two minutes of retries "
+        "(503 slow down); try again later"
+    )

@@ -1,0 +1,120 @@
+"""gs:// builds while the store fails (tests/gcs_emulator.py's proxy injects the faults): a
+request GCS sheds (503, 429) is sent again, of every kind a build makes, a batch's deletes
+among them, and the build gives the local bytes; a lock whose answer was lost is still taken;
+a refusal (403) ends the build in one line naming the object and what to do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.gcs_emulator import upload_tree
+from tests.helpers import ROOT, SAMPLE, build_shards, shard_set
+
+pytest.importorskip("gcp_storage_emulator")
+
+# every kind of request a gs:// build makes (the proxy's names)
+BUILD_KINDS = ["batch", "copy", "delete", "download", "list", "object-get", "upload"]
+FIRST_ONLY = 10**9  # `inject_faults`' every: the first request of each kind, then none
+CREDENTIALS = (
+    "check the credentials (GOOGLE_APPLICATION_CREDENTIALS, or `gcloud auth "
+    "application-default login`) and the bucket's permissions"
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(gcs_emulator) -> str:
+    """The sample corpus in a bucket of its own, as the build's inputs on gs://."""
+    gcs_emulator.create_bucket("faults-corpus")
+    upload_tree(SAMPLE, "gs://faults-corpus/sample")
+    return "books:gs://faults-corpus/sample/books,text:gs://faults-corpus/sample/text/"
+
+
+@pytest.fixture
+def faults(gcs_emulator):
+    """The emulator, whose proxy injects no fault again once the test ends."""
+    yield gcs_emulator
+    gcs_emulator.inject_faults(0, [])
+
+
+def build(out: str, corpus: str, *extra: str) -> subprocess.CompletedProcess:
+    """`bert-shards build` with 2 forked workers, as a user runs it (the sample_shards
+    settings)."""
+    cmd = [sys.executable, "-m", "pipeline", "build", "--input", corpus, "--out", out]
+    cmd += ["--num-shards", "4", "--workers", "2", "--progress-seconds", "0", *extra]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def left_over(gcs, bucket: str) -> list[str]:
+    return [n for n in gcs.list_objects(bucket) if "/.building/" in n or n.endswith(".lock")]
+
+
+@pytest.mark.slow
+def test_a_build_whose_requests_the_store_shed_is_the_local_build(
+    faults, corpus, gcs_bucket, sample_shards
+):
+    """The first request of each kind answered 503, in the driver or a worker: each is sent
+    again (a copy and a batch of deletes, which the client would not retry, among them)."""
+    faults.inject_faults(FIRST_ONLY, BUILD_KINDS)
+    out = f"gs://{gcs_bucket}/out"
+    done = build(out, corpus)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert faults.injected() == dict.fromkeys(BUILD_KINDS, 1)
+    assert shard_set(out) == shard_set(sample_shards)
+    assert left_over(faults, gcs_bucket) == []
+
+
+def test_deletes_a_batch_answered_429_part_by_part_are_sent_again(
+    faults, corpus, gcs_bucket, sample_shards
+):
+    """GCS answers each part of a batch on its own: a batch whose every delete came back 429
+    is sent again (each batch's first try so answered), and the build area goes."""
+    faults.inject_faults(2, ["batch"], status=429, mode="parts")
+    out = f"gs://{gcs_bucket}/out"
+    assert build_shards(out, "--num-shards", "4", inputs=corpus) == 0
+    assert faults.injected()["batch"] >= 2  # the old manifest's delete, the build area's
+    assert left_over(faults, gcs_bucket) == []
+    assert shard_set(out) == shard_set(sample_shards)
+
+
+def test_a_lock_whose_answer_was_lost_is_taken(faults, gcs_bucket):
+    """The lock's upload done, its answer lost: the client's second try finds the object
+    there (412), and it is this build's own, so the build holds the lock."""
+    from pipeline.shell.outdir import GcsLock
+
+    faults.inject_faults(FIRST_ONLY, ["upload"], mode="after")
+    lock = GcsLock(f"gs://{gcs_bucket}/out").acquire()
+    assert faults.injected() == {"upload": 1}
+    assert faults.list_objects(gcs_bucket) == ["out/.bert-shards.lock"]
+    lock.release()
+    assert faults.list_objects(gcs_bucket) == []
+
+
+def test_a_refused_write_ends_the_build_in_one_line(faults, corpus, gcs_bucket):
+    """Every upload refused (403), the first being OUT's lock: one line, before any work."""
+    faults.inject_faults(1, ["upload"], status=403)
+    out = f"gs://{gcs_bucket}/out"
+    done = build(out, corpus)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"error: {out}/.bert-shards.lock: the object store refused access (403 injected by the "
+        f"test's proxy); {CREDENTIALS}; then run the same command again"
+    ]
+
+
+def test_a_refusal_in_a_workers_step_is_one_line_saying_to_resume(faults, corpus, gcs_bucket):
+    """The shards' copies out of the build area refused (403), a worker's step at the end:
+    one line naming the object, and --resume, since OUT holds what was finished."""
+    faults.inject_faults(1, ["copy"], status=403)
+    out = f"gs://{gcs_bucket}/out"
+    done = build(out, corpus)
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: {out}/shards/.building/bucket-0000")
+    assert line.endswith(
+        f".arrow: the object store refused access (403 injected by the test's proxy); "
+        f"{CREDENTIALS}; then run the same command with --resume to continue from what is "
+        "finished"
+    )
