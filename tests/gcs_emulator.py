@@ -54,7 +54,7 @@ NAME_IN_BODY = re.compile(rb'"name"\s*:\s*("(?:[^"\\]|\\.)*")')
 # every `every`-th, is answered with `status`. `mode` "before" answers in the emulator's place
 # (GCS shedding a request); "after" lets the emulator do it and answers the fault in place of
 # its answer (the reply lost); "parts" answers each part of a batch request with the fault,
-# none done (GCS answers a batch's parts one by one).
+# none done (GCS answers a batch's parts one by one); "drop" closes the connection unanswered.
 FAULTS = {"every": 0, "status": 503, "kinds": [], "mode": "before", "seen": {}, "injected": {}}
 PART = (b"--fault\r\nContent-Type: application/http\r\n\r\nHTTP/1.1 %d Fault\r\n"
         b"Content-Type: application/json; charset=UTF-8\r\n\r\n%s\r\n")
@@ -193,6 +193,9 @@ class Handler(BaseHTTPRequestHandler):
             LOG.append((self.command, self.path, FAULTS["status"]))
         status = FAULTS["status"]
         error = json.dumps({"error": {"code": status, "message": "injected by the test's proxy"}})
+        if FAULTS["mode"] == "drop":  # the connection closed, no answer
+            self.close_connection = True
+            return True
         if FAULTS["mode"] == "after":
             self._forward(body, reply=False)
         if FAULTS["mode"] == "parts" and k == "batch":
@@ -405,7 +408,7 @@ class GcsEmulator:
         upload, download, list, batch, copy, object-get, ...), then every `every`-th, is
         answered with `status`: in the emulator's place (`mode` "before"), after the emulator
         did it ("after": the answer lost on its way), or, for a batch, in each of its parts,
-        none done ("parts"). `every` 0 ends it."""
+        none done ("parts"); "drop" closes the connection with no answer. `every` 0 ends it."""
         faults = {"every": every, "kinds": kinds, "status": status, "mode": mode}
         body = json.dumps(faults).encode()
         self._call("POST", "/__faults", body)
