@@ -1,7 +1,8 @@
 """gs:// builds while the store fails (tests/gcs_emulator.py's proxy injects the faults): a
-request GCS sheds (503, 429) or whose connection drops is sent again, of every kind a build makes, a batch's deletes
-among them, and the build gives the local bytes; a lock whose answer was lost is still taken;
-a refusal (403) ends the build in one line naming the object and what to do."""
+request GCS sheds (503, 429) or whose connection drops is sent again, of every kind a build
+makes, a batch's deletes among them, and the build gives the local bytes; a lock whose answer
+was lost is still taken; a refusal (403) ends the build in one line naming the object and what
+to do."""
 
 from __future__ import annotations
 
