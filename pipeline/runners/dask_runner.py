@@ -18,8 +18,9 @@ output list per bundle and routes tagged outputs by tag; a side input is compute
 its readers, with every bag made so far, and all of them are kept in the cluster (so no step
 runs twice; with `--dedup` that holds the documents in the workers' memory, as the local runner
 does), and a step's inputs are taken from those kept bags, not from the graphs that made them
-(`Translate.visit_transform`); `Reshuffle` places its elements' pieces on the workers in turn;
-every leaf of the graph is computed.
+(`Translate.visit_transform`); `Reshuffle` cuts its elements into pieces, each a task the
+scheduler hands to a free worker (and can run again when a worker is lost); every leaf of the
+graph is computed.
 
 Each ParDo's tasks are named after its step (`step_<label>`), not all `run_bundle`: Dask
 estimates a task's duration from those of earlier tasks of the same name prefix, for where it
@@ -188,7 +189,6 @@ class Translate(PipelineVisitor):
         self.persisted: set = set()  # PCollections whose bags are kept in the cluster
         self.consumed: set = set()
         self.sinks: list = []  # bags of transforms without outputs
-        self.scattered: list = []  # futures of the reshuffled partitions
 
     def visit_transform(self, node) -> None:
         transform = node.transform
@@ -237,21 +237,20 @@ class Translate(PipelineVisitor):
         return bag.map_partitions(run, token=task_prefix(node.full_label))
 
     def reshuffle(self, bag):
-        """The bag's elements (kept in the cluster: `visit_transform`), computed, cut into
-        `spread` pieces (`PARTITIONS_PER_THREAD` per worker thread, or `--dask_npartitions`)
-        and scattered, one worker after the other: the next step's tasks start where their
-        piece is, on every worker at once. The elements this build reshuffles are small: file
-        groups, chunk files' names, bucket numbers. (Dask's `repartition` of the bag cut pieces
-        that all depended on one task, and ran them on the worker that held it while the
-        others idled: `tests/pipeline/test_dask.py`.)"""
+        """The bag's elements (kept in the cluster: `visit_transform`), computed and cut into
+        `spread` pieces (`PARTITIONS_PER_THREAD` per worker thread, or `--dask_npartitions`),
+        each a task of its own in the graph, which the scheduler hands to every worker at once.
+        The elements this build reshuffles are small: file groups, chunk files' names, bucket
+        numbers. (Dask's `repartition` of the bag cut pieces that all depended on one task, and
+        ran them on the worker that held it while the others idled: `tests/pipeline/
+        test_dask.py`. Scattered to the workers, the pieces were data the cluster could not
+        make again: a worker lost during the build, a spot machine taken back, ended it,
+        `tests/pipeline/test_dask_standing.py`.)"""
         import dask.bag
 
         values = self.client.compute(bag).result()
         size = max(1, -(-len(values) // self.spread))  # at most `spread` pieces, none empty
-        parts = [values[i : i + size] for i in range(0, len(values), size)] or [[]]
-        futures = self.client.scatter(parts)
-        self.scattered.extend(futures)  # held until the run ends, or the cluster drops them
-        return dask.bag.from_delayed(futures)
+        return dask.bag.from_sequence(values, partition_size=size)
 
     def coalesced(self, bag):
         """A GroupByKey's input in at most `spread` partitions, neighbours merged. Dask's task

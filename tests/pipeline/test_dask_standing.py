@@ -1,13 +1,17 @@
 """A standing Dask cluster's workers started as docs/runners.md tells users to start them:
-`dask worker` processes given the docs' config file, and a worker of two threads (what plain
-`dask worker` starts), each against a scheduler in the test process, on loopback."""
+`dask worker` processes given the docs' config file, a worker of two threads (what plain
+`dask worker` starts), and a worker killed during a build, each against a scheduler in the
+test process, on loopback."""
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +21,7 @@ pytest.importorskip(
 )
 
 from pipeline.runners.dask_runner import trim_threshold, worker_config  # noqa: E402
-from tests.helpers import ROOT, build_shards, file_digests  # noqa: E402
+from tests.helpers import ROOT, build_process, build_shards, file_digests  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -115,4 +119,32 @@ def test_a_worker_of_two_threads_builds_the_local_runners_bytes(sample_shards, t
             args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", address]
             assert build_shards(out, *args, "--progress-seconds", "0") == 0
     assert len({task["thread"] for task in stream.data}) == 2  # both threads ran its tasks
+    assert file_digests(out) == file_digests(sample_shards)
+
+
+def test_a_worker_killed_during_a_build_is_made_good(sample_shards, tmp_path):
+    # A worker lost mid-build (a spot machine taken back, the kernel's OOM killer): its nanny
+    # starts another, the scheduler computes again elsewhere what the lost one held, and the
+    # build ends with the local runner's bytes. Killed once the vocab is trained, when the
+    # workers hold the results kept for the steps after it and the reshuffled pieces.
+    from distributed import Client
+
+    out = str(tmp_path / "dask")
+    config = docs_config_folder(tmp_path)
+    with (
+        standing_cluster(tmp_path, ("a", 1, config), ("b", 1, config)) as address,
+        Client(address) as client,
+    ):
+        victim = min(client.run(os.getpid).values())
+        args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", address]
+        driver = build_process(out, *args, "--progress-seconds", "0")
+        deadline = time.monotonic() + 120
+        while not glob.glob(f"{out}/shards/.building/tmp/vocab.json"):
+            assert driver.poll() is None, "the build ended before the worker was killed"
+            assert time.monotonic() < deadline, "the vocab was not trained in two minutes"
+            time.sleep(0.02)
+        os.kill(victim, signal.SIGKILL)
+        said = driver.communicate(timeout=300)[0].decode()
+        assert driver.returncode == 0, said[-2000:]
+        assert victim not in client.run(os.getpid).values()  # the nanny's new worker ran on
     assert file_digests(out) == file_digests(sample_shards)
