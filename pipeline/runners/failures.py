@@ -1,11 +1,12 @@
 """What a run that failed or was stopped says, and what it leaves behind: the one line for a
 failed step (its own message, found in the runner's wrapped error), for a download the runner
 could not make, the interrupt a runner's error wraps, and the cancel of a job that runs apart
-from the driver when a signal stops it."""
+from the driver when a signal stops it, and a worker process that died of a signal."""
 
 from __future__ import annotations
 
 import re
+import signal
 
 from pipeline.runners.beam_internals import STEP_SUFFIX
 from schemas.storage import StoreError
@@ -18,6 +19,25 @@ INPUT_ERROR = re.compile(
     re.M,
 )
 WHILE_RUNNING = re.compile(f"{STEP_SUFFIX}$")
+
+# Signals a worker dies of that no one here sends it: the kernel's out-of-memory killer (or a
+# user's `kill -9`), and a crash in native code.
+LOST_TO = (signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL)
+LOST = "a worker process"  # how `WorkerLost`'s line begins
+
+
+class WorkerLost(RuntimeError):
+    """A worker process died of a signal during the run (`LOST_TO`), which is why it failed."""
+
+    def __init__(self, pid: int, signum: int):
+        name = signal.Signals(signum).name
+        why = (
+            "which the kernel's out-of-memory killer sends when memory runs out (`dmesg` "
+            "says; fewer --workers hold less)"
+            if signum == signal.SIGKILL
+            else "a crash in native code"
+        )
+        super().__init__(f"{LOST} (pid {pid}) was killed by {name}, {why}")
 
 
 def cancel_job(result, stream) -> None:
@@ -66,7 +86,7 @@ def failure_line(e: BaseException) -> str:
         return download
     texts = []
     for x in exception_chain(e):
-        if isinstance(x, (ValueError, FileNotFoundError, StoreError)):  # a step's, in-process
+        if isinstance(x, (ValueError, FileNotFoundError, StoreError, WorkerLost)):  # in-process
             return WHILE_RUNNING.sub("", str(x).strip().splitlines()[-1])
         texts.append(str(x))
     found = [m.group(1) for t in texts for m in INPUT_ERROR.finditer(t)]

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 
 from google.protobuf import json_format, text_format
 
@@ -37,6 +38,7 @@ from pipeline.runners.beam_internals import (
     register_environment,
     sdk_worker_main,  # Beam's worker loop, imported here, before the fork
 )
+from pipeline.runners.failures import LOST_TO, WorkerLost
 from schemas.interrupts import release_in_child, signals_held
 
 # overridden below: were one gone, its override would silently never run
@@ -58,6 +60,7 @@ class ForkedWorkers:
         self.key = f"{os.getpid()}-{id(self)}"
         self.waiting: deque[tuple[int, int]] = deque()  # (pid, write end of its pipe)
         self.started: list[int | subprocess.Popen] = []
+        self.lost: list[tuple[int, int]] = []  # (pid, signal) of workers that died of one
         sys.stdout.flush()
         sys.stderr.flush()
         try:
@@ -106,7 +109,9 @@ class ForkedWorkers:
             self._release_waiting()
             deadline = time.monotonic() + (0.0 if kill else STOP_SECONDS)
             for child in self.started:
-                _reap(child, deadline)
+                died = _reap(child, deadline)
+                if died in LOST_TO:
+                    self.lost.append((getattr(child, "pid", child), died))
         except BaseException:  # a signal while waiting for them: none may outlive this process
             self._release_waiting()  # those a signal left waiting, too
             for child in self.started:
@@ -114,6 +119,30 @@ class ForkedWorkers:
             raise
         finally:
             self.started.clear()
+
+    @contextmanager
+    def watched(self):
+        """While the run goes on, a worker that dies of a signal (`LOST_TO`: the kernel's
+        out-of-memory killer, a crash) raises `WorkerLost` in the driver as it dies. Beam's
+        runner notices a lost worker only through a request to it still pending: one lost
+        between two requests left the run waiting for its answer for ever."""
+
+        def on_child(signum, frame) -> None:
+            for child in self.started:
+                pid = getattr(child, "pid", child)
+                try:  # looked at, not reaped (WNOWAIT): `close` reaps it
+                    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                except ChildProcessError:
+                    continue
+                killed = info is not None and info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+                if killed and info.si_status in LOST_TO:
+                    raise WorkerLost(pid, info.si_status)
+
+        previous = signal.signal(signal.SIGCHLD, on_child)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGCHLD, previous)
 
     def _release_waiting(self) -> None:
         """Close the pipes of the children still waiting (each reads end of file and ends) and
@@ -142,24 +171,28 @@ def fork_is_safe() -> bool:
     return not any(n.startswith(GRPC_THREADS) for n in names)
 
 
-def _reap(child: int | subprocess.Popen, deadline: float) -> None:
-    """Wait for a child to end, killing it once `deadline` has passed."""
+def _reap(child: int | subprocess.Popen, deadline: float) -> int | None:
+    """Wait for a child to end, killing it once `deadline` has passed; the signal it had died
+    of before that, if any."""
     if isinstance(child, subprocess.Popen):
+        if child.poll() is not None:
+            return -child.returncode if child.returncode < 0 else None
         try:
             child.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-        return
+        return None
     try:
-        while os.waitpid(child, os.WNOHANG)[0] == 0:
+        while (ended := os.waitpid(child, os.WNOHANG))[0] == 0:
             if time.monotonic() > deadline:
                 os.kill(child, signal.SIGKILL)
                 os.waitpid(child, 0)
-                return
+                return None
             time.sleep(0.01)
     except ChildProcessError:  # reaped already
-        pass
+        return None
+    return os.WTERMSIG(ended[1]) if os.WIFSIGNALED(ended[1]) else None
 
 
 def _serve(read: int) -> None:

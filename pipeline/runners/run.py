@@ -29,7 +29,13 @@ from apache_beam.options.pipeline_options import (
 )
 
 from pipeline.runners.cpus import usable_cpus
-from pipeline.runners.failures import cancel_job, failure_line, interrupt_inside, shortened
+from pipeline.runners.failures import (
+    WorkerLost,
+    cancel_job,
+    failure_line,
+    interrupt_inside,
+    shortened,
+)
 
 LOCAL_RUNNERS = {"directrunner", "direct", "fnapirunner", "local"}
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
@@ -272,10 +278,13 @@ def forked_workers(options: PipelineOptions):
         return
     pool = ForkedWorkers(count)
     try:
-        yield pool
+        with pool.watched():  # a worker killed raises WorkerLost here
+            yield pool
         pool.close()  # inside the try: a signal that lands as it begins still reaps them
-    except BaseException:
+    except BaseException as e:
         pool.close(kill=True)
+        if pool.lost and not isinstance(e, (KeyboardInterrupt, WorkerLost)):  # why it failed
+            raise WorkerLost(*pool.lost[0]) from e
         raise
 
 

@@ -1,6 +1,6 @@
 """What a command says when its storage fails under it, in one line with how to go on: a disk
 that filled or turned read-only (naming the filesystem), an object store that refused or kept
-failing (`schemas.storage.StoreError`)."""
+failing (`schemas.storage.StoreError`), a worker process killed (`WorkerLost`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 
+from pipeline.runners.failures import LOST
 from pipeline.shell.outdir import disk_figure, is_local, within
 from schemas import storage
 
@@ -33,7 +34,7 @@ def out_trouble_said(out: str, what: str = "the build", then: str = RESUME):
             raise SystemExit(f"error: {disk_full_line(out, said, what, then)}") from None
         if READ_ONLY in said:
             raise SystemExit(f"error: {read_only_line(out, said, what, then)}") from None
-        if STORE in said:
+        if STORE in said or said.startswith(f"error: {LOST} "):
             raise SystemExit(store_line(said, then)) from None
         raise
 
@@ -42,8 +43,8 @@ STORE = "the object store"  # in every line of a `schemas.storage.StoreError`
 
 
 def store_line(said: str, then: str = RESUME) -> str:
-    """A line of the object store's refusal or failure (a `StoreError`'s), with how the
-    command goes on once the store answers again (`then`)."""
+    """A line of the object store's refusal or failure (a `StoreError`'s), or of a worker
+    process lost (`WorkerLost`), with how the command goes on once that is mended (`then`)."""
     if said.endswith(f"; {storage.LATER}"):
         return f"{said[: -len(storage.LATER)]}later, {then}"
     return f"{said}; then {then}"

@@ -3,16 +3,20 @@ OUT's lock never kept by a child, and Beam's own workers whenever forking is not
 
 from __future__ import annotations
 
+import glob
+import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
 from pipeline.runners.local_workers import fork_is_safe
-from tests.helpers import ROOT, SAMPLE_INPUT, file_digests
+from tests.helpers import ROOT, SAMPLE_INPUT, build_process, build_shards, file_digests
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
@@ -250,3 +254,28 @@ def test_a_process_that_ran_a_graph_forks_no_workers():
         """
     )
     assert "before True" in done.stdout and "after False" in done.stdout
+
+
+def test_a_worker_killed_during_a_build_is_named_and_resume_goes_on(sample_shards, tmp_path):
+    """A forked worker killed as the kernel's out-of-memory killer kills (SIGKILL) once the
+    vocab is trained: the build ends in one line naming the worker and its signal, not in
+    Beam's `Channel closed prematurely.`, and --resume finishes with the sample's bytes."""
+    out = str(tmp_path / "out")
+    driver = build_process(out, "--workers", "2", "--num-shards", "4", "--progress-seconds", "0")
+    deadline = time.monotonic() + 120
+    while not glob.glob(f"{out}/shards/.building/tmp/vocab.json"):
+        assert driver.poll() is None, "the build ended before a worker was killed"
+        assert time.monotonic() < deadline, "the vocab was not trained in two minutes"
+        time.sleep(0.02)
+    with open(f"/proc/{driver.pid}/task/{driver.pid}/children") as f:
+        worker = int(f.read().split()[0])
+    os.kill(worker, signal.SIGKILL)
+    said = driver.communicate(timeout=120)[0].decode().strip().splitlines()
+    assert driver.returncode == 1
+    assert said == [
+        f"error: a worker process (pid {worker}) was killed by SIGKILL, which the kernel's "
+        "out-of-memory killer sends when memory runs out (`dmesg` says; fewer --workers hold "
+        "less); then run the same command with --resume to continue from what is finished"
+    ]
+    assert build_shards(out, "--num-shards", "4", "--resume") == 0
+    assert file_digests(out) == file_digests(sample_shards)
