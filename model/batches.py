@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 from collections.abc import Iterator
 from functools import partial
@@ -95,3 +96,29 @@ def refuse_too_many_workers(workers: int) -> None:
             f"DataLoader worker is a process with its own memory; give at most {most} per rank "
             f"({WORKERS_PER_CPU} per CPU{shared}), or 0 to load in the training process"
         )
+
+
+# torch's words for a DataLoader worker that died: of a signal (`strsignal`'s name for it), or
+# found gone while its batch was awaited
+LOADER_DIED = re.compile(
+    r"DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\."
+    r"|DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly"
+)
+
+
+def loader_worker_lost(e: RuntimeError) -> str | None:
+    """The line for a DataLoader worker that died during the run (torch's RuntimeError says
+    which and of what), or None for any other error."""
+    found = LOADER_DIED.search(str(e))
+    if found is None:
+        return None
+    if found.group(3):
+        return f"a DataLoader worker (pid(s) {found.group(3)}) ended unexpectedly"
+    pid, said = found.group(1), found.group(2)
+    if said == "Killed":
+        return (
+            f"a DataLoader worker (pid {pid}) was killed by SIGKILL, which the kernel's "
+            "out-of-memory killer sends when memory runs out (`dmesg` says; fewer --workers "
+            "hold less)"
+        )
+    return f"a DataLoader worker (pid {pid}) died of {said}"

@@ -206,8 +206,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bert-model {args.command}: error: {said}", file=sys.stderr)
         return 1
     except RuntimeError as e:  # under torchrun: a collective that another rank's end broke
+        from model.batches import loader_worker_lost
         from model.training import peer_gone
 
+        lost = loader_worker_lost(e)
+        if lost:
+            when, then = how_to_go_on(args)
+            print(f"bert-model {args.command}: error: {lost}{when}; {then}", file=sys.stderr)
+            return 1
         if not peer_gone(e):
             raise
         rank = os.environ.get("RANK", "?")

@@ -1,6 +1,7 @@
 """Pre-training stopped by Ctrl-C or SIGTERM, with DataLoader workers: one line that says how to go
 on (from the run's checkpoint), the shell's exit code, no traceback, no worker left, the run's
-lock free; and a signal that lands while the workers are forked stops it too. An interrupted
+lock free; and a signal that lands while the workers are forked stops it too, and a worker
+killed (the OOM killer) ends it in one line. An interrupted
 export or fine-tuning says to run the same command again, and that command works."""
 
 from __future__ import annotations
@@ -69,6 +70,28 @@ def test_ctrl_c_while_training_ends_in_one_line_naming_the_checkpoint(shards_dir
     assert not [w for w in workers if alive(w)]
     with RunLock(run):  # free at once
         pass
+
+
+def test_a_loader_worker_killed_ends_in_one_line_naming_it_and_the_checkpoint(shards_dir, tmp_path):
+    """A DataLoader worker killed as the kernel's out-of-memory killer kills (SIGKILL): one
+    line naming it, what sends SIGKILL and the checkpoint to go on from, not torch's
+    traceback; the rest of the run's processes end."""
+    run = str(tmp_path / "run")
+    args = [*PRETRAIN, "--shards", shards_dir, "--run", run, "--steps", "100000"]
+    cmd = [sys.executable, "-m", "model.cli", *args, "--ckpt-every", "2"]
+    p = training_past_a_checkpoint(cmd, run, cli_env(), subprocess.DEVNULL, subprocess.PIPE)
+    workers = children(p.pid)
+    assert len(workers) >= 2, "the run never started its loader's workers"
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 1
+    assert err == (
+        f"bert-model pretrain: error: a DataLoader worker (pid {workers[0]}) was killed by "
+        "SIGKILL, which the kernel's out-of-memory killer sends when memory runs out (`dmesg` "
+        "says; fewer --workers hold less); run the same command with --resume (make: "
+        f"ARGS=--resume) to continue from {run}/last.pt, written every --ckpt-every steps\n"
+    )
+    assert not [w for w in workers if alive(w)]
 
 
 def test_ctrl_c_under_torchrun_is_said_once_and_leaves_a_checkpoint_of_both_ranks(
