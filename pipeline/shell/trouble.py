@@ -1,6 +1,7 @@
-"""What a command says when its storage fails under it, in one line with how to go on: a disk
-that filled or turned read-only (naming the filesystem), an object store that refused or kept
-failing (`schemas.storage.StoreError`), a worker process killed (`WorkerLost`)."""
+"""What a command says when its storage or a worker fails under it, in one line with how to go
+on: a disk that filled or turned read-only (naming the filesystem), an object store that
+refused or kept failing (`schemas.storage.StoreError`), a worker process killed
+(`WorkerLost`)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ AGAIN = "run the same command again"
 def out_trouble_said(out: str, what: str = "the build", then: str = RESUME):
     """A command (`what`) whose disk filled or turned read-only says so in one line naming the
     filesystem, and how to go on once that is mended (`then`): a build's `--resume` finds what
-    was finished in OUT/shards/.building."""
+    was finished in OUT/shards/.building. So does one whose object store failed it, or whose
+    worker process was killed."""
     try:
         yield
     except SystemExit as e:
