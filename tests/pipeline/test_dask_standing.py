@@ -21,7 +21,13 @@ pytest.importorskip(
 )
 
 from pipeline.runners.dask_runner import trim_threshold, worker_config  # noqa: E402
-from tests.helpers import ROOT, build_process, build_shards, file_digests  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    ROOT,
+    build_process,
+    build_shards,
+    file_digests,
+    shard_set,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -147,4 +153,4 @@ def test_a_worker_killed_during_a_build_is_made_good(sample_shards, tmp_path):
         said = driver.communicate(timeout=300)[0].decode()
         assert driver.returncode == 0, said[-2000:]
         assert victim not in client.run(os.getpid).values()  # the nanny's new worker ran on
-    assert file_digests(out) == file_digests(sample_shards)
+    assert shard_set(out) == shard_set(sample_shards)  # the manifest's counts counted once
