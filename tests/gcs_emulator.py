@@ -54,7 +54,8 @@ NAME_IN_BODY = re.compile(rb'"name"\s*:\s*("(?:[^"\\]|\\.)*")')
 # every `every`-th, is answered with `status`. `mode` "before" answers in the emulator's place
 # (GCS shedding a request); "after" lets the emulator do it and answers the fault in place of
 # its answer (the reply lost); "parts" answers each part of a batch request with the fault,
-# none done (GCS answers a batch's parts one by one); "drop" closes the connection unanswered.
+# none done (GCS answers a batch's parts one by one); "drop" closes the connection unanswered;
+# "cut" lets the emulator do it and sends half its answer, then closes the connection.
 FAULTS = {"every": 0, "status": 503, "kinds": [], "mode": "before", "seen": {}, "injected": {}}
 PART = (b"--fault\r\nContent-Type: application/http\r\n\r\nHTTP/1.1 %d Fault\r\n"
         b"Content-Type: application/json; charset=UTF-8\r\n\r\n%s\r\n")
@@ -196,6 +197,9 @@ class Handler(BaseHTTPRequestHandler):
         if FAULTS["mode"] == "drop":  # the connection closed, no answer
             self.close_connection = True
             return True
+        if FAULTS["mode"] == "cut":  # the answer's first half, then the connection closed
+            self._forward(body, cut=True)
+            return True
         if FAULTS["mode"] == "after":
             self._forward(body, reply=False)
         if FAULTS["mode"] == "parts" and k == "batch":
@@ -207,7 +211,7 @@ class Handler(BaseHTTPRequestHandler):
         self._reply(status, error.encode())
         return True
 
-    def _forward(self, body, reply=True):
+    def _forward(self, body, reply=True, cut=False):
         conn = http.client.HTTPConnection(*UPSTREAM, timeout=120)
         headers = {k: v for k, v in self.headers.items()
                    if k.lower() not in ("host", "transfer-encoding", "connection")}
@@ -240,6 +244,12 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header(key, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
+        if cut:
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
         self.wfile.write(data)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
@@ -408,7 +418,8 @@ class GcsEmulator:
         upload, download, list, batch, copy, object-get, ...), then every `every`-th, is
         answered with `status`: in the emulator's place (`mode` "before"), after the emulator
         did it ("after": the answer lost on its way), or, for a batch, in each of its parts,
-        none done ("parts"); "drop" closes the connection with no answer. `every` 0 ends it."""
+        none done ("parts"); "drop" closes the connection with no answer, "cut" after half the
+        emulator's answer. `every` 0 ends it."""
         faults = {"every": every, "kinds": kinds, "status": status, "mode": mode}
         body = json.dumps(faults).encode()
         self._call("POST", "/__faults", body)

@@ -1,8 +1,8 @@
 """gs:// builds while the store fails (tests/gcs_emulator.py's proxy injects the faults): a
-request GCS sheds (503, 429) or whose connection drops is sent again, of every kind a build
-makes, a batch's deletes among them, and the build gives the local bytes; a lock whose answer
-was lost is still taken; a refusal (403) ends the build in one line naming the object and what
-to do."""
+request GCS sheds (503, 429), whose connection drops or whose answer is cut off is sent again,
+of every kind a build makes, a batch's deletes among them, and the build gives the local
+bytes; a lock whose answer was lost is still taken; a refusal (403) ends the build in one line
+naming the object and what to do."""
 
 from __future__ import annotations
 
@@ -53,13 +53,13 @@ def left_over(gcs, bucket: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["before", "drop"])
+@pytest.mark.parametrize("mode", ["before", "drop", "cut"])
 def test_a_build_whose_requests_the_store_shed_is_the_local_build(
     faults, corpus, gcs_bucket, sample_shards, mode
 ):
-    """The first request of each kind answered 503, or its connection closed unanswered, in
-    the driver or a worker: each is sent again (a copy and a batch of deletes, which the
-    client would not retry, among them)."""
+    """The first request of each kind answered 503, its connection closed unanswered, or its
+    answer cut off halfway, in the driver or a worker: each is sent again (a copy and a batch
+    of deletes, which the client would not retry, among them)."""
     faults.inject_faults(FIRST_ONLY, BUILD_KINDS, mode=mode)
     out = f"gs://{gcs_bucket}/out"
     done = build(out, corpus)
