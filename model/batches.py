@@ -112,8 +112,12 @@ def loader_worker_lost(e: RuntimeError) -> str | None:
     found = LOADER_DIED.search(str(e))
     if found is None:
         return None
-    if found.group(3):
-        return f"a DataLoader worker (pid(s) {found.group(3)}) ended unexpectedly"
+    if found.group(3):  # its end seen before its signal was
+        return (
+            f"a DataLoader worker (pid {found.group(3)}) ended unexpectedly (the kernel's "
+            "out-of-memory killer ends one when memory runs out: `dmesg` says; fewer --workers "
+            "hold less)"
+        )
     pid, said = found.group(1), found.group(2)
     if said == "Killed":
         return (
