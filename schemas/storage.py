@@ -67,9 +67,8 @@ class StoreAccessError(StoreError, PermissionError):
 
 
 def retry_always():
-    """The client's retry (408, 429, 5xx and lost connections, backing off for up to two
-    minutes), for calls it would not retry by default: an upload or a copy without a generation
-    to match, safe here since each writes the same bytes whatever try lands."""
+    """The client's retry (408, 429, 5xx, lost connections; two minutes) for an upload or a copy
+    with no generation to match, which it would not retry: each try writes the same bytes."""
     from google.cloud.storage.retry import DEFAULT_RETRY
 
     return DEFAULT_RETRY

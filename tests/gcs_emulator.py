@@ -50,12 +50,7 @@ LOG_SIZE = 200_000
 LOG = []  # (method, path) of the latest requests, for a look at what a build asked
 PRECONDITION = threading.Lock()  # a checked request and its check, one at a time
 NAME_IN_BODY = re.compile(rb'"name"\s*:\s*("(?:[^"\\]|\\.)*")')
-# Injected faults (`GcsEmulator.inject_faults`): the first request of a kind in `kinds`, then
-# every `every`-th, is answered with `status`. `mode` "before" answers in the emulator's place
-# (GCS shedding a request); "after" lets the emulator do it and answers the fault in place of
-# its answer (the reply lost); "parts" answers each part of a batch request with the fault,
-# none done (GCS answers a batch's parts one by one); "drop" closes the connection unanswered;
-# "cut" lets the emulator do it and sends half its answer, then closes the connection.
+# Injected faults: the modes and who is answered, `GcsEmulator.inject_faults`.
 FAULTS = {"every": 0, "status": 503, "kinds": [], "mode": "before", "seen": {}, "injected": {}}
 PART = (b"--fault\r\nContent-Type: application/http\r\n\r\nHTTP/1.1 %d Fault\r\n"
         b"Content-Type: application/json; charset=UTF-8\r\n\r\n%s\r\n")

@@ -37,14 +37,14 @@ def out_trouble_said(out: str, what: str = "the build", then: str = RESUME):
         if READ_ONLY in said:
             raise SystemExit(f"error: {read_only_line(out, said, what, then)}") from None
         if STORE in said or said.startswith(f"error: {LOST} "):
-            raise SystemExit(store_line(said, then)) from None
+            raise SystemExit(then_line(said, then)) from None
         raise
 
 
 STORE = "the object store"  # in every line of a `schemas.storage.StoreError`
 
 
-def store_line(said: str, then: str = RESUME) -> str:
+def then_line(said: str, then: str = RESUME) -> str:
     """A line of the object store's refusal or failure (a `StoreError`'s), or of a worker
     process lost (`WorkerLost`), with how the command goes on once that is mended (`then`)."""
     if said.endswith(f"; {storage.LATER}"):
@@ -60,7 +60,7 @@ def store_trouble_said(args):
         yield
     except storage.StoreError as e:
         resumable = args.command == "build" and getattr(args, "resumable", False)
-        raise SystemExit(f"error: {store_line(str(e), RESUME if resumable else AGAIN)}") from None
+        raise SystemExit(f"error: {then_line(str(e), RESUME if resumable else AGAIN)}") from None
 
 
 def troubled(out: str, said: str, error: str) -> tuple[str, str]:

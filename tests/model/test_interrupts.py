@@ -56,14 +56,21 @@ def training_past_a_checkpoint(cmd: list[str], run: str, env: dict, stdout, stde
     return p
 
 
-def test_ctrl_c_while_training_ends_in_one_line_naming_the_checkpoint(shards_dir, tmp_path):
-    """Ctrl-C in a terminal: SIGINT to the whole process group, the loader's workers too."""
+def loading_past_a_checkpoint(shards_dir: str, tmp_path) -> tuple[subprocess.Popen, str, list]:
+    """A pre-training run with two DataLoader workers, past its first checkpoint: (its process,
+    its run directory, its loader's worker pids)."""
     run = str(tmp_path / "run")
     args = [*PRETRAIN, "--shards", shards_dir, "--run", run, "--steps", "100000"]
     cmd = [sys.executable, "-m", "model.cli", *args, "--ckpt-every", "2"]
     p = training_past_a_checkpoint(cmd, run, cli_env(), subprocess.DEVNULL, subprocess.PIPE)
     workers = children(p.pid)
     assert len(workers) >= 2, "the run never started its loader's workers"
+    return p, run, workers
+
+
+def test_ctrl_c_while_training_ends_in_one_line_naming_the_checkpoint(shards_dir, tmp_path):
+    """Ctrl-C in a terminal: SIGINT to the whole process group, the loader's workers too."""
+    p, run, workers = loading_past_a_checkpoint(shards_dir, tmp_path)
     os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=120)
     assert (p.returncode, err) == (130, resume_line(run))
@@ -76,12 +83,7 @@ def test_a_loader_worker_killed_ends_in_one_line_naming_it_and_the_checkpoint(sh
     """A DataLoader worker killed as the kernel's out-of-memory killer kills (SIGKILL): one
     line naming it, what sends SIGKILL and the checkpoint to go on from, not torch's
     traceback; the rest of the run's processes end."""
-    run = str(tmp_path / "run")
-    args = [*PRETRAIN, "--shards", shards_dir, "--run", run, "--steps", "100000"]
-    cmd = [sys.executable, "-m", "model.cli", *args, "--ckpt-every", "2"]
-    p = training_past_a_checkpoint(cmd, run, cli_env(), subprocess.DEVNULL, subprocess.PIPE)
-    workers = children(p.pid)
-    assert len(workers) >= 2, "the run never started its loader's workers"
+    p, run, workers = loading_past_a_checkpoint(shards_dir, tmp_path)
     os.kill(workers[0], signal.SIGKILL)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 1
