@@ -63,7 +63,7 @@ def is_local(path: str) -> bool:
     return "://" not in path
 
 
-# -- gs:// through one client ---------------------------------------------------------------
+# -- gs:// listings: the sizes they gave ---------------------------------------------------
 
 _LISTED_SIZES: dict[str, int] = {}  # gs:// path -> size, from this process's listings
 
