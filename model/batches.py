@@ -7,12 +7,14 @@ import itertools
 import os
 import re
 import signal
+import time
 from collections.abc import Iterator
 from functools import partial
 
 import torch
 from joblib import cpu_count
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data._utils import signal_handling
 
 from model.data import PretrainingData
 from schemas.interrupts import release_in_child, signals_held
@@ -66,9 +68,39 @@ def batches(
         except BaseException:  # a signal held over the forks: the workers end now, not later
             stream = None
             raise
-    # closed (the caller's loop ends, however it ends), it lets the loader's iterator go at
-    # once, and the iterator joins its workers
+        # closed (the caller's loop ends, however it ends), it lets the loader's iterator go
+        # at once, and the iterator joins its workers
+        return _handed_over(stream)
     return (b for b in stream if b is not None)
+
+
+def _handed_over(stream: Iterator) -> Iterator[dict[str, torch.Tensor]]:
+    """The loader's batches. A worker killed while the parent takes a batch's memory from it
+    (each tensor's file descriptor, over a connection to the worker) breaks that connection
+    before the kernel tells the parent of the death: said then as torch says a worker's death,
+    a RuntimeError naming it and its signal, not as the broken connection."""
+    try:
+        for b in stream:
+            if b is not None:
+                yield b
+    except (ConnectionError, EOFError) as e:
+        _raise_if_a_worker_died(e)
+        raise
+
+
+def _raise_if_a_worker_died(e: BaseException, wait_s: float = 1.0) -> None:
+    """torch's RuntimeError for a loader worker that died, from `e`, once the kernel has it as
+    dead (the connection breaks as the dying process closes its files, its death is known a
+    moment later); returns after `wait_s` when no worker died."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            signal_handling._error_if_any_worker_fails()  # what torch's SIGCHLD handler calls
+        except RuntimeError as died:
+            raise died from e
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.01)
 
 
 def _release_in_worker(mask, worker_id: int) -> None:

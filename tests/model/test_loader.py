@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -114,6 +116,32 @@ def test_workers_yield_the_same_sequence(shards_dir):
     for x, y in zip(plain, forked, strict=True):
         for k in x:
             assert torch.equal(x[k], y[k]), k
+
+
+class _DiesHandingOver:
+    """A batch built in a loader worker that is killed (SIGKILL) as the parent connects to take
+    the batch's memory from it, the connection broken a moment before the kernel has the worker
+    dead (as a dying process's files close before its death is reported)."""
+
+    def batch(self, position: int) -> dict:
+        import multiprocessing.connection
+
+        def killed(connection, _):
+            connection.close()
+            time.sleep(0.1)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        multiprocessing.connection.deliver_challenge = killed  # in the worker alone
+        return {"input_ids": torch.zeros(4, dtype=torch.int64)}
+
+
+def test_a_worker_killed_handing_over_its_batch_is_said_as_its_death():
+    """Said as torch says a worker's death (which `loader_worker_lost` turns into the line), not
+    as the broken connection (EOFError or ConnectionResetError), which torch passes on when it
+    finds the worker still alive."""
+    died = r"DataLoader worker \(pid \d+\) is killed by signal: Killed\."
+    with pytest.raises(RuntimeError, match=died):
+        next(batches(_DiesHandingOver(), 0, 4, workers=1))
 
 
 def _originals(batch: dict) -> torch.Tensor:
