@@ -26,6 +26,17 @@ LOST_TO = (signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal
 LOST = "a worker process"  # how `WorkerLost`'s line begins
 
 
+# Beam's runner on a worker whose connection closed in the middle of a bundle: one it cannot
+# see die (the portable job API's worker pool, on another machine), or one that ended without a
+# signal
+CLOSED = "Channel closed prematurely."
+WENT_SILENT = (
+    f"{LOST} of the job ended in the middle of its work (Beam: {CLOSED}): killed, as the "
+    "kernel's out-of-memory killer kills when memory runs out (`dmesg` on its machine says; "
+    "fewer workers per machine hold less), or crashed (its log says)"
+)
+
+
 class WorkerLost(RuntimeError):
     """A worker process died of a signal during the run (`LOST_TO`), which is why it failed."""
 
@@ -92,6 +103,8 @@ def failure_line(e: BaseException) -> str:
     found = [m.group(1) for t in texts for m in INPUT_ERROR.finditer(t)]
     if found:
         return found[-1]
+    if any(CLOSED in t for t in texts):
+        return WENT_SILENT
     details = [m.group(1) for t in texts for m in GRPC_DETAILS.finditer(t)]  # a failed call
     lines = (ln for t in texts for ln in reversed(t.splitlines()) if any(c.isalnum() for c in ln))
     last = details[-1] if details else next(lines, "")

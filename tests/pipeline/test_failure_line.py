@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.files.chunks import DamagedChunkError
-from pipeline.runners.failures import failure_line
+from pipeline.runners.failures import LOST, failure_line
 
 WORKER_TEXT = """Error processing instruction 7. Original traceback is
 Traceback (most recent call last):
@@ -93,3 +93,18 @@ def test_an_error_of_a_subclass_in_a_worker_is_its_own_line():
     assert len(str(e)) > 300
     text = WORKER_TEXT.format(line=f"pipeline.core.buckets.RepeatedIdError: {e}")
     assert failure_line(RuntimeError(text)) == str(e)
+
+
+def test_a_worker_whose_connection_closed_is_said_lost():
+    """As the portable job API's runner reports a worker of its pool killed in the middle of a
+    bundle (the driver cannot see it die): Beam's words alone said nothing of why or what next;
+    the line begins as a lost worker's does, which the command ends with --resume."""
+    text = (
+        "Pipeline job-1 failed in state FAILED: Traceback (most recent call last):\n"
+        '  File "apache_beam/runners/worker/data_plane.py", line 594, in input_elements\n'
+        "    raise RuntimeError('Channel closed prematurely.')\n"
+        "RuntimeError: Channel closed prematurely."
+    )
+    line = failure_line(RuntimeError(text))
+    assert line.startswith(f"{LOST} of the job ended in the middle of its work (Beam: "), line
+    assert "out-of-memory killer" in line and "\n" not in line
