@@ -37,6 +37,26 @@ WENT_SILENT = (
 )
 
 
+# Dask's scheduler giving a task up (`distributed.KilledWorker`) once the workers that ran it
+# died `distributed.scheduler.allowed-failures` + 1 times; the task's name holds its step's
+# (`dask_runner.task_prefix`)
+GAVE_UP = re.compile(
+    r"Attempted to run task (.+?) on (\d+) different workers, but all those workers died"
+)
+TASK_STEP = re.compile(r"step_(\w+?)-[0-9a-f]{8,}")
+
+
+def killed_worker_line(gave_up: re.Match) -> str:
+    step = TASK_STEP.search(gave_up.group(1))
+    which = f" of step {step.group(1)}" if step else ""
+    return (
+        f"{LOST} of the Dask cluster died running one task{which}, {gave_up.group(2)} "
+        "time(s) in all (Dask gave it up: KilledWorker): killed, as the kernel's out-of-memory "
+        "killer kills when memory runs out (`dmesg` on the workers' machines says; fewer "
+        "threads per worker, or more memory, hold it), or crashed (the workers' logs say)"
+    )
+
+
 class WorkerLost(RuntimeError):
     """A worker process died of a signal during the run (`LOST_TO`), which is why it failed."""
 
@@ -105,6 +125,9 @@ def failure_line(e: BaseException) -> str:
         return found[-1]
     if any(CLOSED in t for t in texts):
         return WENT_SILENT
+    killed = next((m for t in texts for m in [GAVE_UP.search(t)] if m), None)
+    if killed:
+        return killed_worker_line(killed)
     details = [m.group(1) for t in texts for m in GRPC_DETAILS.finditer(t)]  # a failed call
     lines = (ln for t in texts for ln in reversed(t.splitlines()) if any(c.isalnum() for c in ln))
     last = details[-1] if details else next(lines, "")

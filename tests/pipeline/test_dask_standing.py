@@ -1,7 +1,7 @@
 """A standing Dask cluster's workers started as docs/runners.md tells users to start them:
 `dask worker` processes given the docs' config file, a worker of two threads (what plain
 `dask worker` starts), and a worker killed during a build, each against a scheduler in the
-test process, on loopback."""
+test process, on loopback; and a task whose workers keep dying, which Dask gives up."""
 
 from __future__ import annotations
 
@@ -128,11 +128,23 @@ def test_a_worker_of_two_threads_builds_the_local_runners_bytes(sample_shards, t
     assert file_digests(out) == file_digests(sample_shards)
 
 
+def building_past_the_vocab(out: str, address: str) -> subprocess.Popen:
+    """A build of the sample on the cluster at `address`, returned once its vocab is trained,
+    when the workers hold the results kept for the steps after it and the reshuffled pieces."""
+    args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", address]
+    driver = build_process(out, *args, "--progress-seconds", "0")
+    deadline = time.monotonic() + 120
+    while not glob.glob(f"{out}/shards/.building/tmp/vocab.json"):
+        assert driver.poll() is None, "the build ended before its workers were killed"
+        assert time.monotonic() < deadline, "the vocab was not trained in two minutes"
+        time.sleep(0.02)
+    return driver
+
+
 def test_a_worker_killed_during_a_build_is_made_good(sample_shards, tmp_path):
     # A worker lost mid-build (a spot machine taken back, the kernel's OOM killer): its nanny
     # starts another, the scheduler computes again elsewhere what the lost one held, and the
-    # build ends with the local runner's bytes. Killed once the vocab is trained, when the
-    # workers hold the results kept for the steps after it and the reshuffled pieces.
+    # build ends with the local runner's bytes.
     from distributed import Client
 
     out = str(tmp_path / "dask")
@@ -142,15 +154,58 @@ def test_a_worker_killed_during_a_build_is_made_good(sample_shards, tmp_path):
         Client(address) as client,
     ):
         victim = min(client.run(os.getpid).values())
-        args = ["--num-shards", "4", "--runner", "DaskRunner", "--dask-address", address]
-        driver = build_process(out, *args, "--progress-seconds", "0")
-        deadline = time.monotonic() + 120
-        while not glob.glob(f"{out}/shards/.building/tmp/vocab.json"):
-            assert driver.poll() is None, "the build ended before the worker was killed"
-            assert time.monotonic() < deadline, "the vocab was not trained in two minutes"
-            time.sleep(0.02)
+        driver = building_past_the_vocab(out, address)
         os.kill(victim, signal.SIGKILL)
         said = driver.communicate(timeout=300)[0].decode()
         assert driver.returncode == 0, said[-2000:]
         assert victim not in client.run(os.getpid).values()  # the nanny's new worker ran on
     assert shard_set(out) == shard_set(sample_shards)  # the manifest's counts counted once
+
+
+def test_a_task_whose_workers_keep_dying_ends_in_one_line_and_resume_goes_on(
+    sample_shards, tmp_path
+):
+    # Dask gives a task up (KilledWorker) once the workers running it died
+    # `allowed-failures` + 1 times, as the OOM killer does to a task too large for its
+    # machines: one line naming the step and what kills, then --resume. Set to 0 here, so one
+    # death running a task gives it up; every worker killed until the build ends.
+    import dask.config
+    from distributed import Client
+
+    out = str(tmp_path / "dask")
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        standing_cluster(tmp_path, ("a", 1, None), ("b", 1, None)) as address,
+        Client(address) as client,
+    ):
+        driver = building_past_the_vocab(out, address)
+        deadline = time.monotonic() + 120
+        while driver.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):  # a worker that is starting again
+                for pid in client.run(os.getpid, wait=True).values():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)
+        said = driver.communicate(timeout=60)[0].decode().strip().splitlines()
+        assert driver.returncode == 1, said[-20:]
+        assert said[-1].startswith(
+            "error: a worker process of the Dask cluster died running one task of step "
+        ), said[-1]
+        assert said[-1].endswith(
+            "; then run the same command with --resume to continue from what is finished"
+        ), said[-1]
+        client.wait_for_workers(2, timeout=60)  # the nannies' new workers
+        resumed = build_process(
+            out,
+            "--num-shards",
+            "4",
+            "--runner",
+            "DaskRunner",
+            "--dask-address",
+            address,
+            "--progress-seconds",
+            "0",
+            "--resume",
+        )
+        assert resumed.wait(timeout=300) == 0, resumed.stdout.read().decode()[-2000:]
+    assert shard_set(out) == shard_set(sample_shards)

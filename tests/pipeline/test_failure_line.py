@@ -108,3 +108,21 @@ def test_a_worker_whose_connection_closed_is_said_lost():
     line = failure_line(RuntimeError(text))
     assert line.startswith(f"{LOST} of the job ended in the middle of its work (Beam: "), line
     assert "out-of-memory killer" in line and "\n" not in line
+
+
+def test_a_task_dask_gave_up_is_said_as_its_workers_lost():
+    """Dask's KilledWorker, as the driver's error carries it: its text was cut in the middle,
+    the task's step among what was cut; the line names the step and begins as a lost
+    worker's does, which the command ends with --resume."""
+    text = (
+        "Attempted to run task ('from_sequence-step_Tokenize_Encode-76fe962b944d58e7c861205f695e"
+        "417b', 0) on 4 different workers, but all those workers died while running it. The "
+        "last worker that attempt to run the task was tcp://127.0.0.1:37893. Inspecting worker "
+        "logs is often a good next step to diagnose what went wrong. For more information see "
+        "https://distributed.dask.org/en/stable/killed.html."
+    )
+    line = failure_line(RuntimeError(text))
+    assert line.startswith(
+        f"{LOST} of the Dask cluster died running one task of step Tokenize_Encode, 4 time(s) "
+        "in all (Dask gave it up: KilledWorker): killed, as the kernel's out-of-memory killer"
+    ), line
