@@ -42,40 +42,26 @@ import errno
 import hashlib
 import io
 import os
-import re
 import shutil
 import socket
 import time
-from contextlib import contextmanager
 from typing import IO
+
+from schemas.storage_errors import (
+    Unreachable,
+    first_line,
+    require_client_library,
+    retry_always,
+    store_errors,
+)
 
 SCHEME = "gs://"
 CHUNK = 8 * 1024 * 1024  # bytes per read while copying a file
-_READ_WRITE = "https://www.googleapis.com/auth/devstorage.read_write"
+READ_WRITE = "https://www.googleapis.com/auth/devstorage.read_write"
 _CLIENT: dict[tuple[int, str], object] = {}  # (pid, emulator host) -> client
 CONNECT_TRIES = 3  # first contact: connections tried before the store counts as unreachable
 CONNECT_TIMEOUT = 3.0  # seconds each try may take
 CONNECT_PAUSE = 1.0  # seconds between tries
-
-
-class StoreError(OSError):
-    """An object store's refusal or failure, in one line naming the object (`store_errors`)."""
-
-
-class StoreAccessError(StoreError, PermissionError):
-    """The store refused access (401, 403): the credentials, or the bucket's permissions."""
-
-
-def retry_always():
-    """The client's retry (408, 429, 5xx, lost connections; two minutes) for an upload or a copy
-    with no generation to match, which it would not retry: each try writes the same bytes."""
-    from google.cloud.storage.retry import DEFAULT_RETRY
-
-    return DEFAULT_RETRY
-
-
-class Unreachable(ConnectionError):
-    """The object store's API (or the proxy the environment names for it) took no connection."""
 
 
 def is_remote(path: str) -> bool:
@@ -300,17 +286,6 @@ def _folder(prefix: str) -> str:
     return prefix.rstrip("/") + "/" if prefix.strip("/") else ""
 
 
-def _require_client_library() -> None:
-    try:
-        import google.api_core.exceptions  # noqa: F401
-        import google.auth  # noqa: F401
-        import google.cloud.storage  # noqa: F401
-    except ImportError:
-        raise OSError(
-            "gs:// paths need google-cloud-storage: pip install -e '.[gcs]' (make venv installs it)"
-        ) from None
-
-
 STORE_HINT = "check the network, or STORAGE_EMULATOR_HOST when it is set"
 
 
@@ -340,7 +315,7 @@ def check_reachable(endpoint: str, hint: str = STORE_HINT) -> None:
             if attempt == CONNECT_TRIES:
                 raise Unreachable(
                     f"{host}:{port} took no connection in {CONNECT_TRIES} tries "
-                    f"({type(e).__name__}: {_first_line(e)}); {hint}"
+                    f"({type(e).__name__}: {first_line(e)}); {hint}"
                 ) from None
             time.sleep(CONNECT_PAUSE)
 
@@ -348,13 +323,13 @@ def check_reachable(endpoint: str, hint: str = STORE_HINT) -> None:
 def _client():
     key = (os.getpid(), os.environ.get("STORAGE_EMULATOR_HOST", ""))
     if key not in _CLIENT:
-        _require_client_library()
+        require_client_library()
         import google.auth
         from google.auth.exceptions import DefaultCredentialsError
         from google.cloud import storage
 
         try:
-            credentials, project = google.auth.default(scopes=[_READ_WRITE])
+            credentials, project = google.auth.default(scopes=[READ_WRITE])
         except DefaultCredentialsError:
             client = storage.Client.create_anonymous_client()
         else:
@@ -389,62 +364,3 @@ def _blob_meta(url: str):
         return None
     with store_errors(url):
         return _client().bucket(bucket).get_blob(name)
-
-
-@contextmanager
-def store_errors(url: str):
-    """The client's exceptions as one-line OSErrors naming the URL: `FileNotFoundError`,
-    `StoreAccessError`, `StoreError` (see the module's docstring)."""
-    _require_client_library()
-    from google.api_core import exceptions as api
-    from google.auth import exceptions as auth
-
-    try:
-        yield
-    except api.NotFound:
-        raise FileNotFoundError(f"{url}: not found (no such bucket or object)") from None
-    except (api.Forbidden, api.Unauthorized) as e:
-        raise StoreAccessError(
-            f"{url}: the object store refused access ({_answer(e)}); check "
-            "the credentials "
-            "(GOOGLE_APPLICATION_CREDENTIALS, or `gcloud auth application-default login`) and "
-            "the bucket's permissions"
-        ) from None
-    except api.GoogleAPICallError as e:
-        raise StoreError(f"{url}: the object store answered {_answer(e)}") from None
-    except api.RetryError as e:  # the client's retries spent: still 5xx, 429, or no connection
-        raise StoreError(
-            f"{url}: the object store kept failing through two minutes of retries "
-            f"({_first_line(e.cause or e)}); {LATER}"
-        ) from None
-    except Unreachable as e:
-        raise StoreError(f"{url}: cannot reach the object store: {e}") from None
-    except (auth.GoogleAuthError, ConnectionError, TimeoutError) as e:
-        raise StoreError(
-            f"{url}: cannot reach the object store ({type(e).__name__}: {_first_line(str(e))})"
-        ) from None
-    except Exception as e:  # requests' and urllib3's transport errors, by module
-        if type(e).__module__.split(".")[0] in ("requests", "urllib3", "google"):
-            raise StoreError(
-                f"{url}: cannot reach the object store ({type(e).__name__}: {_first_line(str(e))})"
-            ) from None
-        raise
-
-
-LATER = "try again later"  # a StoreError's advice when the store kept failing
-REQUEST = re.compile(r"^[A-Z]+ \S+: ")  # the method and URL the client's message begins with
-
-
-def _answer(e) -> str:
-    """The store's answer to a failed request: its code and the message of its JSON error,
-    else the client's line without the request's method and URL."""
-    try:
-        said = e.response.json()["error"]["message"]
-    except (AttributeError, ValueError, KeyError, TypeError):
-        said = REQUEST.sub("", _first_line(e.message))
-    return f"{e.code} {_first_line(said)}"
-
-
-def _first_line(text: object) -> str:
-    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
-    return line[:300]

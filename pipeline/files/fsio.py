@@ -18,7 +18,7 @@ Here:
 - a missing file is `FileNotFoundError` on every filesystem;
 - every gs:// request is retried as the client retries (408, 429, 5xx, a lost connection: for
   up to two minutes), uploads, copies and each delete of a batch among them, and what still
-  fails is one line naming the object (`schemas.storage.StoreError`), never a traceback.
+  fails is one line naming the object (`schemas.storage_errors.StoreError`), never a traceback.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pipeline.files.gcs import (
 )
 from pipeline.files.localglob import local_match
 from schemas.manifest import SHARDS_DIR, settle
-from schemas.storage import retry_always
+from schemas.storage_errors import retry_always
 
 BUILDING_DIR = ".building"  # inside OUT/shards: the unfinished build's files
 GLOB_CHARS = "*?["

@@ -12,7 +12,8 @@ import os
 from contextlib import contextmanager
 
 from pipeline.files.credentials import dask_worker, no_credentials, runner_worker
-from schemas.storage import Unreachable, check_reachable, retry_always, store_errors
+from schemas.storage import READ_WRITE, check_reachable
+from schemas.storage_errors import Unreachable, retry_always, store_errors
 
 TAIL_BYTES = 256 << 10  # a span's reader past the span's end: its first requests' size
 DELETE_BATCH = 100  # calls per GCS batch request (the JSON API's limit)
@@ -33,14 +34,20 @@ def gcs_client():
     own: connections do not survive a fork)."""
     global _CLIENT
     if _CLIENT is None or _CLIENT[0] != os.getpid():
+        import google.auth
         from google.auth.exceptions import DefaultCredentialsError
         from google.cloud import storage
 
+        # The default credentials, also against an emulator (STORAGE_EMULATOR_HOST), where the
+        # client given none makes its requests anonymous, as it does when there are none.
         try:
-            client = storage.Client()
+            credentials, project = google.auth.default(scopes=[READ_WRITE])
+            client = storage.Client(project=project, credentials=credentials)
         except DefaultCredentialsError as e:
-            said = str(e).split(". ", 1)[0].rstrip(".")
-            raise NoCredentials(no_credentials(said, dask_worker(), runner_worker())) from None
+            if not os.environ.get("STORAGE_EMULATOR_HOST"):
+                said = str(e).split(". ", 1)[0].rstrip(".")
+                raise NoCredentials(no_credentials(said, dask_worker(), runner_worker())) from None
+            client = storage.Client()
         # google-cloud-storage 3.x looks each bucket up for its telemetry in a background
         # thread (and again on every 404): a request per bucket, and threads beside which the
         # driver may not fork its workers (`pipeline.runners.local_workers`).
@@ -82,7 +89,7 @@ def blob(path: str):
 @contextmanager
 def gcs_errors(path: str):
     """The client's failures on `path` in one line: `FileNotFoundError` for a missing object,
-    else `schemas.storage.store_errors`' `StoreError`s."""
+    else `schemas.storage_errors.store_errors`' `StoreError`s."""
     from google.api_core.exceptions import NotFound
 
     with store_errors(path):

@@ -9,7 +9,7 @@ import re
 import signal
 
 from pipeline.runners.beam_internals import STEP_SUFFIX
-from schemas.storage import StoreError
+from schemas.storage_errors import StoreError
 
 # a step's own error, as a worker's traceback ends: Python's, or one of this package's, whose
 # qualified name Beam prints (`pipeline.core.buckets.RepeatedIdError: ...`)

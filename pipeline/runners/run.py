@@ -141,7 +141,8 @@ def service_problem(flag: str, address: str, service: str, hint: str) -> str | N
     is named in the environment (a connection may go through it); else the line saying that
     nothing answered there, ending with `hint`. The runner would wait for the service, saying
     nothing or for half a minute, with the build's folder claimed."""
-    from schemas.storage import Unreachable, check_reachable
+    from schemas.storage import check_reachable
+    from schemas.storage_errors import Unreachable
 
     scheme, sep, rest = address.rpartition("://")
     _, colon, port = rest.rpartition(":")

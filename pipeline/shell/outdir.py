@@ -28,6 +28,7 @@ from pipeline.files.fsio import BUILDING_DIR
 from schemas import file_lock, storage
 from schemas.manifest import LOCK_NAME, MANIFEST_NAME, OUT_FILES, SHARD_NAME_PATTERN, SHARDS_DIR
 from schemas.shard import SCHEMA_NAME
+from schemas.storage_errors import store_errors
 
 # Ours only beside a mark of ours: a Hugging Face tokenizer folder holds the first four names.
 COMMAND_FILES = OUT_FILES - {MANIFEST_NAME, LOCK_NAME}
@@ -275,7 +276,7 @@ class GcsLock:
         self.generation: int | None = None
 
     def acquire(self) -> GcsLock:
-        with storage.store_errors(self.path):
+        with store_errors(self.path):
             return self._acquire()
 
     def _acquire(self) -> GcsLock:
@@ -315,7 +316,7 @@ class GcsLock:
     def release(self) -> None:
         from google.api_core.exceptions import NotFound, PreconditionFailed
 
-        with storage.store_errors(self.path):
+        with store_errors(self.path):
             try:
                 fsio.blob(self.path).delete(if_generation_match=self.generation)
             except (NotFound, PreconditionFailed):

@@ -1,6 +1,6 @@
 """What a command says when its storage or a worker fails under it, in one line with how to go
 on: a disk that filled or turned read-only (naming the filesystem), an object store that
-refused or kept failing (`schemas.storage.StoreError`), a worker process killed
+refused or kept failing (`schemas.storage_errors.StoreError`), a worker process killed
 (`WorkerLost`)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import shutil
 from pipeline.runners.failures import LOST
 from pipeline.shell.outdir import disk_figure, is_local, within
 from schemas import storage
+from schemas.storage_errors import LATER, StoreError
 
 NO_SPACE = "No space left on device"
 READ_ONLY = "Read-only file system"
@@ -41,14 +42,14 @@ def out_trouble_said(out: str, what: str = "the build", then: str = RESUME):
         raise
 
 
-STORE = "the object store"  # in every line of a `schemas.storage.StoreError`
+STORE = "the object store"  # in every line of a `schemas.storage_errors.StoreError`
 
 
 def then_line(said: str, then: str = RESUME) -> str:
     """A line of the object store's refusal or failure (a `StoreError`'s), or of a worker
     process lost (`WorkerLost`), with how the command goes on once that is mended (`then`)."""
-    if said.endswith(f"; {storage.LATER}"):
-        return f"{said[: -len(storage.LATER)]}later, {then}"
+    if said.endswith(f"; {LATER}"):
+        return f"{said[: -len(LATER)]}later, {then}"
     return f"{said}; then {then}"
 
 
@@ -58,7 +59,7 @@ def store_trouble_said(args):
     listing, the last files), in one line: a build that had begun goes on with --resume."""
     try:
         yield
-    except storage.StoreError as e:
+    except StoreError as e:
         resumable = args.command == "build" and getattr(args, "resumable", False)
         raise SystemExit(f"error: {then_line(str(e), RESUME if resumable else AGAIN)}") from None
 

@@ -266,7 +266,7 @@ def test_workers_without_credentials_are_named_in_the_line(portable, gcs_emulato
     build in one line that names where the worker runs and says what to give it."""
     gcs_emulator.create_bucket("portable-no-key")
     upload_tree(f"{SAMPLE}/books", "gs://portable-no-key/books")
-    # (without the emulator's address too: against it the client asks for no credentials)
+    # (without the emulator's address too, as a worker on another machine has none)
     env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
     env["GOOGLE_APPLICATION_CREDENTIALS"] = str(tmp_path / "no-key.json")
     pool, port = beam_service(*WORKER_POOL, env, tmp_path / "pool.log")

@@ -2,16 +2,21 @@
 request GCS sheds (503, 429), whose connection drops or whose answer is cut off is sent again,
 of every kind a build makes, a batch's deletes among them, and the build gives the local
 bytes; a lock whose answer was lost is still taken; a refusal (403) ends the build in one line
-naming the object and what to do."""
+naming the object and what to do; so do credentials that Google's token service refuses."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.gcs_emulator import upload_tree
+from tests.gcs_emulator import fake_service_account, upload_tree
 from tests.helpers import ROOT, SAMPLE, build_shards, shard_set
 
 pytest.importorskip("gcp_storage_emulator")
@@ -40,12 +45,12 @@ def faults(gcs_emulator):
     gcs_emulator.inject_faults(0, [])
 
 
-def build(out: str, corpus: str, *extra: str) -> subprocess.CompletedProcess:
+def build(out: str, corpus: str, *extra: str, env=None) -> subprocess.CompletedProcess:
     """`bert-shards build` with 2 forked workers, as a user runs it (the sample_shards
-    settings)."""
+    settings), in this environment or `env`."""
     cmd = [sys.executable, "-m", "pipeline", "build", "--input", corpus, "--out", out]
     cmd += ["--num-shards", "4", "--workers", "2", "--progress-seconds", "0", *extra]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
 
 
 def left_over(gcs, bucket: str) -> list[str]:
@@ -121,3 +126,77 @@ def test_a_refusal_in_a_workers_step_is_one_line_saying_to_resume(faults, corpus
         f"{CREDENTIALS}; then run the same command with --resume to continue from what is "
         "finished"
     )
+
+
+@contextlib.contextmanager
+def token_service(status: int, answer: dict):
+    """An OAuth token endpoint on loopback that answers every request with `status` and
+    `answer`; yields its URL."""
+
+    class Answer(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/token"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+REFUSED = (
+    "the object store's token service refused the credentials (invalid_grant: Invalid JWT "
+    "Signature.); check the credentials (GOOGLE_APPLICATION_CREDENTIALS, or `gcloud auth "
+    "application-default login`): a key deleted or disabled, or this machine's clock far off"
+)
+
+
+@pytest.mark.parametrize(
+    "status, answer, said",
+    [
+        (400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."}, REFUSED),
+        (
+            503,
+            {"error": "unavailable", "error_description": "injected by the test"},
+            "the object store's token service kept failing (unavailable: injected by the test);",
+        ),
+    ],
+    ids=["refused", "failing"],
+)
+def test_credentials_without_a_token_end_build_and_validate_in_one_line(
+    gcs_emulator, corpus, gcs_bucket, tmp_path, status, answer, said
+):
+    """Credentials for which Google's token service gives no access token: refused (a key
+    deleted or disabled, a clock far off), or the service failing past google-auth's own
+    tries. Said as such, not as a store that cannot be reached; nothing written."""
+    out = f"gs://{gcs_bucket}/out"
+    with token_service(status, answer) as token_uri:
+        key = tmp_path / "key.json"
+        key.write_text(json.dumps(fake_service_account(token_uri)))
+        env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(key)}
+        done = build(out, corpus, env=env)
+        checked = subprocess.run(
+            [sys.executable, "-m", "schemas.cli", "validate", out],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: gs://") and f": {said}" in line, line
+    assert done.returncode == 1 and line.endswith(" run the same command again"), line
+    assert checked.returncode == 1
+    assert f"FAIL manifest: {out}/manifest.json: {said}" in checked.stdout, checked.stdout
+    assert gcs_emulator.list_objects(gcs_bucket) == []

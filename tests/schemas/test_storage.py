@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("gcp_storage_emulator")
 pytest.importorskip("google.cloud.storage")
 
-from schemas import storage  # noqa: E402
+from schemas import storage, storage_errors  # noqa: E402
 from schemas.cli import main as schemas_main  # noqa: E402
 from schemas.manifest import MANIFEST_NAME, read_manifest  # noqa: E402
 from schemas.validate.run import validate  # noqa: E402
@@ -140,17 +140,18 @@ def test_the_check_connects_where_requests_would(monkeypatch):
             monkeypatch.delenv(key.upper(), raising=False)
         storage.check_reachable(f"http://127.0.0.1:{port}")
         closed = free_port()
-        with pytest.raises(storage.Unreachable, match=f"^127.0.0.1:{closed} took no connection"):
+        refused = f"^127.0.0.1:{closed} took no connection"
+        with pytest.raises(storage_errors.Unreachable, match=refused):
             storage.check_reachable(f"http://127.0.0.1:{closed}")
         monkeypatch.setenv("all_proxy", f"http://127.0.0.1:{port}")
         storage.check_reachable(f"https://127.0.0.1:{closed}")  # the proxy answers for it
         monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{free_port()}")
-        with pytest.raises(storage.Unreachable):  # the scheme's own proxy comes first
+        with pytest.raises(storage_errors.Unreachable):  # the scheme's own proxy comes first
             storage.check_reachable(f"https://127.0.0.1:{closed}")
         monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{port}")
         storage.check_reachable(f"https://127.0.0.1:{closed}")
         monkeypatch.setenv("no_proxy", "127.0.0.1")
-        with pytest.raises(storage.Unreachable, match=f"^127.0.0.1:{closed} "):
+        with pytest.raises(storage_errors.Unreachable, match=f"^127.0.0.1:{closed} "):
             storage.check_reachable(f"https://127.0.0.1:{closed}")
 
 
@@ -274,7 +275,10 @@ def test_a_store_that_kept_failing_is_one_line():
     """The client's retries spent (its RetryError): the last answer, and to try later."""
     from google.api_core import exceptions as api
 
-    with pytest.raises(storage.StoreError) as caught, storage.store_errors("gs://b/x"):
+    with (
+        pytest.raises(storage_errors.StoreError) as caught,
+        storage_errors.store_errors("gs://b/x"),
+    ):
         raise api.RetryError("Timeout of 120.0s exceeded", api.ServiceUnavailable("slow down"))
     assert str(caught.value) == (
         "gs://b/x: the object store kept failing through two minutes of retries "
