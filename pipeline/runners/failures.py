@@ -1,7 +1,8 @@
 """What a run that failed or was stopped says, and what it leaves behind: the one line for a
 failed step (its own message, found in the runner's wrapped error), for a download the runner
 could not make, the interrupt a runner's error wraps, and the cancel of a job that runs apart
-from the driver when a signal stops it, and a worker process that died of a signal."""
+from the driver when a signal stops it, and a worker process that died of a signal, or that the
+runner lost without seeing it die (a portable job's pool worker, a task Dask gave up)."""
 
 from __future__ import annotations
 
