@@ -27,6 +27,7 @@ from model.flags import evaluate_parser, pretrain_parser
 from model.folders import UNWRITABLE, check_compile_folder, check_local_paths, unwritable_line
 from schemas.command_line import OneLineParser
 from schemas.interrupts import exit_code, interrupts_unwind
+from schemas.storage_errors import StoreError
 
 
 def _export_parser(sub) -> None:
@@ -199,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"bert-model {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except StoreError as e:  # the object store failed under the run (a set on gs://)
+        when, then = how_to_go_on(args)
+        print(f"bert-model {args.command}: error: {e}{when}; {then}", file=sys.stderr)
+        return 1
     except OSError as e:  # what os.access could not foresee: a read-only or full filesystem,
         if e.errno not in UNWRITABLE:  # a folder root may not write in (/sys, /proc)
             raise

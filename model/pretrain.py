@@ -40,6 +40,7 @@ from model.run_dir import (
 )
 from model.run_lock import RunLock
 from model.run_log import Meter, MetricsLog, Progress, pretraining_figures
+from model.run_shards import shard_set_record
 from model.training import (
     Dist,
     Trainer,
@@ -105,6 +106,10 @@ def _pretrain(cfg: TrainConfig, d: Dist) -> dict:
     if cfg.tensorboard and d.main:  # rank 0 writes the events
         check_available()  # refused before the shards are read or the run folder is written
     shards = open_shards(cfg.shards)
+    # the manifest's digest each checkpoint records, read now with the set (and kept: see
+    # `manifest_sha256`), not from the store at the first checkpoint, which a store failing
+    # then would stop
+    shard_set_record(shards)
     micro = micro_batch_size(cfg.batch_size, d.world, cfg.accum)
     imported = init_model(cfg, shards) if cfg.init else None  # refused before any note
     train_parts, held = split_holdout(shards, cfg.holdout, say=d.main)

@@ -19,7 +19,9 @@ from model.batches import batches  # noqa: E402
 from model.cli import main  # noqa: E402
 from model.data import LoaderConfig, PretrainingData, open_shards  # noqa: E402
 from model.hf_data import ShardDataset  # noqa: E402
+from model.run_dir import load_checkpoint  # noqa: E402
 from schemas import storage  # noqa: E402
+from schemas.storage_errors import StoreError  # noqa: E402
 from tests.gcs_emulator import upload_tree  # noqa: E402
 
 
@@ -246,3 +248,45 @@ def test_pretrain_from_an_unreachable_store_is_one_line(tmp_path, monkeypatch, c
     assert "gs://bucket/set: cannot reach the object store: " in err
     assert address in err and "\n" not in err
     assert not os.path.exists(run)
+
+
+def test_a_store_that_fails_once_training_runs_stops_nothing_it_need_not_read(
+    shards_dir, gs_set, gcs_emulator, tmp_path, monkeypatch, capsys
+):
+    """Every read refused (403) once training starts, the cache holding what the run reads (a
+    run before it filled it): the run needs nothing more from the store, so it trains to its
+    end, checkpoints included (each records the set's manifest digest, which the first one
+    read from the store again, ending the run in a traceback). A store error that does reach
+    the command is one line."""
+    import model.pretrain
+    from model.run_shards import manifest_sha256
+
+    args = ["pretrain", "--steps", "4", "--batch-size", "8", "--ckpt-every", "2"]
+    args += ["--eval-batches", "1", "--shards", gs_set, "--shard-cache", str(tmp_path / "c")]
+    assert main([*args, "--run", str(tmp_path / "filling")]) == 0
+    manifest_sha256.cache_clear()  # as in a new process
+    announce = model.pretrain._announce
+
+    def then_refused(*args):
+        gcs_emulator.inject_faults(1, ["download", "object-get", "list"], status=403)
+        announce(*args)
+
+    monkeypatch.setattr(model.pretrain, "_announce", then_refused)
+    run = str(tmp_path / "run")
+    try:
+        assert main([*args, "--run", run]) == 0
+        assert gcs_emulator.injected() == {}  # nothing was asked of the store
+    finally:
+        gcs_emulator.inject_faults(0, [])
+    assert load_checkpoint(os.path.join(run, "last.pt"))["step"] == 4
+
+    def refused(*args):
+        raise StoreError("gs://b/x: the object store answered 503 Slow Down")
+
+    monkeypatch.setattr(model.pretrain, "_announce", refused)
+    capsys.readouterr()
+    assert main([*args, "--run", str(tmp_path / "other")]) == 1
+    assert capsys.readouterr().err == (
+        "bert-model pretrain: error: gs://b/x: the object store answered 503 Slow Down before "
+        "the run's first checkpoint; run the same command again\n"
+    )

@@ -162,6 +162,7 @@ REFUSED = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "status, answer, said",
     [
