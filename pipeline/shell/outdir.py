@@ -28,7 +28,7 @@ from pipeline.files.fsio import BUILDING_DIR
 from schemas import file_lock, storage
 from schemas.manifest import LOCK_NAME, MANIFEST_NAME, OUT_FILES, SHARD_NAME_PATTERN, SHARDS_DIR
 from schemas.shard import SCHEMA_NAME
-from schemas.storage_errors import store_errors
+from schemas.storage_errors import StoreError, store_errors
 
 # Ours only beside a mark of ours: a Hugging Face tokenizer folder holds the first four names.
 COMMAND_FILES = OUT_FILES - {MANIFEST_NAME, LOCK_NAME}
@@ -124,6 +124,8 @@ def _our_manifest(path: str) -> bool:
         else:
             with open(path, "rb") as f:
                 data = json.loads(f.read(64 * 1024 * 1024))
+    except StoreError:  # not read, so not known to be another's: the store's line says why
+        raise
     except (OSError, ValueError, RecursionError):
         return False
     return isinstance(data, dict) and data.get("schema_name") == SCHEMA_NAME

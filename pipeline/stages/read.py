@@ -54,6 +54,7 @@ from pipeline.sources.wikipedia.pages import WikiPage
 from pipeline.sources.wikipedia.spans import is_index, plan_wikipedia
 from pipeline.stages.base import Stage, Step
 from pipeline.stages.counting import prefixed
+from schemas.storage_errors import StoreError
 
 
 @beam.typehints.with_output_types(Any)
@@ -131,6 +132,8 @@ def read_item(item, tally: Tally, skip_bad_input: bool, opener=None, fields=("te
         if not skip_bad_input:
             raise
         tally.inc("files_dropped.unreadable")
+    except StoreError:  # the store's, not the file's: said as such, never skipped
+        raise
     except (OSError, EOFError, ValueError) as e:
         if not skip_bad_input:
             raise ValueError(unreadable_line(fmt, path, e)) from e

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -16,8 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from schemas.storage_errors import StoreError
 from tests.gcs_emulator import fake_service_account, upload_tree
-from tests.helpers import ROOT, SAMPLE, build_shards, shard_set
+from tests.helpers import ROOT, SAMPLE, SAMPLE_INPUT, build_shards, shard_set
 
 pytest.importorskip("gcp_storage_emulator")
 
@@ -126,6 +128,45 @@ def test_a_refusal_in_a_workers_step_is_one_line_saying_to_resume(faults, corpus
         f"{CREDENTIALS}; then run the same command with --resume to continue from what is "
         "finished"
     )
+
+
+def test_a_finished_outs_manifest_that_cannot_be_read_is_not_called_anothers(
+    faults, gcs_bucket, sample_shards
+):
+    """A build into an OUT holding a finished set reads its manifest to know the set as one of
+    this package's: that read refused (403) was taken as a manifest of another tool's, and the
+    line said to pass --overwrite. Now it is the store's line, and OUT is left as it was."""
+    out = f"gs://{gcs_bucket}/out"
+    upload_tree(sample_shards, out)
+    before = faults.list_objects(gcs_bucket)
+    faults.inject_faults(1, ["download"], status=403)
+    done = build(out, SAMPLE_INPUT)  # local: the manifest is the first object read
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"error: {out}/manifest.json: the object store refused access (403 injected by the "
+        f"test's proxy); {CREDENTIALS}; then run the same command again"
+    ]
+    assert faults.list_objects(gcs_bucket) == before
+
+
+@pytest.mark.parametrize("skip", [True, False], ids=["skip-bad-input", "plain"])
+def test_an_input_the_store_refuses_is_not_a_bad_file(skip):
+    """--skip-bad-input skips files that cannot be read as their format (truncated, corrupt).
+    An input whose read the store refused (or kept failing) is not one: it was dropped unsaid
+    with the flag, and called truncated or corrupt without it. Now the store's line stops the
+    build (`--resume` then goes on)."""
+    from pipeline.sources.documents import Tally
+    from pipeline.stages.read import read_item
+
+    said = "gs://b/in.txt: the object store refused access (403 Forbidden)"
+
+    def refused(*args, **kwargs):
+        raise StoreError(said)
+
+    tally = Tally(skip_bad_input=skip)
+    with pytest.raises(StoreError, match=re.escape(said) + "$"):
+        list(read_item(("text", "gs://b/in.txt", "in.txt", None), tally, skip, refused))
+    assert "files_dropped.unreadable" not in tally.counts
 
 
 @contextlib.contextmanager
