@@ -76,6 +76,23 @@ def test_a_build_whose_requests_the_store_shed_is_the_local_build(
     assert left_over(faults, gcs_bucket) == []
 
 
+@pytest.mark.slow
+def test_a_dask_build_whose_requests_the_store_shed_is_the_local_build(
+    faults, corpus, gcs_bucket, sample_shards
+):
+    """The same on Dask (its own local cluster, worker processes of their own): the first
+    request of each kind answered 503, those a Dask worker makes first among them (the shards'
+    copies out of the build area), is sent again there too."""
+    pytest.importorskip("distributed")
+    faults.inject_faults(FIRST_ONLY, BUILD_KINDS)
+    out = f"gs://{gcs_bucket}/out"
+    done = build(out, corpus, "--runner", "DaskRunner")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert set(faults.injected()) == set(BUILD_KINDS)
+    assert shard_set(out) == shard_set(sample_shards)
+    assert left_over(faults, gcs_bucket) == []
+
+
 def test_deletes_a_batch_answered_429_part_by_part_are_sent_again(
     faults, corpus, gcs_bucket, sample_shards
 ):
