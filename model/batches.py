@@ -138,10 +138,17 @@ LOADER_DIED = re.compile(
 )
 
 
-def loader_worker_lost(e: RuntimeError) -> str | None:
+def loader_worker_lost(e: BaseException) -> str | None:
     """The line for a DataLoader worker that died during the run (torch's RuntimeError says
-    which and of what), or None for any other error."""
-    found = LOADER_DIED.search(str(e))
+    which and of what), or None for any other error. torch's SIGCHLD handler raises that error
+    wherever the training process is, and an error of that code's own cleanup can take its
+    place (a checkpoint's writer, closing its file half written): it is looked for in what `e`
+    was raised from or during too."""
+    found, seen = None, set()
+    while e is not None and id(e) not in seen and found is None:
+        seen.add(id(e))
+        found = LOADER_DIED.search(str(e))
+        e = e.__cause__ or e.__context__
     if found is None:
         return None
     if found.group(3):  # its end seen before its signal was

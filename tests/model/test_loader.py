@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.batches import batches
+from model.batches import batches, loader_worker_lost
 from model.data import LoaderConfig, PretrainingData, open_shards
 from schemas.masking import MaskingRule, TokenSpec, mask_padded
 from schemas.reader import ShardSet
@@ -142,6 +142,21 @@ def test_a_worker_killed_handing_over_its_batch_is_said_as_its_death():
     died = r"DataLoader worker \(pid \d+\) is killed by signal: Killed\."
     with pytest.raises(RuntimeError, match=died):
         next(batches(_DiesHandingOver(), 0, 4, workers=1))
+
+
+def test_a_workers_death_raised_during_a_checkpoint_is_found_under_its_writers_error():
+    """torch's SIGCHLD handler raised the worker's death while a checkpoint was being saved,
+    and the zip writer's own error on closing took its place (seen in CI)."""
+    died = RuntimeError("DataLoader worker (pid 12684) is killed by signal: Killed. ")
+    try:
+        try:
+            raise died
+        finally:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 3 vs 2")
+    except RuntimeError as e:
+        line = loader_worker_lost(e)
+    assert line is not None and line.startswith("a DataLoader worker (pid 12684) was killed by")
+    assert loader_worker_lost(RuntimeError("unexpected pos 3 vs 2")) is None
 
 
 def _originals(batch: dict) -> torch.Tensor:
