@@ -54,7 +54,7 @@ def killed_worker_line(gave_up: re.Match) -> str:
         f"{LOST} of the Dask cluster died running one task{which}, {gave_up.group(2)} "
         "time(s) in all (Dask gave it up: KilledWorker): killed, as the kernel's out-of-memory "
         "killer kills when memory runs out (`dmesg` on the workers' machines says; fewer "
-        "threads per worker, or more memory, hold it), or crashed (the workers' logs say)"
+        "workers or threads per machine hold less), or crashed (the workers' logs say)"
     )
 
 
