@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from torch.utils.data._utils import signal_handling
 
 from model.data import PretrainingData
+from schemas.command_line import exception_chain
 from schemas.interrupts import release_in_child, signals_held
 
 
@@ -144,11 +145,7 @@ def loader_worker_lost(e: BaseException) -> str | None:
     wherever the training process is, and an error of that code's own cleanup can take its
     place (a checkpoint's writer, closing its file half written): it is looked for in what `e`
     was raised from or during too."""
-    found, seen = None, set()
-    while e is not None and id(e) not in seen and found is None:
-        seen.add(id(e))
-        found = LOADER_DIED.search(str(e))
-        e = e.__cause__ or e.__context__
+    found = next(filter(None, (LOADER_DIED.search(str(x)) for x in exception_chain(e))), None)
     if found is None:
         return None
     if found.group(3):  # its end seen before its signal was

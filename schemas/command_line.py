@@ -54,3 +54,14 @@ def unknown_flag(rest: list[str], parser: argparse.ArgumentParser) -> str:
 def flags_of(parser: argparse.ArgumentParser) -> list[str]:
     """Every long flag of `parser`."""
     return [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
+
+
+def exception_chain(e: BaseException | None) -> list[BaseException]:
+    """`e` and what it was raised from or during (its cause, else its context), in turn: where
+    a command looks for the cause its one line names, which another error may have replaced."""
+    chain, seen = [], set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    return chain

@@ -10,6 +10,7 @@ import re
 import signal
 
 from pipeline.runners.beam_internals import STEP_SUFFIX
+from schemas.command_line import exception_chain
 from schemas.storage_errors import StoreError
 
 # a step's own error, as a worker's traceback ends: Python's, or one of this package's, whose
@@ -98,16 +99,6 @@ def interrupt_inside(e: BaseException) -> KeyboardInterrupt | None:
     """The KeyboardInterrupt (Ctrl-C, or a signal raised as one) that a runner's own error
     wraps, when a step running in this process was interrupted; else None."""
     return next((x for x in exception_chain(e) if isinstance(x, KeyboardInterrupt)), None)
-
-
-def exception_chain(e: BaseException | None) -> list[BaseException]:
-    """`e` and what it was raised from or during (its cause, else its context), in turn."""
-    chain, seen = [], set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        chain.append(e)
-        e = e.__cause__ or e.__context__
-    return chain
 
 
 def failure_line(e: BaseException) -> str:
